@@ -1,0 +1,90 @@
+"""The small condition language that rules and constraints use, evaluated without eval().
+
+A condition is one of::
+
+    {fact: NAME, <op>: VALUE}        ops: eq ne gt ge lt le in not_in contains
+                                          exists truthy matches
+    {all: [COND, ...]}  {any: [COND, ...]}  {not: COND}
+
+VALUE may be a literal or ``{fact: OTHER, scale: 0.9}`` to compare two facts.
+An unknown fact (None) makes every comparison false except ``exists: false``
+and ``truthy: false``, so a rule never fires on evidence nobody gave.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterator, Mapping
+
+OPERATORS = ("eq", "ne", "gt", "ge", "lt", "le", "in", "not_in", "contains", "exists", "truthy", "matches")
+
+
+def evaluate(cond: Mapping[str, Any], facts: Mapping[str, Any]) -> bool:
+    """True when ``cond`` holds over the flat fact mapping."""
+    if "all" in cond:
+        return all(evaluate(c, facts) for c in cond["all"])
+    if "any" in cond:
+        return any(evaluate(c, facts) for c in cond["any"])
+    if "not" in cond:
+        return not evaluate(cond["not"], facts)
+    name = cond["fact"]
+    value = facts.get(name)
+    for op in OPERATORS:
+        if op in cond:
+            return _apply(op, value, _resolve(cond[op], facts))
+    raise ValueError(f"condition on {name!r} names no operator")
+
+
+def referenced_facts(cond: Mapping[str, Any]) -> Iterator[str]:
+    """Every fact name a condition reads (for knowledge-base cross-checks)."""
+    for key in ("all", "any"):
+        for sub in cond.get(key, []):
+            yield from referenced_facts(sub)
+    if "not" in cond:
+        yield from referenced_facts(cond["not"])
+    if "fact" in cond:
+        yield cond["fact"]
+        for op in OPERATORS:
+            ref = cond.get(op)
+            if isinstance(ref, Mapping) and "fact" in ref:
+                yield ref["fact"]
+
+
+def _resolve(operand: Any, facts: Mapping[str, Any]) -> Any:
+    if isinstance(operand, Mapping) and "fact" in operand:
+        other = facts.get(operand["fact"])
+        if other is None:
+            return None
+        return other * operand.get("scale", 1)
+    return operand
+
+
+def _apply(op: str, value: Any, operand: Any) -> bool:
+    if op == "exists":
+        return (value is not None and value != [] and value != {}) == bool(operand)
+    if op == "truthy":
+        return bool(value) == bool(operand)
+    if value is None or (operand is None and op not in ("eq", "ne")):
+        return False
+    if op == "eq":
+        return value == operand
+    if op == "ne":
+        return value != operand
+    if op == "in":
+        return value in operand
+    if op == "not_in":
+        return value not in operand
+    if op == "contains":
+        return operand in value if isinstance(value, (list, tuple, set, str)) else False
+    if op == "matches":
+        return re.search(operand, str(value)) is not None
+    try:
+        if op == "gt":
+            return value > operand
+        if op == "ge":
+            return value >= operand
+        if op == "lt":
+            return value < operand
+        return value <= operand
+    except TypeError:
+        return False

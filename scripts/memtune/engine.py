@@ -1,0 +1,113 @@
+"""The rule engine: facts + knowledge base -> Diagnosis.  Pure; names no fix, cause or model.
+
+Ranking, in words: every rule whose condition holds contributes its cause (with
+the rule's confidence; a cause keeps the highest) and its ordered fixes.  Causes
+are ranked by confidence, then by rule order in rules.yaml.  Fixes are taken
+from the fired rules in that same order.  A fix is then moved out of the
+recommendations when (a) some fired rule says to avoid it, (b) a constraint
+blocks it in this situation, or (c) its ``already_applied_when`` holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .conditions import evaluate
+from .knowledge import Knowledge
+
+
+@dataclass
+class CauseFinding:
+    id: str
+    confidence: float
+    rules: list[str] = field(default_factory=list)  # ids of the rules that concluded it
+
+
+@dataclass
+class FixAdvice:
+    id: str
+    rank: int
+    rules: list[str] = field(default_factory=list)  # rules that recommended it
+
+
+@dataclass
+class AvoidAdvice:
+    id: str
+    source: str  # rule or constraint id
+    source_kind: str  # "rule" | "constraint" | "applied"
+    reason: dict[str, str]  # {en, zh}
+
+
+@dataclass
+class Violation:
+    id: str  # constraints.yaml id
+
+
+@dataclass
+class Diagnosis:
+    kb_version: str
+    causes: list[CauseFinding]
+    fixes: list[FixAdvice]
+    avoid: list[AvoidAdvice]
+    already_applied: list[str]
+    violations: list[Violation]
+    fired_rules: list[str]
+
+
+def check_constraints(flat: Mapping[str, Any], kb: Knowledge) -> list[Violation]:
+    """Constraints the given config/env already violates."""
+    return [
+        Violation(con["id"])
+        for con in kb.entries("constraints")
+        if con.get("violated_when") and evaluate(con["violated_when"], flat)
+    ]
+
+
+def diagnose(flat: Mapping[str, Any], kb: Knowledge) -> Diagnosis:
+    rules = kb.entries("rules")
+    fired = [(pos, rule) for pos, rule in enumerate(rules) if evaluate(rule["when"], flat)]
+
+    causes: dict[str, CauseFinding] = {}
+    first_pos: dict[str, int] = {}
+    for pos, rule in fired:
+        finding = causes.setdefault(rule["cause"], CauseFinding(rule["cause"], 0.0))
+        finding.confidence = max(finding.confidence, float(rule["confidence"]))
+        finding.rules.append(rule["id"])
+        first_pos.setdefault(rule["cause"], pos)
+    ranked_causes = sorted(causes.values(), key=lambda c: (-c.confidence, first_pos[c.id]))
+
+    cause_rank = {c.id: i for i, c in enumerate(ranked_causes)}
+    ordered_rules = sorted(fired, key=lambda pr: (cause_rank[pr[1]["cause"]], -float(pr[1]["confidence"]), pr[0]))
+
+    avoid: dict[str, AvoidAdvice] = {}
+    for _, rule in ordered_rules:
+        for item in rule.get("avoid", []):
+            avoid.setdefault(item["fix"], AvoidAdvice(item["fix"], rule["id"], "rule", item["reason"]))
+    for con in kb.entries("constraints"):
+        if con.get("blocks_when") and evaluate(con["blocks_when"], flat):
+            for fix_id in con.get("blocks_fixes", []):
+                avoid.setdefault(fix_id, AvoidAdvice(fix_id, con["id"], "constraint", con["message"]))
+
+    applied = [
+        fix["id"]
+        for fix in kb.entries("fixes")
+        if fix.get("already_applied_when") and evaluate(fix["already_applied_when"], flat)
+    ]
+
+    fixes: dict[str, FixAdvice] = {}
+    for _, rule in ordered_rules:
+        for fix_id in rule.get("fixes", []):
+            if fix_id in avoid or fix_id in applied:
+                continue
+            fixes.setdefault(fix_id, FixAdvice(fix_id, len(fixes) + 1)).rules.append(rule["id"])
+
+    return Diagnosis(
+        kb_version=kb.version,
+        causes=ranked_causes,
+        fixes=list(fixes.values()),
+        avoid=list(avoid.values()),
+        already_applied=applied,
+        violations=check_constraints(flat, kb),
+        fired_rules=[rule["id"] for _, rule in fired],
+    )

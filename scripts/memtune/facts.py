@@ -1,0 +1,247 @@
+"""Typed facts: the one vocabulary shared by inputs, estimator, rules and renderer.
+
+Every input parser returns one of these dataclasses; nothing else crosses a stage
+boundary.  The rule engine never sees the classes: it sees ``Facts.flatten()``,
+a flat ``{"log.reserved_unallocated_bytes": 3.2e10, ...}`` mapping whose keys
+are the names that ``knowledge/rules.yaml`` conditions may use.  ``None`` means
+"unknown" (the evidence did not say) and is different from ``False``.
+
+The list of fact names with their meaning lives in ``knowledge/facts.yaml``;
+``memtune kb validate`` checks every rule names only declared facts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from typing import Any
+
+
+@dataclass
+class OomEvent:
+    """One memory-failure (or crash) signal found in a log, with its numbers in bytes."""
+
+    signature: str  # id from knowledge/signatures.yaml
+    kind: str  # allocator | cuda | nccl | cublas | cudnn | triton | host | config-error | crash
+    line: int  # 1-based line number where the signal starts
+    text: str  # the (joined, prefix-stripped) message, clipped to a sane length
+    rank: int | None = None
+    format: str | None = None  # PyTorch message format id, allocator messages only
+    requested_bytes: float | None = None
+    capacity_bytes: float | None = None
+    free_bytes: float | None = None
+    allocated_bytes: float | None = None  # "allocated by PyTorch" / "already allocated"
+    reserved_bytes: float | None = None  # reserved in total (old formats) or derived
+    reserved_unallocated_bytes: float | None = None
+    private_pool_bytes: float | None = None
+    process_bytes: float | None = None  # "this process has X in use" (incl. non-PyTorch)
+    other_process_bytes: float | None = None  # sum of "Process N has X" lines
+    other_process_count: int = 0
+    allowed_bytes: float | None = None
+    truncated: bool = False
+    constraint: str | None = None  # constraints.yaml id, for config-error events
+
+
+@dataclass
+class LogFacts:
+    """What a training log says, reduced to the numbers rules reason over."""
+
+    provided: bool = False
+    lines: int = 0
+    events: list[OomEvent] = field(default_factory=list)
+    has_memory_failure: bool = False
+    oom_kind: str | None = None  # kind of the primary (first memory) event
+    kinds: list[str] = field(default_factory=list)
+    signatures: list[str] = field(default_factory=list)
+    pytorch_format: str | None = None
+    # numbers of the primary allocator event (bytes)
+    requested_bytes: float | None = None
+    capacity_bytes: float | None = None
+    free_bytes: float | None = None
+    allocated_bytes: float | None = None
+    reserved_bytes: float | None = None
+    reserved_unallocated_bytes: float | None = None
+    private_pool_bytes: float | None = None
+    process_bytes: float | None = None
+    other_process_bytes: float | None = None
+    other_process_count: int = 0
+    # derived
+    fragmentation_ratio: float | None = None  # reserved-unallocated / reserved
+    non_pytorch_bytes: float | None = None  # process - reserved
+    graph_pool_ratio: float | None = None  # private pools / allocated
+    rank: int | None = None  # rank of the first memory failure
+    ranks_failed: list[int] = field(default_factory=list)
+    phase: str | None = None  # init | forward | backward | optimizer | checkpoint-load | checkpoint-save
+    host_oom: bool = False
+    nccl_timeout: bool = False
+    crash: bool = False  # a Python exception / fatal error that is not a memory failure
+    first_error: str | None = None
+    constraint_errors: list[str] = field(default_factory=list)  # constraints.yaml ids
+    truncated: bool = False
+    memory_report_max_allocated_bytes: float | None = None
+    memory_report_max_reserved_bytes: float | None = None
+
+
+@dataclass
+class EnvFacts:
+    """Environment variables that change memory behaviour; None = not known."""
+
+    provided: bool = False
+    variables: dict[str, str] = field(default_factory=dict)
+    alloc_conf: str | None = None  # effective PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF
+    alloc_options: dict[str, str] = field(default_factory=dict)
+    expandable_segments: bool | None = None
+    allocator_backend: str | None = None
+    nccl_graph_register: str | None = None
+    avoid_record_streams: str | None = None
+
+
+@dataclass
+class TrainingConfig:
+    """A Bridge / Megatron-LM training layout normalised to one shape.
+
+    Field names follow Megatron-Core / Bridge attribute names so that a rule,
+    a fix's ``apply`` text and the user's config all say the same word.
+    """
+
+    provided: bool = False
+    source: str | None = None  # bridge-yaml | overrides | megatron-args | question | hf-config
+    model_name: str | None = None
+    task: str | None = None  # pretrain | sft | lora
+    # parallelism
+    tensor_model_parallel_size: int | None = None
+    pipeline_model_parallel_size: int | None = None
+    virtual_pipeline_model_parallel_size: int | None = None
+    context_parallel_size: int | None = None
+    expert_model_parallel_size: int | None = None
+    expert_tensor_parallel_size: int | None = None
+    data_parallel_size: int | None = None
+    world_size: int | None = None
+    sequence_parallel: bool | None = None
+    account_for_embedding_in_pipeline_split: bool | None = None
+    account_for_loss_in_pipeline_split: bool | None = None
+    # batch
+    micro_batch_size: int | None = None
+    global_batch_size: int | None = None
+    seq_length: int | None = None
+    # architecture
+    num_layers: int | None = None
+    hidden_size: int | None = None
+    ffn_hidden_size: int | None = None
+    num_attention_heads: int | None = None
+    num_query_groups: int | None = None
+    kv_channels: int | None = None
+    vocab_size: int | None = None
+    padded_vocab_size: int | None = None
+    make_vocab_size_divisible_by: int | None = None
+    gated_linear_unit: bool | None = None
+    share_embeddings_and_output_weights: bool | None = None
+    num_moe_experts: int | None = None
+    moe_router_topk: int | None = None
+    moe_ffn_hidden_size: int | None = None
+    moe_shared_expert_intermediate_size: int | None = None
+    moe_layer_freq: Any = None
+    mtp_num_layers: int | None = None
+    # recompute / offload
+    recompute_granularity: str | None = None  # None | selective | full
+    recompute_method: str | None = None  # uniform | block
+    recompute_num_layers: int | None = None
+    recompute_modules: list[str] | None = None
+    cpu_offloading: bool | None = None
+    cpu_offloading_num_layers: int | None = None
+    fine_grained_activation_offloading: bool | None = None
+    optimizer_cpu_offload: bool | None = None
+    optimizer_offload_fraction: float | None = None
+    # optimizer / precision / DDP
+    use_distributed_optimizer: bool | None = None
+    use_megatron_fsdp: bool | None = None
+    data_parallel_sharding_strategy: str | None = None
+    use_precision_aware_optimizer: bool | None = None
+    main_grads_dtype: str | None = None
+    exp_avg_dtype: str | None = None
+    exp_avg_sq_dtype: str | None = None
+    grad_reduce_in_fp32: bool | None = None
+    bf16: bool | None = None
+    fp16: bool | None = None
+    fp8: str | None = None  # e4m3 | hybrid | None
+    fp8_recipe: str | None = None  # delayed | tensorwise | mxfp8 | blockwise
+    fp8_param_gather: bool | None = None
+    cross_entropy_loss_fusion: bool | None = None
+    cross_entropy_fusion_impl: str | None = None
+    # CUDA graphs / comms
+    cuda_graph_impl: str | None = None  # none | local | transformer_engine
+    cuda_graph_scope: list[str] | None = None
+    use_nccl_ub: bool | None = None
+    tp_comm_overlap: bool | None = None
+    # PEFT
+    peft: str | None = None  # lora | dora | canonical_lora | None
+    peft_dim: int | None = None
+    peft_target_modules: list[str] | None = None
+    sequence_parallel_input_regather: bool | None = None
+    # checkpoint / data
+    async_save: bool | None = None
+    ckpt_format: str | None = None
+    load_optim: bool | None = None
+    num_workers: int | None = None
+    warnings: list[str] = field(default_factory=list)  # unknown / malformed keys, with location
+
+
+@dataclass
+class GpuFacts:
+    """The GPU the run used, from knowledge/gpus.yaml or the OOM message."""
+
+    name: str | None = None
+    capacity_bytes: float | None = None  # usable capacity as cudaMemGetInfo reports it
+    nominal_gb: float | None = None
+    arch: str | None = None  # hopper | blackwell | ampere
+
+
+@dataclass
+class QuestionFacts:
+    """What the user's free-text question reveals."""
+
+    provided: bool = False
+    text: str = ""
+    lang: str = "en"  # en | zh
+    model_name: str | None = None
+    topics: list[str] = field(default_factory=list)  # e.g. lora, sequence-parallel, fp8, checkpoint
+    memory_bytes: float | None = None  # a memory figure the user quoted ("OOMs at 58.8 GB")
+    num_gpus: int | None = None
+    gpu_name: str | None = None
+    layout: dict[str, Any] = field(default_factory=dict)  # TrainingConfig field -> value
+
+
+@dataclass
+class Facts:
+    """Everything known about one situation; ``flatten`` feeds the rule engine."""
+
+    log: LogFacts = field(default_factory=LogFacts)
+    env: EnvFacts = field(default_factory=EnvFacts)
+    config: TrainingConfig = field(default_factory=TrainingConfig)
+    gpu: GpuFacts = field(default_factory=GpuFacts)
+    question: QuestionFacts = field(default_factory=QuestionFacts)
+    estimate: dict[str, Any] = field(default_factory=dict)  # estimator summary, see estimator/
+    snapshot: dict[str, Any] = field(default_factory=dict)  # snapshot summary, see inputs/snapshot
+    stats: dict[str, Any] = field(default_factory=dict)  # memory_stats summary, see inputs/stats
+
+    def flatten(self) -> dict[str, Any]:
+        """Dotted-name view for rule conditions; lists of dataclasses are left out."""
+        flat: dict[str, Any] = {}
+        for f in fields(self):
+            _flatten_into(flat, f.name, getattr(self, f.name))
+        return flat
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _flatten_into(flat: dict[str, Any], prefix: str, value: Any) -> None:
+    if is_dataclass(value):
+        for f in fields(value):
+            _flatten_into(flat, f"{prefix}.{f.name}", getattr(value, f.name))
+    elif isinstance(value, dict) and prefix.count(".") == 0:
+        for key, sub in value.items():
+            _flatten_into(flat, f"{prefix}.{key}", sub)
+    elif isinstance(value, list) and value and is_dataclass(value[0]):
+        return
+    else:
+        flat[prefix] = value

@@ -1,0 +1,194 @@
+"""Load the knowledge base once, index it by id, and validate it on request.
+
+``load()`` is cheap (YAML only) and cached per process; ``validate()`` adds the
+JSON-Schema checks and the cross-reference checks that ``memtune kb validate``
+and CI run.  The KB directory is found next to this package in a skill folder,
+or via ``MEMTUNE_KNOWLEDGE`` / the installed data path after ``pip install``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .conditions import referenced_facts
+from .facts import Facts
+
+
+class KnowledgeError(Exception):
+    """The knowledge base is missing or malformed; message names file and key."""
+
+
+def knowledge_dir() -> Path:
+    candidates = [
+        os.environ.get("MEMTUNE_KNOWLEDGE"),
+        Path(__file__).resolve().parents[2] / "knowledge",
+        Path(sys.prefix) / "share" / "memtune" / "knowledge",
+    ]
+    for cand in candidates:
+        if cand and (Path(cand) / "index.yaml").is_file():
+            return Path(cand)
+    raise KnowledgeError("knowledge/index.yaml not found (set MEMTUNE_KNOWLEDGE to the skill's knowledge/ folder)")
+
+
+@dataclass
+class Knowledge:
+    """All tables, plus ``by_id`` indexes for the ones whose entries carry ids."""
+
+    root: Path
+    index: dict[str, Any]
+    tables: dict[str, Any]
+    by_id: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+
+    @property
+    def version(self) -> str:
+        return str(self.index["kb_version"])
+
+    def entries(self, table: str) -> list[dict[str, Any]]:
+        return self.tables.get(table, {}).get(table, [])
+
+    def get(self, table: str, ident: str) -> dict[str, Any]:
+        try:
+            return self.by_id[table][ident]
+        except KeyError:
+            raise KnowledgeError(f"{table}.yaml: no entry with id {ident!r}") from None
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        with path.open(encoding="utf-8") as fh:
+            return yaml.safe_load(fh)
+    except OSError as exc:
+        raise KnowledgeError(f"{path}: cannot read ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise KnowledgeError(f"{path}:{where} invalid YAML: {getattr(exc, 'problem', exc)}") from None
+
+
+@lru_cache(maxsize=4)
+def load(root: str | None = None) -> Knowledge:
+    base = Path(root) if root else knowledge_dir()
+    index = _read_yaml(base / "index.yaml")
+    if not isinstance(index, dict) or "tables" not in index:
+        raise KnowledgeError(f"{base / 'index.yaml'}: missing key 'tables'")
+    tables: dict[str, Any] = {}
+    by_id: dict[str, dict[str, dict[str, Any]]] = {}
+    for name in index["tables"]:
+        data = _read_yaml(base / f"{name}.yaml")
+        tables[name] = data
+        rows = data.get(name) if isinstance(data, dict) else None
+        if isinstance(rows, list) and rows and isinstance(rows[0], dict) and "id" in rows[0]:
+            by_id[name] = {row["id"]: row for row in rows if isinstance(row, dict) and "id" in row}
+    return Knowledge(root=base, index=index, tables=tables, by_id=by_id)
+
+
+def validate(kb: Knowledge) -> list[str]:
+    """Schema and cross-reference problems, one readable line each (empty = valid)."""
+    problems = _schema_problems(kb)
+    if not problems:
+        problems += _reference_problems(kb)
+    return problems
+
+
+def _schema_problems(kb: Knowledge) -> list[str]:
+    import jsonschema  # heavy imports only on the validation path
+    from referencing import Registry, Resource
+
+    schemas = {
+        path.name.removesuffix(".schema.json"): json.loads(path.read_text(encoding="utf-8"))
+        for path in sorted((kb.root / "schema").glob("*.schema.json"))
+    }
+    registry = Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in schemas.values())
+    problems: list[str] = []
+    for name in ["index", *kb.index["tables"]]:
+        if name not in schemas:
+            problems.append(f"{kb.root / 'schema' / name}.schema.json: schema file missing")
+            continue
+        data = kb.index if name == "index" else kb.tables[name]
+        validator = jsonschema.Draft202012Validator(schemas[name], registry=registry)
+        for err in sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path)):
+            where = "/".join(str(p) for p in err.absolute_path) or "(top)"
+            problems.append(f"{name}.yaml: {where}: {err.message}")
+    return problems
+
+
+def _ids(kb: Knowledge, table: str) -> set[str]:
+    return set(kb.by_id.get(table, {}))
+
+
+def _reference_problems(kb: Knowledge) -> list[str]:
+    problems: list[str] = []
+    for table, rows in kb.tables.items():
+        entries = rows.get(table) if isinstance(rows, dict) else None
+        if isinstance(entries, list):
+            seen: set[str] = set()
+            for row in entries:
+                ident = row.get("id") if isinstance(row, dict) else None
+                if ident in seen:
+                    problems.append(f"{table}.yaml: duplicate id {ident!r}")
+                seen.add(ident)
+    causes, fixes, constraints = _ids(kb, "causes"), _ids(kb, "fixes"), _ids(kb, "constraints")
+    measurements = _ids(kb, "measurements")
+    known_facts = set(Facts().flatten()) | {f["name"] for f in kb.entries("facts")}
+    for name in kb.index.get("required_ids", {}).get("causes", []):
+        if name not in causes:
+            problems.append(f"causes.yaml: stable cause id {name!r} missing")
+    for name in kb.index.get("required_ids", {}).get("fixes", []):
+        if name not in fixes:
+            problems.append(f"fixes.yaml: stable fix id {name!r} missing")
+
+    def check_facts(where: str, cond: Any) -> None:
+        if cond is None:
+            return
+        for fact in referenced_facts(cond):
+            if fact not in known_facts and not _is_open_fact(kb, fact):
+                problems.append(f"{where}: unknown fact {fact!r} (declare it in facts.yaml)")
+
+    for rule in kb.entries("rules"):
+        where = f"rules.yaml: {rule['id']}"
+        if rule["cause"] not in causes:
+            problems.append(f"{where}: unknown cause {rule['cause']!r}")
+        for fix in rule.get("fixes", []):
+            if fix not in fixes:
+                problems.append(f"{where}: unknown fix {fix!r}")
+        for item in rule.get("avoid", []):
+            if item["fix"] not in fixes:
+                problems.append(f"{where}: avoid names unknown fix {item['fix']!r}")
+        check_facts(where, rule.get("when"))
+    for fix in kb.entries("fixes"):
+        where = f"fixes.yaml: {fix['id']}"
+        if not fix.get("evidence"):
+            problems.append(f"{where}: no evidence")
+        for key in ("requires", "conflicts"):
+            for ref in fix.get(key, []):
+                if ref not in constraints:
+                    problems.append(f"{where}: {key} names unknown constraint {ref!r}")
+        for ref in fix.get("measurements", []):
+            if ref not in measurements:
+                problems.append(f"{where}: unknown measurement {ref!r}")
+        check_facts(where, fix.get("already_applied_when"))
+    for con in kb.entries("constraints"):
+        where = f"constraints.yaml: {con['id']}"
+        for ref in con.get("blocks_fixes", []):
+            if ref not in fixes:
+                problems.append(f"{where}: blocks unknown fix {ref!r}")
+        check_facts(where, con.get("violated_when"))
+        check_facts(where, con.get("blocks_when"))
+    for cause in kb.entries("causes"):
+        if not any(rule["cause"] == cause["id"] for rule in kb.entries("rules")):
+            problems.append(f"causes.yaml: {cause['id']}: no rule concludes this cause")
+    return problems
+
+
+def _is_open_fact(kb: Knowledge, fact: str) -> bool:
+    """A fact under a prefix that facts.yaml declares open (``name: stats.*``)."""
+    prefixes = [f["name"][:-1] for f in kb.entries("facts") if f["name"].endswith("*")]
+    return any(fact.startswith(p) for p in prefixes)

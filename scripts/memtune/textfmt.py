@@ -1,0 +1,37 @@
+"""Fill ``{fact.name|filter}`` placeholders in knowledge-base text with fact values.
+
+Filters: ``gib`` (bytes -> "12.34 GiB"), ``gb`` (bytes -> decimal GB), ``mib``,
+``pct`` (ratio -> "37.5 %"), ``int``, ``list``.  A placeholder whose fact is
+unknown renders as "?", so a sentence never claims a number nobody measured.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+_PLACEHOLDER = re.compile(r"\{([a-z_][\w.]*)(?:\|(\w+))?\}")
+
+
+def human(value: Any, unit: str | None) -> str:
+    if value is None:
+        return "?"
+    if unit == "gib":
+        return f"{value / 2**30:.2f} GiB"
+    if unit == "gb":
+        return f"{value / 1e9:.1f} GB"
+    if unit == "mib":
+        return f"{value / 2**20:.0f} MiB"
+    if unit == "pct":
+        return f"{value * 100:.1f} %"
+    if unit == "int":
+        return str(int(value))
+    if unit == "list" and isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def fill(template: str, facts: Mapping[str, Any]) -> str:
+    return _PLACEHOLDER.sub(lambda m: human(facts.get(m.group(1)), m.group(2)), template)
