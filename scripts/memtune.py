@@ -13,7 +13,7 @@ REQUIRED = {"yaml": "pyyaml", "jsonschema": "jsonschema", "jinja2": "jinja2", "m
 
 
 def main() -> int:
-    if sys.version_info < (3, 10):
+    if sys.version_info < (3, 10):  # noqa: UP036 - the launcher must run on old Pythons to say so
         print("memtune: error: Python >= 3.10 is required", file=sys.stderr)
         return 2
     missing = [pkg for mod, pkg in REQUIRED.items() if importlib.util.find_spec(mod) is None]

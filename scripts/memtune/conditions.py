@@ -14,7 +14,8 @@ and ``truthy: false``, so a rule never fires on evidence nobody gave.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 OPERATORS = ("eq", "ne", "gt", "ge", "lt", "le", "in", "not_in", "contains", "exists", "truthy", "matches")
 

@@ -10,8 +10,9 @@ blocks it in this situation, or (c) its ``already_applied_when`` holds.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from .conditions import evaluate
 from .knowledge import Knowledge
@@ -65,6 +66,9 @@ def check_constraints(flat: Mapping[str, Any], kb: Knowledge) -> list[Violation]
 
 
 def diagnose(flat: Mapping[str, Any], kb: Knowledge) -> Diagnosis:
+    violations = check_constraints(flat, kb)
+    # Rules may reason over the violations themselves (cause config-incompatibility).
+    flat = {**flat, "derived.violated_constraints": [v.id for v in violations]}
     rules = kb.entries("rules")
     fired = [(pos, rule) for pos, rule in enumerate(rules) if evaluate(rule["when"], flat)]
 
@@ -108,6 +112,6 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge) -> Diagnosis:
         fixes=list(fixes.values()),
         avoid=list(avoid.values()),
         already_applied=applied,
-        violations=check_constraints(flat, kb),
+        violations=violations,
         fired_rules=[rule["id"] for _, rule in fired],
     )

@@ -165,6 +165,7 @@ class TrainingConfig:
     fp8: str | None = None  # e4m3 | hybrid | None
     fp8_recipe: str | None = None  # delayed | tensorwise | mxfp8 | blockwise
     fp8_param_gather: bool | None = None
+    reuse_grad_buf_for_mxfp8_param_ag: bool | None = None
     cross_entropy_loss_fusion: bool | None = None
     cross_entropy_fusion_impl: str | None = None
     # CUDA graphs / comms
@@ -179,6 +180,7 @@ class TrainingConfig:
     sequence_parallel_input_regather: bool | None = None
     # checkpoint / data
     async_save: bool | None = None
+    use_persistent_ckpt_worker: bool | None = None  # Bridge default True
     ckpt_format: str | None = None
     load_optim: bool | None = None
     num_workers: int | None = None
@@ -222,6 +224,7 @@ class Facts:
     estimate: dict[str, Any] = field(default_factory=dict)  # estimator summary, see estimator/
     snapshot: dict[str, Any] = field(default_factory=dict)  # snapshot summary, see inputs/snapshot
     stats: dict[str, Any] = field(default_factory=dict)  # memory_stats summary, see inputs/stats
+    derived: dict[str, Any] = field(default_factory=dict)  # cross-field facts, see derive.py
 
     def flatten(self) -> dict[str, Any]:
         """Dotted-name view for rule conditions; lists of dataclasses are left out."""

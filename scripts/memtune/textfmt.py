@@ -8,7 +8,8 @@ unknown renders as "?", so a sentence never claims a number nobody measured.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 _PLACEHOLDER = re.compile(r"\{([a-z_][\w.]*)(?:\|(\w+))?\}")
 

@@ -1,0 +1,87 @@
+"""``memtune diagnose``: evidence in, ranked causes / fixes / things to avoid out (Markdown or JSON)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .. import knowledge, pipeline, report
+from ..errors import UserError
+
+EPILOG = """examples:
+  memtune diagnose --log train.log --env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  memtune diagnose --config run_config.yaml --set model.pipeline_model_parallel_size=8 --gpu H100 --format json
+  memtune diagnose --question "Llama3-70B SFT on 32xH100, TP4 PP4, OOMs at 58.8 GB" --lang zh
+
+exit codes: 0 diagnosis printed, 2 bad input (the message names the file, key or line)."""
+
+
+def add_input_arguments(parser: argparse.ArgumentParser) -> None:
+    """The evidence options, shared with ``memtune check``."""
+    parser.add_argument("--log", type=Path, help="training log or pasted OOM text (read streaming; '-' = stdin)")
+    parser.add_argument("--config", type=Path,
+                        help="Bridge run config YAML, Megatron-LM launch script/args, or HF config.json")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="Bridge/Hydra override, e.g. model.tensor_model_parallel_size=4 (repeatable)")
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                        help="environment variable of the failing run, e.g. PYTORCH_CUDA_ALLOC_CONF=... (repeatable)")
+    parser.add_argument("--env-from-process", action="store_true",
+                        help="also read this process's environment (off by default: only what you pass is read)")
+    parser.add_argument("--gpu", help="GPU type, e.g. H100-80GB, H200, A100-40GB, B200, GB200")
+    parser.add_argument("--question", help="the user's question in free text (English or Chinese)")
+    parser.add_argument("--snapshot", type=Path, help="PyTorch memory snapshot pickle (restricted unpickler)")
+    parser.add_argument("--stats", type=Path, help="torch.cuda.memory_stats() JSON dump")
+    parser.add_argument("--num-microbatches", type=int, help="micro-batches per step (default: from GBS / (MBS x DP))")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("diagnose", help="diagnose an OOM from its log, config, env and question",
+                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_input_arguments(parser)
+    parser.add_argument("--format", choices=["markdown", "json"], default="markdown")
+    parser.add_argument("--lang", choices=["en", "zh"], help="answer language (default: the question's, else en)")
+    parser.add_argument("--output", type=Path, help="write the answer to this file instead of stdout")
+    parser.set_defaults(func=run)
+
+
+def inputs_from_args(args: argparse.Namespace) -> pipeline.Inputs:
+    log = args.log
+    if log is not None and str(log) == "-":
+        log = _stdin_to_temp()
+    for label, path in (("--log", log), ("--config", args.config), ("--snapshot", args.snapshot),
+                        ("--stats", args.stats)):
+        if path is not None and not Path(path).is_file():
+            raise UserError(f"{label} {path}: no such file")
+    return pipeline.Inputs(log=log, config=args.config, overrides=args.overrides, env=args.env,
+                           env_from_process=args.env_from_process, gpu=args.gpu, question=args.question,
+                           snapshot=args.snapshot, stats=args.stats, num_microbatches=args.num_microbatches)
+
+
+def _stdin_to_temp() -> Path:
+    import tempfile
+
+    tmp = tempfile.NamedTemporaryFile("w", suffix=".log", delete=False, encoding="utf-8")
+    with tmp:
+        for line in sys.stdin:
+            tmp.write(line)
+    return Path(tmp.name)
+
+
+def run(args: argparse.Namespace) -> int:
+    kb = knowledge.load()
+    facts, flat, diag = pipeline.run(inputs_from_args(args), kb)
+    lang = args.lang or facts.question.lang or "en"
+    rep = report.build(diag, flat, kb, lang, estimate=facts.estimate.get("table"))
+    if args.format == "json":
+        text = json.dumps(rep, indent=2, ensure_ascii=False, default=str) + "\n"
+    else:
+        from ..render.render import render_markdown
+
+        text = render_markdown(rep, kb)
+    if args.output:
+        args.output.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0

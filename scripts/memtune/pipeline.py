@@ -1,0 +1,133 @@
+"""Gather every piece of evidence the user gave into one Facts object, then diagnose.
+
+This is the only module that knows all the input readers; the CLI and the
+benchmark both call ``collect_facts`` / ``run`` so they see exactly the same
+pipeline.  Precedence when two inputs disagree: config file < --set overrides;
+numbers the question mentions only fill gaps; --env beats env_vars in the config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from .engine import Diagnosis, diagnose
+from .facts import Facts, TrainingConfig
+from .knowledge import Knowledge
+
+
+@dataclass
+class Inputs:
+    """What the user passed on the command line (paths are read here, nowhere else)."""
+
+    log: Path | None = None
+    config: Path | None = None
+    overrides: list[str] = field(default_factory=list)
+    env: list[str] = field(default_factory=list)
+    env_from_process: bool = False
+    gpu: str | None = None
+    question: str | None = None
+    snapshot: Path | None = None
+    stats: Path | None = None
+    num_microbatches: int | None = None
+
+
+ARCHITECTURE_FIELDS = ("num_layers", "hidden_size", "num_attention_heads")
+
+
+def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
+    from .derive import derive
+    from .inputs.config import apply_overrides, read_config
+    from .inputs.env import env_from_config, read_env
+    from .inputs.gpu import lookup_gpu
+    from .inputs.question import parse_question
+
+    facts = Facts()
+    if inputs.question:
+        facts.question = parse_question(inputs.question, kb)
+    if inputs.log:
+        from .inputs.oom_log import parse_log
+
+        facts.log = parse_log(inputs.log, kb)
+
+    config = read_config(inputs.config, inputs.overrides) if inputs.config else TrainingConfig()
+    if not inputs.config and inputs.overrides:
+        config = apply_overrides(config, inputs.overrides)
+    config = _fill_from_question(config, facts.question)
+    config = _fill_architecture(config, kb)
+    facts.config = config
+
+    config_env = env_from_config(config) if config.provided else {}
+    facts.env = read_env(inputs.env, from_process=inputs.env_from_process, log_text_env=config_env or None)
+
+    gpu_name = inputs.gpu or facts.question.gpu_name
+    if gpu_name:
+        facts.gpu = lookup_gpu(gpu_name, kb)
+    elif facts.log.capacity_bytes:
+        facts.gpu = lookup_gpu(facts.log.capacity_bytes, kb)
+
+    if inputs.snapshot:
+        from .inputs.snapshot import analyze_snapshot
+
+        facts.snapshot = analyze_snapshot(inputs.snapshot)
+    if inputs.stats:
+        from .inputs.stats import read_memory_stats
+
+        facts.stats = read_memory_stats(inputs.stats)
+
+    facts.estimate = _estimate(facts, kb, inputs.num_microbatches)
+    facts.derived = derive(facts.config, facts.env)
+    return facts
+
+
+def _fill_from_question(config: TrainingConfig, question: Any) -> TrainingConfig:
+    """Numbers from the question fill only what the config did not say."""
+    names = {f.name for f in fields(TrainingConfig)}
+    gaps = {k: v for k, v in question.layout.items() if k in names and getattr(config, k) is None}
+    if question.model_name and not config.model_name:
+        gaps["model_name"] = question.model_name
+    if not gaps:
+        return config
+    filled = replace(config, **gaps)
+    if not config.provided:
+        filled = replace(filled, provided=True, source="question")
+    return filled
+
+
+def _fill_architecture(config: TrainingConfig, kb: Knowledge) -> TrainingConfig:
+    """A model name with no architecture numbers takes them from knowledge/models.yaml."""
+    if not config.model_name or all(getattr(config, f) for f in ARCHITECTURE_FIELDS):
+        return config
+    from .estimator.models import preset
+
+    try:
+        arch = preset(config.model_name, kb)
+    except LookupError:
+        return config
+    gaps = {f.name: getattr(arch, f.name) for f in fields(TrainingConfig)
+            if getattr(config, f.name) is None and getattr(arch, f.name) is not None}
+    return replace(config, **gaps)
+
+
+def _estimate(facts: Facts, kb: Knowledge, num_microbatches: int | None) -> dict[str, Any]:
+    """Estimator summary facts when the layout is complete enough to estimate; else empty."""
+    cfg = facts.config
+    if not all(getattr(cfg, f) for f in ARCHITECTURE_FIELDS) or not cfg.seq_length:
+        return {}
+    from .estimator import estimate, summarize
+
+    est = estimate(cfg, gpu=facts.gpu, num_microbatches=num_microbatches, kb=kb)
+    summary = summarize(est, facts.gpu)
+    observed = facts.log.allocated_bytes
+    if observed and summary.get("peak_bytes"):
+        summary["vs_observed_ratio"] = summary["peak_bytes"] / observed
+    summary["table"] = est.to_dict()
+    return summary
+
+
+def run(inputs: Inputs, kb: Knowledge) -> tuple[Facts, dict[str, Any], Diagnosis]:
+    facts = collect_facts(inputs, kb)
+    flat = facts.flatten()
+    flat.pop("estimate.table", None)
+    return facts, flat, diagnose(flat, kb)

@@ -1,0 +1,101 @@
+"""Turn a Diagnosis into the answer's data: the JSON agents read and the Markdown template renders.
+
+All words come from the knowledge base, resolved to one language here, so the
+template only lays them out and the JSON carries the same sentences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .engine import Diagnosis
+from .knowledge import Knowledge
+from .textfmt import fill
+
+# Facts printed in the "facts used" list: only the ones some evidence rests on.
+_FACT_PREFIXES = ("log.", "env.", "config.", "gpu.", "question.", "estimate.", "snapshot.", "stats.", "derived.")
+_HIDDEN_FACTS = {"log.events", "question.text", "config.warnings", "env.variables"}
+
+
+def _sources(entry: Mapping[str, Any]) -> list[str]:
+    out = []
+    for ev in entry.get("evidence", []):
+        text = ev["source"]
+        if ev.get("url"):
+            text += f" <{ev['url']}>"
+        out.append(text)
+    return out
+
+
+def build(diag: Diagnosis, flat: Mapping[str, Any], kb: Knowledge, lang: str = "en",
+          estimate: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The diagnosis as plain data in one language (the JSON output)."""
+    rules = kb.by_id.get("rules", {})
+    causes = []
+    for finding in diag.causes:
+        cause = kb.get("causes", finding.id)
+        causes.append({
+            "id": finding.id,
+            "title": cause["title"][lang],
+            "confidence": round(finding.confidence, 2),
+            "evidence": [fill(rules[r]["explain"][lang], flat) for r in finding.rules],
+            "rules": finding.rules,
+            "confirm": cause["confirm"][lang],
+        })
+    fixes = []
+    for advice in diag.fixes:
+        fix = kb.get("fixes", advice.id)
+        fixes.append({
+            "id": advice.id,
+            "rank": advice.rank,
+            "title": fix["title"][lang],
+            "summary": fix["summary"][lang],
+            "apply": fix["apply"],
+            "memory_effect": fix["memory_effect"][lang],
+            "throughput_cost": fix["throughput_cost"][lang],
+            "constraints": [kb.get("constraints", c)["title"][lang] for c in fix.get("requires", [])
+                            + fix.get("conflicts", []) if c in kb.by_id.get("constraints", {})],
+            "undo": fix["undo"][lang],
+            "evidence": _sources(fix),
+            "measurements": fix.get("measurements", []),
+            "because": advice.rules,
+        })
+    avoid = [{
+        "id": item.id,
+        "title": kb.get("fixes", item.id)["title"][lang],
+        "reason": fill(item.reason[lang], flat),
+        "source": item.source,
+        "source_kind": item.source_kind,
+    } for item in diag.avoid]
+    violations = []
+    for v in diag.violations:
+        con = kb.get("constraints", v.id)
+        violations.append({
+            "id": v.id,
+            "title": con["title"][lang],
+            "message": fill(con["message"][lang], flat),
+            "upstream_error": con.get("upstream_error"),
+            "raised_at": con.get("raised_at"),
+        })
+    return {
+        "kb_version": diag.kb_version,
+        "lang": lang,
+        "causes": causes,
+        "fixes": fixes,
+        "avoid": avoid,
+        "already_applied": [{"id": f, "title": kb.get("fixes", f)["title"][lang]} for f in diag.already_applied],
+        "violations": violations,
+        "fired_rules": diag.fired_rules,
+        "estimate": dict(estimate) if estimate else None,
+        "facts": used_facts(flat),
+    }
+
+
+def used_facts(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """Known (non-empty) facts, for the evidence trail; long or internal values are left out."""
+    return {
+        k: v for k, v in sorted(flat.items())
+        if k.startswith(_FACT_PREFIXES) and k not in _HIDDEN_FACTS and v not in (None, [], {}, "", False)
+        and not (k.endswith(".provided"))
+    }
