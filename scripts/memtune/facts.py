@@ -93,6 +93,10 @@ class EnvFacts:
     allocator_backend: str | None = None
     nccl_graph_register: str | None = None
     avoid_record_streams: str | None = None
+    alloc_conf_var: str | None = None  # the variable PyTorch reads alloc_conf from
+    alloc_conf_ignored: list[str] = field(default_factory=list)  # other *ALLOC_CONF variables, set but not read
+    alloc_conf_unknown: list[str] = field(default_factory=list)  # option names PyTorch does not know
+    alloc_conf_invalid: list[str] = field(default_factory=list)  # option:value pairs PyTorch rejects
 
 
 @dataclass
@@ -119,6 +123,9 @@ class TrainingConfig:
     sequence_parallel: bool | None = None
     account_for_embedding_in_pipeline_split: bool | None = None
     account_for_loss_in_pipeline_split: bool | None = None
+    num_layers_in_first_pipeline_stage: int | None = None
+    num_layers_in_last_pipeline_stage: int | None = None
+    pipeline_model_parallel_layout: str | None = None
     # batch
     micro_batch_size: int | None = None
     global_batch_size: int | None = None
@@ -141,6 +148,12 @@ class TrainingConfig:
     moe_shared_expert_intermediate_size: int | None = None
     moe_layer_freq: Any = None
     mtp_num_layers: int | None = None
+    multi_latent_attention: bool | None = None
+    q_lora_rank: int | None = None
+    kv_lora_rank: int | None = None
+    qk_head_dim: int | None = None
+    qk_pos_emb_head_dim: int | None = None
+    v_head_dim: int | None = None
     # recompute / offload
     recompute_granularity: str | None = None  # None | selective | full
     recompute_method: str | None = None  # uniform | block
@@ -149,9 +162,11 @@ class TrainingConfig:
     cpu_offloading: bool | None = None
     cpu_offloading_num_layers: int | None = None
     fine_grained_activation_offloading: bool | None = None
+    offload_modules: list[str] | None = None
     optimizer_cpu_offload: bool | None = None
     optimizer_offload_fraction: float | None = None
     # optimizer / precision / DDP
+    optimizer: str | None = None  # adam | sgd | muon ...
     use_distributed_optimizer: bool | None = None
     use_megatron_fsdp: bool | None = None
     data_parallel_sharding_strategy: str | None = None
@@ -165,6 +180,7 @@ class TrainingConfig:
     fp8: str | None = None  # e4m3 | hybrid | None
     fp8_recipe: str | None = None  # delayed | tensorwise | mxfp8 | blockwise
     fp8_param_gather: bool | None = None
+    fp4: str | None = None  # e2m1 | None
     reuse_grad_buf_for_mxfp8_param_ag: bool | None = None
     cross_entropy_loss_fusion: bool | None = None
     cross_entropy_fusion_impl: str | None = None
@@ -184,6 +200,8 @@ class TrainingConfig:
     ckpt_format: str | None = None
     load_optim: bool | None = None
     num_workers: int | None = None
+    record_memory_history: bool | None = None
+    env_vars: dict[str, str] = field(default_factory=dict)  # Bridge ConfigContainer.env_vars (defaults)
     warnings: list[str] = field(default_factory=list)  # unknown / malformed keys, with location
 
 
@@ -194,7 +212,10 @@ class GpuFacts:
     name: str | None = None
     capacity_bytes: float | None = None  # usable capacity as cudaMemGetInfo reports it
     nominal_gb: float | None = None
-    arch: str | None = None  # hopper | blackwell | ampere
+    arch: str | None = None  # hopper | blackwell | ampere | ada
+    nvlink_domain: int | None = None  # GPUs in one NVLink domain (8 HGX, 72 NVL72, 1 PCIe-only)
+    inferred_from: str | None = None  # name | capacity
+    candidates: list[str] = field(default_factory=list)  # gpus.yaml ids that fit an inferred capacity
 
 
 @dataclass
@@ -210,6 +231,7 @@ class QuestionFacts:
     num_gpus: int | None = None
     gpu_name: str | None = None
     layout: dict[str, Any] = field(default_factory=dict)  # TrainingConfig field -> value
+    env: dict[str, Any] = field(default_factory=dict)  # EnvFacts field -> value the user stated
 
 
 @dataclass

@@ -1,0 +1,130 @@
+"""Find knowledge-base ids and cue phrases in free text.
+
+The benchmark never hard-codes what a fix looks like in prose: each fix declares
+``recognize: {literals, patterns, phrases: {en, zh}}`` in knowledge/fixes.yaml and
+this module only compiles those.  Phrases are matched forgivingly (any case, word
+start, ``-``/``_``/space between words) because agents paraphrase; literals are
+matched exactly except for case, because they are env vars and config keys.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from memtune.errors import UserError
+
+_WORD = re.compile(r"[A-Za-z0-9_]")
+
+
+@dataclass(frozen=True)
+class Match:
+    """One recognised id at ``text[start:end]``."""
+
+    ident: str
+    start: int
+    end: int
+
+
+def phrase_regex(phrase: str) -> str:
+    """Regex for a prose phrase: word-start anchored, flexible separators, short words closed."""
+    words = phrase.split()
+    if not words:
+        raise ValueError("empty phrase")
+    body = r"[\s\-_]*".join(re.escape(w) for w in words)
+    head = r"(?<![A-Za-z0-9_])" if _WORD.match(phrase[0]) else ""
+    # A short final word ("TP", "PP") must end there, or "TP" would match "TPU".
+    tail = r"(?![A-Za-z0-9])" if _WORD.match(phrase[-1]) and len(words[-1]) <= 3 else ""
+    return head + body + tail
+
+
+def literal_regex(literal: str) -> str:
+    """Regex for an exact literal (env var, config key): alphanumeric edges must not continue."""
+    head = r"(?<![A-Za-z0-9_])" if _WORD.match(literal[0]) else ""
+    tail = r"(?![A-Za-z0-9])" if _WORD.match(literal[-1]) else ""
+    return head + re.escape(literal) + tail
+
+
+class Recognizer:
+    """Maps text to ids; overlapping hits keep the longest, so specific phrases win."""
+
+    def __init__(self, table: Mapping[str, list[re.Pattern[str]]]):
+        self._table = dict(table)
+
+    @property
+    def ids(self) -> list[str]:
+        return list(self._table)
+
+    @classmethod
+    def from_recognize(cls, entries: Iterable[Mapping[str, Any]], where: str) -> Recognizer:
+        """Build from KB-style entries ``{id, recognize: {literals, patterns, phrases}}``."""
+        table: dict[str, list[re.Pattern[str]]] = {}
+        for entry in entries:
+            ident = entry.get("id")
+            spec = entry.get("recognize")
+            if not ident or not isinstance(spec, Mapping):
+                continue
+            table[ident] = _compile_spec(spec, f"{where}: {ident}")
+        return cls(table)
+
+    @classmethod
+    def from_phrases(cls, phrases: Mapping[str, Mapping[str, list[str]]], where: str) -> Recognizer:
+        """Build from ``{id: {en: [...], zh: [...]}}`` (the grader's cause table)."""
+        return cls.from_recognize(({"id": k, "recognize": {"phrases": v}} for k, v in phrases.items()), where)
+
+    def merged(self, other: Recognizer) -> Recognizer:
+        """Ids from ``other`` only where this recognizer has none (KB patterns win over fallbacks)."""
+        table = dict(other._table)
+        table.update(self._table)
+        return Recognizer(table)
+
+    def find(self, text: str) -> list[Match]:
+        hits = [
+            Match(ident, m.start(), m.end())
+            for ident, regexes in self._table.items()
+            for rx in regexes
+            for m in rx.finditer(text)
+            if m.end() > m.start()
+        ]
+        hits.sort(key=lambda h: (h.start, -(h.end - h.start)))
+        kept: list[Match] = []
+        for hit in hits:
+            if kept and hit.start < kept[-1].end:
+                continue
+            kept.append(hit)
+        return kept
+
+
+def _compile_spec(spec: Mapping[str, Any], where: str) -> list[re.Pattern[str]]:
+    sources: list[str] = [literal_regex(lit) for lit in spec.get("literals") or [] if lit]
+    for pattern in spec.get("patterns") or []:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise UserError(f"{where}: recognize pattern {pattern!r} is not a valid regex ({exc})") from None
+        sources.append(pattern)
+    phrases = spec.get("phrases") or {}
+    for lang in ("en", "zh"):
+        sources.extend(phrase_regex(p) for p in phrases.get(lang) or [] if p.strip())
+    return [re.compile(src, re.IGNORECASE) for src in sources]
+
+
+class CueSet:
+    """A set of cue phrases (both languages) searched as one regex."""
+
+    def __init__(self, phrases: Iterable[str]):
+        unique = sorted({p for p in phrases if p and p.strip()}, key=len, reverse=True)
+        self._rx = re.compile("|".join(phrase_regex(p) for p in unique), re.IGNORECASE) if unique else None
+
+    @classmethod
+    def from_langs(cls, spec: Mapping[str, list[str]] | None) -> CueSet:
+        spec = spec or {}
+        return cls([*(spec.get("en") or []), *(spec.get("zh") or [])])
+
+    def search(self, text: str) -> bool:
+        return bool(self._rx and self._rx.search(text))
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        return [(m.start(), m.end()) for m in self._rx.finditer(text)] if self._rx else []

@@ -1,0 +1,389 @@
+"""Read a PyTorch CUDA memory snapshot pickle safely and reduce it to the numbers rules use.
+
+A snapshot (``torch.cuda.memory._dump_snapshot`` / Bridge's OOM observer) is plain
+data: dicts, lists, strings, ints, floats and tuples.  Ordinary ``pickle.load``
+would run any callable a crafted file names, so the unpickler here refuses every
+global lookup and persistent id: a file that needs one is not a snapshot and is
+rejected before anything in it runs.
+
+Two layouts are accepted: the dict form (``segments``, ``device_traces``, and in
+newer PyTorch ``allocator_settings`` / ``external_annotations``) and the old bare
+list of segments.  Field meanings follow PyTorch's ``torch/cuda/_memory_viz.py``
+and ``memory_snapshot.cpp`` (see research/peers.md §3.5).
+"""
+
+from __future__ import annotations
+
+import pickle
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+
+ALLOCATED = "active_allocated"
+PENDING_FREE = ("active_pending_free", "active_awaiting_free")  # C++ name, Python docstring name
+INACTIVE = "inactive"
+BLOCK_STATES = (ALLOCATED, *PENDING_FREE, INACTIVE)
+DEFAULT_POOL = (0, 0)
+
+# Frames that say nothing about *who* allocated: interpreter/C++ frames and library plumbing.
+_INTERNAL_FRAME = re.compile(
+    r"(^<)|([/\\](torch|functorch|triton|importlib)[/\\])|([/\\]lib[/\\]python3\.\d+[/\\](?!site-packages|dist-packages))"
+)
+_THIRD_PARTY = re.compile(r"[/\\](site|dist)-packages[/\\]")
+# Package roots whose dotted module name is more telling than a file name.
+_NAMED_PACKAGES = ("megatron", "transformer_engine")
+
+
+class _Refused(Exception):
+    """The pickle asked for something a plain-data snapshot never needs."""
+
+
+class _PlainDataUnpickler(pickle.Unpickler):
+    """Builds only what pickle opcodes create natively (dict, list, tuple, str, bytes, numbers)."""
+
+    def find_class(self, module: str, name: str) -> Any:  # noqa: D401 - pickle hook
+        raise _Refused(f"{module}.{name}")
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise _Refused(f"persistent id {pid!r}")
+
+
+def load_snapshot(path: str | Path) -> Any:
+    """Unpickle ``path`` refusing every import; the result is plain Python data."""
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            return _PlainDataUnpickler(fh).load()
+    except _Refused as exc:
+        raise UserError(
+            f"{path}: refused: the pickle asks to load {exc}; a memory snapshot holds only plain data, "
+            "so this file is not one (or was altered). Nothing in it was run."
+        ) from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+    except Exception as exc:  # any malformed byte stream: the message says which file
+        raise UserError(f"{path}: not a readable snapshot pickle ({type(exc).__name__}: {exc})") from None
+
+
+def analyze_snapshot(path: str | Path, top: int = 10) -> dict[str, Any]:
+    """Summary of the snapshot at ``path``; keys become ``snapshot.<key>`` facts."""
+    return summarize(load_snapshot(path), str(path), top=top)
+
+
+# --------------------------------------------------------------------------- data model
+
+
+@dataclass
+class _Totals:
+    reserved: int = 0
+    allocated: int = 0
+    active: int = 0
+    inactive_split: int = 0
+    releasable: int = 0
+    segments: int = 0
+
+    def add(self, seg: _Segment) -> None:
+        self.reserved += seg.total
+        self.allocated += seg.allocated
+        self.active += seg.active
+        self.segments += 1
+        if seg.active == 0:
+            self.releasable += seg.total
+        else:
+            self.inactive_split += seg.total - seg.active
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "reserved_bytes": self.reserved,
+            "allocated_bytes": self.allocated,
+            "active_bytes": self.active,
+            "inactive_split_bytes": self.inactive_split,
+            "releasable_bytes": self.releasable,
+            "segments": self.segments,
+        }
+
+
+@dataclass
+class _Block:
+    size: int
+    state: str
+    requested: int | None
+    frames: list[Any]
+
+
+@dataclass
+class _Segment:
+    device: int
+    stream: int
+    total: int
+    allocated: int
+    active: int
+    segment_type: str
+    pool: tuple[int, int]
+    expandable: bool | None
+    blocks: list[_Block] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _where_int(obj: dict, key: str, where: str, source: str, default: int | None = None) -> int:
+    value = obj.get(key, default)
+    if value is None:
+        raise UserError(f"{source}: {where}: missing {key!r}")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UserError(f"{source}: {where}: {key!r} is {type(value).__name__}, expected an integer")
+    return value
+
+
+def _parse_segment(raw: Any, idx: int, source: str) -> _Segment:
+    where = f"segments[{idx}]"
+    if not isinstance(raw, dict):
+        raise UserError(f"{source}: {where}: expected a dict, found {type(raw).__name__}")
+    total = _where_int(raw, "total_size", where, source)
+    blocks_raw = raw.get("blocks", [])
+    if not isinstance(blocks_raw, list):
+        raise UserError(f"{source}: {where}: 'blocks' is {type(blocks_raw).__name__}, expected a list")
+    blocks = []
+    for j, blk in enumerate(blocks_raw):
+        bwhere = f"{where}.blocks[{j}]"
+        if not isinstance(blk, dict):
+            raise UserError(f"{source}: {bwhere}: expected a dict, found {type(blk).__name__}")
+        state = blk.get("state")
+        if state not in BLOCK_STATES:
+            raise UserError(f"{source}: {bwhere}: unknown block state {state!r} (known: {', '.join(BLOCK_STATES)})")
+        requested = blk.get("requested_size")
+        frames = blk.get("frames") or []
+        blocks.append(_Block(
+            size=_where_int(blk, "size", bwhere, source),
+            state=state,
+            requested=requested if isinstance(requested, int) and not isinstance(requested, bool) else None,
+            frames=frames if isinstance(frames, list) else [],
+        ))
+    from_blocks_alloc = sum(b.size for b in blocks if b.state == ALLOCATED)
+    from_blocks_active = sum(b.size for b in blocks if b.state != INACTIVE)
+    pool_raw = raw.get("segment_pool_id")
+    pool = DEFAULT_POOL
+    if isinstance(pool_raw, (tuple, list)) and len(pool_raw) == 2 and all(isinstance(p, int) for p in pool_raw):
+        pool = (int(pool_raw[0]), int(pool_raw[1]))
+    expandable = raw.get("is_expandable")
+    return _Segment(
+        device=_where_int(raw, "device", where, source, default=0),
+        stream=_where_int(raw, "stream", where, source, default=0),
+        total=total,
+        allocated=_where_int(raw, "allocated_size", where, source, default=from_blocks_alloc),
+        active=_where_int(raw, "active_size", where, source, default=from_blocks_active),
+        segment_type=str(raw.get("segment_type", "large")),
+        pool=pool,
+        expandable=expandable if isinstance(expandable, bool) else None,
+        blocks=blocks,
+    )
+
+
+def _layout(data: Any, source: str) -> tuple[str, list[Any], list[Any], dict[str, Any]]:
+    if isinstance(data, list):
+        return "list", data, [], {}
+    if isinstance(data, dict) and isinstance(data.get("segments"), list):
+        traces = data.get("device_traces") or []
+        settings = data.get("allocator_settings") or {}
+        if not isinstance(traces, list):
+            raise UserError(f"{source}: 'device_traces' is {type(traces).__name__}, expected a list")
+        return "dict", data["segments"], traces, settings if isinstance(settings, dict) else {}
+    found = f"a dict with keys {sorted(map(str, data))[:6]}" if isinstance(data, dict) else type(data).__name__
+    raise UserError(f"{source}: not a memory snapshot: expected a dict with 'segments' or a list of segments, "
+                    f"found {found}")
+
+
+# --------------------------------------------------------------------------- frames
+
+
+def _frame_label(frame: Any) -> tuple[str, str | None] | None:
+    """``(site, module)`` for a Python frame worth naming, or None for internal/C++ frames."""
+    if not isinstance(frame, dict):
+        return None
+    filename = str(frame.get("filename", ""))
+    if not filename.endswith(".py") or _INTERNAL_FRAME.search(filename):
+        return None
+    name, line = frame.get("name", "?"), frame.get("line", 0)
+    parts = re.split(r"[/\\]", filename[:-3])
+    for pkg in _NAMED_PACKAGES:
+        if pkg in parts:
+            module = ".".join(parts[len(parts) - 1 - parts[::-1].index(pkg):])
+            return f"{module}:{name}:{line}", module
+    return f"{parts[-1]}.py:{name}:{line}", None
+
+
+def _site(frames: list[Any]) -> tuple[str, str | None] | None:
+    """Innermost Megatron/TE frame, else innermost frame of the user's own code, else of any library."""
+    labelled = [(lab, str(fr.get("filename", ""))) for fr in frames if (lab := _frame_label(fr))]
+    if not labelled:
+        return None
+    named = [lab for lab, _ in labelled if lab[1]]
+    own = [lab for lab, fname in labelled if not _THIRD_PARTY.search(fname)]
+    return (named or own or [labelled[0][0]])[0]
+
+
+# --------------------------------------------------------------------------- timeline
+
+
+def _timeline(trace: list[Any], end_active: int, end_reserved: int) -> dict[str, Any]:
+    """Replay alloc/free events; the trace may start mid-run, so anchor it at the snapshot's end state."""
+    cur = peak = rcur = rpeak = 0
+    peak_time = None
+    oom = None
+    for ev in trace:
+        if not isinstance(ev, dict):
+            continue
+        action, size = ev.get("action"), ev.get("size")
+        if not isinstance(size, int):
+            continue
+        if action == "alloc":
+            cur += size
+            if cur > peak:
+                peak, peak_time = cur, ev.get("time_us")
+        elif action == "free_completed":
+            cur -= size
+        elif action in ("segment_alloc", "segment_map"):
+            rcur += size
+            rpeak = max(rpeak, rcur)
+        elif action in ("segment_free", "segment_unmap"):
+            rcur -= size
+        elif action == "oom":
+            oom = ev
+    start = end_active - cur
+    out: dict[str, Any] = {
+        "trace_events": len(trace),
+        "timeline_start_bytes": start,
+        "timeline_peak_bytes": start + peak,
+        "timeline_peak_time_us": peak_time,
+        "timeline_reserved_peak_bytes": end_reserved - rcur + rpeak,
+    }
+    if oom is not None:
+        out["oom_requested_bytes"] = oom.get("size")
+        out["oom_device_free_bytes"] = oom.get("device_free")
+        out["oom_stream"] = oom.get("stream")
+    return out
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def _pick_device(segments: list[_Segment], traces: list[Any]) -> int:
+    """The device that hit an OOM, else the one with the most reserved memory."""
+    for dev, trace in enumerate(traces):
+        if isinstance(trace, list) and any(isinstance(e, dict) and e.get("action") == "oom" for e in trace):
+            return dev
+    reserved: dict[int, int] = defaultdict(int)
+    for seg in segments:
+        reserved[seg.device] += seg.total
+    return max(reserved, key=lambda d: (reserved[d], -d)) if reserved else 0
+
+
+def summarize(data: Any, source: str = "<snapshot>", top: int = 10) -> dict[str, Any]:
+    """Pure reduction of loaded snapshot data to flat numbers (bytes, ratios) plus breakdowns."""
+    layout, raw_segments, traces, settings = _layout(data, source)
+    all_segments = [_parse_segment(raw, i, source) for i, raw in enumerate(raw_segments)]
+    device = _pick_device(all_segments, traces)
+    segments = [s for s in all_segments if s.device == device]
+
+    totals, by_type, by_pool = _Totals(), defaultdict(_Totals), defaultdict(_Totals)
+    pending = inactive = requested = free_blocks = largest_free = 0
+    sites: dict[str, list[Any]] = {}
+    sited_bytes = 0
+    for seg in segments:
+        totals.add(seg)
+        by_type[seg.segment_type].add(seg)
+        by_pool["default" if seg.pool == DEFAULT_POOL else "graph"].add(seg)
+        for blk in seg.blocks:
+            if blk.state == INACTIVE:
+                inactive += blk.size
+                free_blocks += 1
+                largest_free = max(largest_free, blk.size)
+            elif blk.state in PENDING_FREE:
+                pending += blk.size
+            else:
+                requested += blk.requested if blk.requested is not None else blk.size
+                site = _site(blk.frames)
+                if site:
+                    entry = sites.setdefault(site[0], [site[1], 0, 0])
+                    entry[1] += blk.size
+                    entry[2] += 1
+                    sited_bytes += blk.size
+
+    reserved, allocated = totals.reserved, totals.allocated
+    graph_pools = {s.pool for s in segments if s.pool != DEFAULT_POOL}
+    expandable = settings.get("expandable_segments")
+    if not isinstance(expandable, bool):
+        flags = [s.expandable for s in segments if s.expandable is not None]
+        expandable = any(flags) if flags else None
+    alloc_conf = settings.get("PYTORCH_CUDA_ALLOC_CONF")
+
+    summary: dict[str, Any] = {
+        "provided": True,
+        "file": Path(source).name,
+        "layout": layout,
+        "device": device,
+        "devices": sorted({s.device for s in all_segments}),
+        **totals.as_dict(),
+        "requested_bytes": requested,
+        "inactive_bytes": inactive,
+        "pending_free_bytes": pending,
+        "free_blocks": free_blocks,
+        "largest_free_block_bytes": largest_free,
+        "fragmentation_ratio": (reserved - allocated) / reserved if reserved else None,
+        "inactive_split_ratio": totals.inactive_split / reserved if reserved else None,
+        "graph_pool_bytes": by_pool["graph"].reserved if graph_pools else 0,
+        "graph_pool_allocated_bytes": by_pool["graph"].allocated if graph_pools else 0,
+        "graph_pool_share": by_pool["graph"].reserved / reserved if reserved and graph_pools else 0.0,
+        "graph_pool_count": len(graph_pools),
+        "expandable_segments": expandable,
+        "alloc_conf": alloc_conf if isinstance(alloc_conf, str) else None,
+        "stacks_recorded": bool(sites),
+        "sited_share": sited_bytes / allocated if allocated else None,
+        "segment_types": {k: v.as_dict() for k, v in sorted(by_type.items())},
+        "pools": {k: v.as_dict() for k, v in sorted(by_pool.items())},
+        "top_sites": [
+            {"site": site, "module": mod, "bytes": size, "blocks": count}
+            for site, (mod, size, count) in sorted(sites.items(), key=lambda kv: (-kv[1][1], kv[0]))[:top]
+        ],
+        "oom": False,
+    }
+    trace = traces[device] if device < len(traces) and isinstance(traces[device], list) else None
+    if trace:
+        summary.update(_timeline(trace, totals.active, reserved))
+    if summary.get("oom_requested_bytes") is not None:
+        summary.update(_oom_verdict(summary, segments))
+    return summary
+
+
+def _oom_verdict(summary: dict[str, Any], segments: list[_Segment]) -> dict[str, Any]:
+    """Capacity vs fragmentation, by the test in research/peers.md §3.5.
+
+    Capacity: the request exceeds free device memory plus every cached-but-unallocated
+    byte, so no compaction could have served it.  Fragmentation: it would fit in that
+    sum but exceeds both free device memory and the largest free block in the
+    default pool of the failing stream.
+    """
+    size = summary["oom_requested_bytes"]
+    device_free = summary.get("oom_device_free_bytes") or 0
+    stream = summary.get("oom_stream")
+    candidates = [
+        b.size
+        for s in segments
+        if s.pool == DEFAULT_POOL and (stream is None or s.stream == stream)
+        for b in s.blocks
+        if b.state == INACTIVE
+    ]
+    largest = max(candidates, default=0)
+    slack = summary["reserved_bytes"] - summary["allocated_bytes"]
+    if size > device_free + slack:
+        kind = "capacity"
+    elif size > max(device_free, largest):
+        kind = "fragmentation"
+    else:
+        kind = "unclear"
+    return {"oom": True, "largest_free_for_request_bytes": largest, "oom_kind": kind}
