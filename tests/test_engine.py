@@ -1,0 +1,84 @@
+"""Engine ranking on a tiny synthetic knowledge base, so these tests pin the mechanism, not the content."""
+
+from pathlib import Path
+
+from memtune.engine import diagnose
+from memtune.knowledge import Knowledge
+
+
+def _kb(rules, fixes=(), constraints=()):
+    tables = {
+        "rules": {"rules": list(rules)},
+        "fixes": {"fixes": [{"id": f, **extra} for f, extra in fixes]},
+        "constraints": {"constraints": list(constraints)},
+    }
+    by_id = {name: {row["id"]: row for row in rows[name]} for name, rows in tables.items()}
+    return Knowledge(root=Path("."), index={"kb_version": "9.9.9"}, tables=tables, by_id=by_id)
+
+
+def _rule(ident, cause, conf, when, fixes=(), avoid=()):
+    return {"id": ident, "cause": cause, "confidence": conf, "when": when, "fixes": list(fixes),
+            "avoid": [{"fix": f, "reason": {"en": f"no {f}", "zh": f"不要 {f}"}} for f in avoid]}
+
+
+ALWAYS = {"fact": "x.on", "truthy": True}
+
+
+def test_causes_ranked_by_confidence_then_file_order():
+    kb = _kb([_rule("r1", "capacity", 0.5, ALWAYS, ["b"]), _rule("r2", "frag", 0.9, ALWAYS, ["a"]),
+              _rule("r3", "graphs", 0.5, ALWAYS, ["c"])], fixes=[("a", {}), ("b", {}), ("c", {})])
+    diag = diagnose({"x.on": True}, kb)
+    assert [c.id for c in diag.causes] == ["frag", "capacity", "graphs"]
+    assert [f.id for f in diag.fixes] == ["a", "b", "c"]
+    assert [f.rank for f in diag.fixes] == [1, 2, 3]
+
+
+def test_a_cause_keeps_its_highest_confidence_and_all_rules():
+    kb = _kb([_rule("weak", "frag", 0.3, ALWAYS), _rule("strong", "frag", 0.8, ALWAYS)])
+    diag = diagnose({"x.on": True}, kb)
+    assert diag.causes[0].confidence == 0.8
+    assert diag.causes[0].rules == ["weak", "strong"]
+
+
+def test_avoided_fix_is_never_recommended_even_if_another_rule_suggests_it():
+    kb = _kb([_rule("r1", "frag", 0.9, ALWAYS, ["a"], avoid=["tp"]), _rule("r2", "cap", 0.5, ALWAYS, ["tp", "b"])],
+             fixes=[("a", {}), ("b", {}), ("tp", {})])
+    diag = diagnose({"x.on": True}, kb)
+    assert [f.id for f in diag.fixes] == ["a", "b"]
+    assert [(a.id, a.source_kind) for a in diag.avoid] == [("tp", "rule")]
+
+
+def test_constraint_blocks_fix_and_reports_violation():
+    con = {"id": "offload-needs-pp1", "message": {"en": "PP must be 1", "zh": "PP 必须为 1"},
+           "violated_when": {"all": [{"fact": "c.offload", "truthy": True}, {"fact": "c.pp", "gt": 1}]},
+           "blocks_fixes": ["offload"], "blocks_when": {"fact": "c.pp", "gt": 1}}
+    kb = _kb([_rule("r1", "cap", 0.7, ALWAYS, ["offload", "recompute"])],
+             fixes=[("offload", {}), ("recompute", {})], constraints=[con])
+    diag = diagnose({"x.on": True, "c.pp": 4, "c.offload": True}, kb)
+    assert [f.id for f in diag.fixes] == ["recompute"]
+    assert diag.avoid[0].source == "offload-needs-pp1"
+    assert [v.id for v in diag.violations] == ["offload-needs-pp1"]
+    diag = diagnose({"x.on": True, "c.pp": 1}, kb)
+    assert [f.id for f in diag.fixes] == ["offload", "recompute"] and not diag.violations
+
+
+def test_rules_see_violations_through_derived_fact():
+    con = {"id": "bad", "message": {"en": "m", "zh": "m"}, "violated_when": ALWAYS}
+    kb = _kb([_rule("r1", "config", 0.9, {"fact": "derived.violated_constraints", "contains": "bad"})],
+             constraints=[con])
+    assert [c.id for c in diagnose({"x.on": True}, kb).causes] == ["config"]
+    assert diagnose({"x.on": False}, kb).causes == []
+
+
+def test_already_applied_fix_is_dropped_from_recommendations():
+    applied = {"already_applied_when": {"fact": "env.es", "truthy": True}}
+    kb = _kb([_rule("r1", "frag", 0.9, ALWAYS, ["es", "b"])], fixes=[("es", applied), ("b", {})])
+    diag = diagnose({"x.on": True, "env.es": True}, kb)
+    assert [f.id for f in diag.fixes] == ["b"]
+    assert diag.already_applied == ["es"]
+
+
+def test_nothing_fires_on_no_evidence():
+    kb = _kb([_rule("r1", "frag", 0.9, ALWAYS, ["a"])], fixes=[("a", {})])
+    diag = diagnose({}, kb)
+    assert diag.causes == [] and diag.fixes == [] and diag.kb_version == "9.9.9"
