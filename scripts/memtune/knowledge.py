@@ -131,8 +131,8 @@ def _reference_problems(kb: Knowledge) -> list[str]:
         if isinstance(entries, list):
             seen: set[str] = set()
             for row in entries:
-                ident = row.get("id") if isinstance(row, dict) else None
-                if ident in seen:
+                ident = (row.get("id") or row.get("name")) if isinstance(row, dict) else None
+                if ident is not None and ident in seen:
                     problems.append(f"{table}.yaml: duplicate id {ident!r}")
                 seen.add(ident)
     causes, fixes, constraints = _ids(kb, "causes"), _ids(kb, "fixes"), _ids(kb, "constraints")
