@@ -91,11 +91,11 @@ def load(root: str | None = None) -> Knowledge:
 
 
 def validate(kb: Knowledge) -> list[str]:
-    """Schema and cross-reference problems, one readable line each (empty = valid)."""
+    """Schema, comment-truncation and cross-reference problems, one readable line each (empty = valid)."""
     problems = _schema_problems(kb)
-    if not problems:
+    if not problems:  # cross-references assume the shapes the schemas guarantee
         problems += _reference_problems(kb)
-    return problems
+    return problems + _truncation_problems(kb)
 
 
 def _schema_problems(kb: Knowledge) -> list[str]:
@@ -117,6 +117,29 @@ def _schema_problems(kb: Knowledge) -> list[str]:
         for err in sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path)):
             where = "/".join(str(p) for p in err.absolute_path) or "(top)"
             problems.append(f"{name}.yaml: {where}: {err.message}")
+    return problems
+
+
+def _truncation_problems(kb: Knowledge) -> list[str]:
+    """Unquoted values cut short by YAML: in ``source: PR #3107`` everything from `` #`` is a comment.
+
+    That silently drops PR numbers from evidence, so the KB forbids a comment right after a plain
+    scalar; such values must be quoted (comments belong on lines of their own).
+    """
+    problems = []
+    for name in ["index", *kb.index["tables"]]:
+        path = kb.root / f"{name}.yaml"
+        text = path.read_text(encoding="utf-8")
+        lines = text.split("\n")
+        for tok in yaml.scan(text):
+            if isinstance(tok, yaml.ScalarToken) and tok.plain:
+                rest = lines[tok.end_mark.line][tok.end_mark.column:]
+                comment = rest.lstrip()
+                # A deliberate note reads "  # text" after a one-word value; "#3107" or prose is a cut value.
+                looks_cut = comment[1:2] not in (" ", "") or " " in tok.value
+                if rest[:1].isspace() and comment.startswith("#") and looks_cut:
+                    problems.append(f"{path.name}:{tok.end_mark.line + 1}: text after ' #' is a YAML comment and is "
+                                    f"dropped from {tok.value[:40]!r}...; quote the value")
     return problems
 
 

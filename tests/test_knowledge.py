@@ -1,0 +1,76 @@
+"""The knowledge base as a whole: valid, cross-referenced, every stable id present, every fix exercised."""
+
+import shutil
+
+import pytest
+import yaml
+
+from memtune import knowledge
+
+from conftest import ROOT
+
+
+def test_shipped_knowledge_base_is_valid(kb):
+    assert knowledge.validate(kb) == []
+
+
+def test_every_stable_id_exists(kb):
+    for table, ids in kb.index["required_ids"].items():
+        assert set(ids) <= set(kb.by_id[table]), table
+
+
+def test_every_cause_and_fix_is_reachable_from_a_rule(kb):
+    """A fix no rule recommends or warns about is dead knowledge (sqlfluff: every rule has a test)."""
+    named = {f for r in kb.entries("rules") for f in r.get("fixes", [])}
+    named |= {a["fix"] for r in kb.entries("rules") for a in r.get("avoid", [])}
+    named |= {f for c in kb.entries("constraints") for f in c.get("blocks_fixes", [])}
+    assert set(kb.by_id["fixes"]) - named == set()
+    assert {r["cause"] for r in kb.entries("rules")} == set(kb.by_id["causes"])
+
+
+@pytest.fixture
+def kb_copy(tmp_path):
+    dst = tmp_path / "knowledge"
+    shutil.copytree(ROOT / "knowledge", dst)
+    knowledge.load.cache_clear()
+    yield dst
+    knowledge.load.cache_clear()
+
+
+def _edit(path, mutate):
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    mutate(data)
+    path.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8")
+
+
+def test_unknown_fix_in_rule_is_reported(kb_copy):
+    _edit(kb_copy / "rules.yaml", lambda d: d["rules"][0]["fixes"].append("no-such-fix"))
+    problems = knowledge.validate(knowledge.load(str(kb_copy)))
+    assert any("unknown fix 'no-such-fix'" in p for p in problems)
+
+
+def test_unknown_fact_in_condition_is_reported(kb_copy):
+    _edit(kb_copy / "rules.yaml", lambda d: d["rules"][0]["when"].update({"all": [{"fact": "log.nope", "truthy": True}]}))
+    problems = knowledge.validate(knowledge.load(str(kb_copy)))
+    assert any("unknown fact 'log.nope'" in p for p in problems)
+
+
+def test_schema_error_names_table_and_path(kb_copy):
+    _edit(kb_copy / "fixes.yaml", lambda d: d["fixes"][0].pop("undo"))
+    problems = knowledge.validate(knowledge.load(str(kb_copy)))
+    assert any(p.startswith("fixes.yaml: fixes/0") and "'undo' is a required property" in p for p in problems)
+
+
+def test_comment_that_cuts_a_value_is_reported(kb_copy):
+    path = kb_copy / "causes.yaml"
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("schema_version: 1", "schema_version: 1\nnote_for_test: see PR #3107", 1),
+                    encoding="utf-8")
+    problems = [p for p in knowledge._truncation_problems(knowledge.load(str(kb_copy))) if p.startswith("causes")]
+    assert len(problems) == 1 and "causes.yaml:6:" in problems[0] and "quote the value" in problems[0]
+
+
+def test_malformed_yaml_names_file_and_line(kb_copy):
+    (kb_copy / "ui.yaml").write_text("ui: [unclosed\n", encoding="utf-8")
+    with pytest.raises(knowledge.KnowledgeError, match=r"ui.yaml: line \d+"):
+        knowledge.load(str(kb_copy))
