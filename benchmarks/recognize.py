@@ -59,14 +59,19 @@ class Recognizer:
 
     @classmethod
     def from_recognize(cls, entries: Iterable[Mapping[str, Any]], where: str) -> Recognizer:
-        """Build from KB-style entries ``{id, recognize: {literals, patterns, phrases}}``."""
+        """Build from KB-style entries ``{id, recognize: {literals, patterns, phrases}}``.
+
+        The id itself is always recognised too: an answer that writes `selective-recompute` or
+        `capacity-activations` (as agents using this skill do) names it unambiguously.
+        """
         table: dict[str, list[re.Pattern[str]]] = {}
         for entry in entries:
             ident = entry.get("id")
             spec = entry.get("recognize")
             if not ident or not isinstance(spec, Mapping):
                 continue
-            table[ident] = _compile_spec(spec, f"{where}: {ident}")
+            own = re.compile(literal_regex(ident), re.IGNORECASE)
+            table[ident] = [own, *_compile_spec(spec, f"{where}: {ident}")]
         return cls(table)
 
     @classmethod

@@ -1,0 +1,134 @@
+"""Where answers come from: our own diagnose, a folder of saved answers, or any agent command.
+
+Each producer turns one scenario into an ``Answer`` (or an error string) and keeps the raw
+text it read, so a run can save answers and be re-scored later with ``--answers``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import tempfile
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from .answer import Answer
+from .scenario import Scenario, env_items
+from .score import Scorer
+
+
+@dataclass
+class Produced:
+    answer: Answer | None
+    error: str | None = None
+    raw: dict[str, str] = field(default_factory=dict)  # file suffix -> text, e.g. {".md": ..., ".json": ...}
+
+
+def diagnose_argv(scenario: Scenario, workdir: Path, fmt: str) -> list[str]:
+    """``memtune diagnose`` arguments for a scenario; log and config go through files like a user's would."""
+    inputs = scenario.inputs
+    argv = ["diagnose", "--format", fmt, "--question", scenario.question]
+    if inputs.get("log"):
+        log = workdir / "train.log"
+        log.write_text(inputs["log"], encoding="utf-8")
+        argv += ["--log", str(log)]
+    if inputs.get("config"):
+        cfg = workdir / "config.yaml"
+        cfg.write_text(yaml.safe_dump(inputs["config"], sort_keys=False, allow_unicode=True), encoding="utf-8")
+        argv += ["--config", str(cfg)]
+    for item in inputs.get("overrides") or []:
+        argv += ["--set", item]
+    for key, value in env_items(inputs):
+        argv += ["--env", f"{key}={value}"]
+    if inputs.get("gpu"):
+        argv += ["--gpu", inputs["gpu"]]
+    return argv
+
+
+def _run_memtune(argv: list[str]) -> tuple[int, str, str]:
+    """Call memtune in-process (the KB is loaded once for the whole run); never raise."""
+    from memtune import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            rc = cli.main(argv)
+    except SystemExit as exc:  # argparse rejects an option
+        rc = exc.code if isinstance(exc.code, int) else 2
+    except Exception as exc:  # a crash in diagnose is one scenario's error, not the whole run's
+        return 99, out.getvalue(), f"{type(exc).__name__}: {exc}"
+    return int(rc or 0), out.getvalue(), err.getvalue()
+
+
+def from_diagnose(scenario: Scenario) -> Produced:
+    """Our diagnose, scored on its JSON; ``mentions`` are also looked for in its Markdown answer."""
+    with tempfile.TemporaryDirectory(prefix="memtune-bench-") as tmp:
+        rc, out, err = _run_memtune(diagnose_argv(scenario, Path(tmp), "json"))
+        if rc not in (0, 1):
+            return Produced(None, f"diagnose --format json exited {rc}: {_last_line(err)}")
+        try:
+            diagnosis = json.loads(out)
+        except json.JSONDecodeError as exc:
+            return Produced(None, f"diagnose --format json printed invalid JSON ({exc.msg} at line {exc.lineno})")
+        md_rc, markdown, md_err = _run_memtune(diagnose_argv(scenario, Path(tmp), "markdown"))
+        if md_rc not in (0, 1):
+            return Produced(None, f"diagnose --format markdown exited {md_rc}: {_last_line(md_err)}")
+    return Produced(Scorer.read_json(diagnosis, markdown), raw={".json": out, ".md": markdown})
+
+
+def from_directory(scenario: Scenario, directory: Path, scorer: Scorer) -> Produced:
+    """``DIR/<id>.md`` (any agent's answer) or ``DIR/<id>.json`` (diagnose-shaped JSON)."""
+    md, js = directory / f"{scenario.id}.md", directory / f"{scenario.id}.json"
+    if md.is_file():
+        text = md.read_text(encoding="utf-8")
+        return Produced(scorer.read_markdown(text), raw={".md": text})
+    if js.is_file():
+        text = js.read_text(encoding="utf-8")
+        try:
+            return Produced(Scorer.read_json(json.loads(text)), raw={".json": text})
+        except json.JSONDecodeError as exc:
+            return Produced(None, f"{js}:{exc.lineno}: invalid JSON ({exc.msg})")
+    return Produced(None, f"no answer file {md} (or .json)")
+
+
+def agent_prompt(scenario: Scenario) -> str:
+    """What a user would paste to an agent: the question, then each input in its own block."""
+    inputs = scenario.inputs
+    parts = [scenario.question.strip()]
+    if inputs.get("log"):
+        parts.append("Log:\n```text\n" + inputs["log"].rstrip("\n") + "\n```")
+    if inputs.get("config"):
+        dump = yaml.safe_dump(inputs["config"], sort_keys=False, allow_unicode=True)
+        parts.append("Config (Megatron Bridge ConfigContainer):\n```yaml\n" + dump.rstrip("\n") + "\n```")
+    if inputs.get("overrides"):
+        parts.append("Overrides:\n```text\n" + "\n".join(inputs["overrides"]) + "\n```")
+    if inputs.get("env"):
+        env = "\n".join(f"{k}={v}" for k, v in env_items(inputs))
+        parts.append("Environment:\n```text\n" + env + "\n```")
+    if inputs.get("gpu"):
+        parts.append(f"GPU: {inputs['gpu']}")
+    return "\n\n".join(parts) + "\n"
+
+
+def from_agent(scenario: Scenario, command: str, scorer: Scorer, timeout: float) -> Produced:
+    """Run ``command`` (a shell line) with the prompt on stdin; its stdout is the Markdown answer."""
+    env = {**os.environ, "MEMTUNE_SCENARIO": str(scenario.path), "MEMTUNE_SCENARIO_ID": scenario.id}
+    try:
+        proc = subprocess.run(
+            command, shell=True, input=agent_prompt(scenario), capture_output=True, text=True, timeout=timeout, env=env
+        )
+    except subprocess.TimeoutExpired:
+        return Produced(None, f"agent command timed out after {timeout:g} s")
+    if proc.returncode != 0:
+        return Produced(None, f"agent command exited {proc.returncode}: {_last_line(proc.stderr)}")
+    return Produced(scorer.read_markdown(proc.stdout), raw={".md": proc.stdout})
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "(no message)"

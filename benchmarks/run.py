@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Score OOM advice on the benchmark scenarios.
+
+    python3 benchmarks/run.py                         # our own `memtune diagnose` (JSON)
+    python3 benchmarks/run.py --answers DIR           # DIR/<id>.md from any agent (or <id>.json)
+    python3 benchmarks/run.py --agent-cmd "CMD"       # CMD reads the prompt on stdin, prints Markdown
+
+Exit codes: 0 scored; 1 a runner error (an answer could not be produced) or a gate
+(--min-first-fix, --max-violations) failed; 2 bad input (invalid scenario, bad option).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+for _path in (ROOT / "scripts", ROOT):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+from memtune.errors import UserError  # noqa: E402
+from memtune.knowledge import KnowledgeError  # noqa: E402
+
+from benchmarks import producers, report  # noqa: E402
+from benchmarks.scenario import Scenario, known_ids, load_scenarios  # noqa: E402
+from benchmarks.score import ScenarioScore, Scorer, failed, metrics, score  # noqa: E402
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="benchmarks/run.py", description="Score OOM recommendations (ours or any agent's) on the scenarios."
+    )
+    parser.add_argument("--scenarios", type=Path, help="scenario directory (default: benchmarks/scenarios)")
+    parser.add_argument("--knowledge", type=Path, metavar="DIR", help="knowledge base for ids and fix patterns")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--answers", type=Path, metavar="DIR", help="score saved answers DIR/<id>.md (or .json)")
+    source.add_argument("--agent-cmd", metavar="CMD", help="shell command: prompt on stdin, Markdown answer on stdout")
+    parser.add_argument("--format", choices=["markdown", "json"], default="markdown")
+    parser.add_argument("--output", type=Path, help="write the report here instead of stdout")
+    parser.add_argument("--only", action="append", default=[], metavar="TEXT", help="scenarios whose id contains TEXT")
+    parser.add_argument("--save-answers", type=Path, metavar="DIR", help="keep every answer as DIR/<id>.md/.json")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per --agent-cmd run (default 600)")
+    parser.add_argument("--min-first-fix", type=float, metavar="X", help="fail (exit 1) if first-fix accuracy < X")
+    parser.add_argument("--max-violations", type=int, metavar="N", help="fail (exit 1) if violations > N")
+    return parser
+
+
+def run(args: argparse.Namespace, scenarios: list[Scenario]) -> list[ScenarioScore]:
+    scorer = Scorer.from_kb(args.knowledge) if args.answers or args.agent_cmd else None
+    if args.answers and not args.answers.is_dir():
+        raise UserError(f"{args.answers}: answers directory not found")
+    results = []
+    for scenario in scenarios:
+        if args.answers:
+            produced = producers.from_directory(scenario, args.answers, scorer)
+        elif args.agent_cmd:
+            produced = producers.from_agent(scenario, args.agent_cmd, scorer, args.timeout)
+        else:
+            produced = producers.from_diagnose(scenario)
+        if args.save_answers:
+            args.save_answers.mkdir(parents=True, exist_ok=True)
+            for suffix, text in produced.raw.items():
+                (args.save_answers / f"{scenario.id}{suffix}").write_text(text, encoding="utf-8")
+        results.append(score(scenario, produced.answer) if produced.answer else failed(scenario, produced.error))
+    return results
+
+
+def gate_failures(result: dict, args: argparse.Namespace) -> list[str]:
+    problems = []
+    if result["errors"]:
+        problems.append(f"{result['errors']} scenario(s) could not be answered (runner errors)")
+    accuracy = result["first_fix_accuracy"]
+    if args.min_first_fix is not None and (accuracy is None or accuracy < args.min_first_fix):
+        problems.append(f"first-fix accuracy {accuracy} is below --min-first-fix {args.min_first_fix}")
+    if args.max_violations is not None and result["violations"] > args.max_violations:
+        count = result["violations"]
+        problems.append(f"{count} never_recommend violations exceed --max-violations {args.max_violations}")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        scenarios = load_scenarios(args.scenarios, known_ids(args.knowledge))
+        if args.only:
+            scenarios = [s for s in scenarios if any(text in s.id for text in args.only)]
+            if not scenarios:
+                raise UserError(f"--only {' '.join(args.only)}: no scenario id matches")
+        result = metrics(run(args, scenarios))
+    except (UserError, KnowledgeError) as exc:
+        print(f"benchmarks/run.py: error: {exc}", file=sys.stderr)
+        return 2
+    mode = f"answers {args.answers}" if args.answers else f"agent {args.agent_cmd}" if args.agent_cmd else "diagnose"
+    text = (
+        json.dumps(result, indent=2, ensure_ascii=False) + "\n"
+        if args.format == "json"
+        else report.render(result, title=f"OOM benchmark ({mode})")
+    )
+    if args.output:
+        args.output.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    problems = gate_failures(result, args)
+    for problem in problems:
+        print(f"benchmarks/run.py: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,407 @@
+"""The benchmark scorer: hand-written good, bad, negated, Chinese and structured answers.
+
+Fix recognition comes from a small fixture table (tests/fixtures/benchmark/fixes.yaml) so
+these tests exercise the scorer's logic, not whatever phrases knowledge/fixes.yaml has today.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import run  # noqa: E402
+from benchmarks.answer import Grading, negated  # noqa: E402
+from benchmarks.recognize import Recognizer, phrase_regex  # noqa: E402
+from benchmarks.scenario import Scenario  # noqa: E402
+from benchmarks.score import Scorer, failed, metrics, score  # noqa: E402
+
+FIXES = ROOT / "tests" / "fixtures" / "benchmark" / "fixes.yaml"
+
+
+@pytest.fixture(scope="module")
+def scorer() -> Scorer:
+    grading = Grading.load()
+    fixes = Recognizer.from_recognize(yaml.safe_load(FIXES.read_text())["fixes"], "fixture")
+    return Scorer(fixes, Recognizer.from_phrases(grading.cause_phrases, "grading"), grading)
+
+
+def scenario(expect: dict, ident: str = "s", category: str = "fragmentation") -> Scenario:
+    return Scenario(ident, Path(f"{ident}.yaml"), category, "en", "q?", "src", "truth", {}, expect)
+
+
+FRAG_EXPECT = {
+    "cause": ["fragmentation"],
+    "first_fix": ["expandable-segments"],
+    "fixes_include": ["selective-recompute"],
+    "avoid_include": ["change-vpp", "activation-cpu-offload"],
+    "never_recommend": ["activation-cpu-offload"],
+    "mentions": ["expandable_segments:True"],
+}
+
+GOOD = """\
+## Most likely cause
+Allocator fragmentation: 59.5 GiB is reserved but unallocated while the request was 1 GiB.
+
+## What to do, in order
+1. Export `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` before launching.
+2. If it still fails, use selective recompute (`recompute_granularity=selective`).
+
+## Avoid
+- Changing VPP: it moves the bubble, not the peak.
+- Activation CPU offload needs PP=1.
+"""
+
+BAD = """\
+The OOM is caused by activation memory. Enable activation CPU offload (`cpu_offloading=True`)
+and raise TP to 8. Expandable segments will not help here.
+"""
+
+CHINESE = """\
+## 原因
+这是显存碎片问题，不是容量不足。
+
+## 建议
+1. 设置 `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`。
+2. 如果仍然 OOM，开启选择性重计算。
+
+## 不要做的事
+- 调整 VPP 不会降低峰值。
+- PP>1 时激活 CPU offload 不适用。
+"""
+
+
+def test_good_answer_passes_every_check(scorer):
+    result = score(scenario(FRAG_EXPECT), scorer.read_markdown(GOOD))
+    assert result.first_fix.got == "expandable-segments"
+    assert result.cause.got == "fragmentation"
+    assert result.avoid_include.missing == [] and result.fixes_include.missing == []
+    assert result.violations == [] and result.mentions.missing == []
+    assert result.passed
+
+
+def test_bad_answer_fails_and_counts_the_violation(scorer):
+    answer = scorer.read_markdown(BAD)
+    result = score(scenario(FRAG_EXPECT), answer)
+    assert answer.first_fix == "activation-cpu-offload"
+    assert result.violations == ["activation-cpu-offload"]
+    assert result.cause.got == "capacity-activations" and not result.cause.ok
+    assert "expandable-segments" in answer.avoided and "expandable-segments" not in answer.recommended
+    assert set(result.avoid_include.missing) == {"change-vpp", "activation-cpu-offload"}
+    assert not result.passed
+
+
+def test_chinese_answer_reads_like_the_english_one(scorer):
+    answer = scorer.read_markdown(CHINESE)
+    result = score(scenario(FRAG_EXPECT), answer)
+    assert answer.first_fix == "expandable-segments"
+    assert answer.top_cause == "fragmentation"
+    assert {"change-vpp", "activation-cpu-offload"} <= set(answer.avoided)
+    assert result.passed
+
+
+@pytest.mark.parametrize(
+    ("text", "avoided", "recommended"),
+    [
+        ("Don't raise TP, it costs 28% throughput.", {"increase-tp"}, set()),
+        (
+            "Instead of activation CPU offload, enable optimizer CPU offload.",
+            {"activation-cpu-offload"},
+            {"optimizer-cpu-offload"},
+        ),
+        ("If that doesn't help, try full recompute.", set(), {"full-recompute"}),
+        (
+            "Use expandable segments to avoid fragmentation and reduce MBS to 1.",
+            set(),
+            {"expandable-segments", "reduce-micro-batch"},
+        ),
+        (
+            "Activation CPU offload is blocked because PP=4; raise PP instead.",
+            {"activation-cpu-offload"},
+            {"increase-pp"},
+        ),
+        ("Increase TP only as a last resort.", {"increase-tp"}, set()),
+        ("不要提高 TP，而是开启选择性重计算。", {"increase-tp"}, {"selective-recompute"}),
+        ("用选择性重计算而不是完全重计算。", {"full-recompute"}, {"selective-recompute"}),
+    ],
+)
+def test_negated_sentences(scorer, text, avoided, recommended):
+    answer = scorer.read_markdown(text)
+    assert set(answer.avoided) == avoided
+    assert set(answer.recommended) == recommended
+
+
+def test_lead_in_paragraphs_set_the_meaning_of_the_list_below(scorer):
+    answer = scorer.read_markdown(
+        "Intro mentions nothing.\n\n**Avoid:**\n- raise TP\n- activation CPU offload\n\n"
+        "Recommended, in order:\n1. selective recompute\n2. expandable segments\n"
+    )
+    assert set(answer.avoided) == {"increase-tp", "activation-cpu-offload"}
+    assert answer.first_fix == "selective-recompute"
+    assert answer.recommended == ["selective-recompute", "expandable-segments"]
+
+
+def test_first_fix_comes_from_the_ordered_list_not_from_earlier_prose(scorer):
+    answer = scorer.read_markdown(
+        "You could also reduce MBS later.\n\n## Fix\n1. Set expandable segments.\n2. Raise PP to 8.\n"
+    )
+    assert answer.first_fix == "expandable-segments"
+
+
+def test_table_rows_and_heading_style_answers(scorer):
+    text = """\
+# OOM diagnosis
+## Most likely cause
+### Fragmentation
+## What to change, in this order
+### 1. Expandable segments
+Apply: `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`
+### 2. Selective recompute
+## Do not do this (or not first)
+| Option | Why |
+|---|---|
+| Activation CPU offload | needs PP=1 |
+## Already in place (no need to add again)
+- distributed optimizer
+"""
+    answer = scorer.read_markdown(text)
+    assert answer.first_fix == "expandable-segments"
+    assert answer.avoided == ["activation-cpu-offload"]
+    assert "distributed-optimizer" not in answer.recommended + answer.avoided
+    assert answer.top_cause == "fragmentation"
+
+
+def test_table_verdict_cells_negate_their_row(scorer):
+    answer = scorer.read_markdown(
+        "| Option | Verdict |\n|---|---|\n| Activation CPU offload | ❌ blocked by PP=4 |\n"
+        "| Expandable segments | ✅ do this first |\n"
+    )
+    assert answer.avoided == ["activation-cpu-offload"]
+    assert answer.recommended == ["expandable-segments"]
+
+
+def test_negated_cause_is_not_the_top_cause(scorer):
+    answer = scorer.read_markdown("This is not fragmentation: the logits in FP32 are the peak.")
+    assert answer.top_cause == "logits-loss-memory"
+
+
+def test_longest_overlapping_match_wins():
+    rec = Recognizer.from_recognize(
+        [
+            {"id": "short", "recognize": {"phrases": {"en": ["offload"]}}},
+            {"id": "long", "recognize": {"phrases": {"en": ["optimizer CPU offload"]}}},
+        ],
+        "t",
+    )
+    assert [m.ident for m in rec.find("use optimizer-cpu offload, not offload")] == ["long", "short"]
+
+
+def test_short_phrases_do_not_match_inside_longer_words():
+    import re
+
+    rx = re.compile(phrase_regex("raise TP"), re.IGNORECASE)
+    assert rx.search("raise TP to 8") and rx.search("Raise tp")
+    assert not rx.search("raise TPU quota")
+
+
+def test_bad_recognize_regex_is_a_user_error():
+    from memtune.errors import UserError
+
+    with pytest.raises(UserError, match="fixes.yaml: x: recognize pattern"):
+        Recognizer.from_recognize([{"id": "x", "recognize": {"patterns": ["("]}}], "fixes.yaml")
+
+
+def test_negation_is_scoped_to_the_clause():
+    grading = Grading.load()
+    text = "Do not change VPP; set expandable segments."
+    before, after = grading.negation_before, grading.negation_after
+    assert negated(text, text.index("VPP"), text.index("VPP") + 3, before, after)
+    start = text.index("expandable")
+    assert not negated(text, start, start + 19, before, after)
+
+
+def test_json_answer_uses_rank_order_and_avoid_list():
+    diagnosis = {
+        "causes": [{"id": "fragmentation", "confidence": 0.9}, {"id": "capacity-activations", "confidence": 0.3}],
+        "fixes": [{"id": "selective-recompute", "rank": 2}, {"id": "expandable-segments", "rank": 1}],
+        "avoid": [{"id": "change-vpp", "reason": "..."}],
+        "violations": [],
+    }
+    answer = Scorer.read_json(diagnosis, "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n")
+    result = score(scenario({**FRAG_EXPECT, "avoid_include": ["change-vpp"]}), answer)
+    assert answer.first_fix == "expandable-segments"
+    assert answer.recommended == ["expandable-segments", "selective-recompute"]
+    assert result.passed
+
+
+def test_json_answer_recommending_a_blocked_fix_is_a_violation():
+    answer = Scorer.read_json({"fixes": [{"id": "activation-cpu-offload", "rank": 1}]})
+    result = score(scenario({"never_recommend": ["activation-cpu-offload", "increase-tp"]}), answer)
+    assert result.violations == ["activation-cpu-offload"]
+
+
+def test_metrics_aggregate_micro_recalls_and_categories(scorer):
+    good = score(scenario(FRAG_EXPECT, "a"), scorer.read_markdown(GOOD))
+    bad = score(scenario(FRAG_EXPECT, "b", "other"), scorer.read_markdown(BAD))
+    broken = failed(scenario({"first_fix": ["find-first-failing-rank"]}, "c", "other"), "agent exited 1")
+    result = metrics([good, bad, broken])
+    assert result["scenarios"] == 3 and result["errors"] == 1 and result["passed"] == 1
+    assert result["first_fix_accuracy"] == round(1 / 3, 4)
+    assert result["cause_accuracy"] == 0.5
+    assert result["avoid_recall"] == 0.5  # 2 of 4 expected avoids
+    assert result["violations"] == 1
+    assert result["per_category"]["fragmentation"]["first_fix_accuracy"] == 1.0
+    assert result["per_category"]["other"]["cause_accuracy"] == 0.0
+    assert result["per_scenario"][2]["error"] == "agent exited 1"
+    assert set(result) >= {
+        "scenarios",
+        "first_fix_accuracy",
+        "cause_accuracy",
+        "include_recall",
+        "avoid_recall",
+        "violations",
+        "mentions_recall",
+        "per_category",
+        "per_scenario",
+    }
+
+
+def test_metric_is_none_when_no_scenario_expects_it(scorer):
+    result = metrics([score(scenario({"never_recommend": ["increase-tp"]}), scorer.read_markdown(GOOD))])
+    assert result["first_fix_accuracy"] is None and result["mentions_recall"] is None
+
+
+def _mini_kb(tmp_path: Path) -> Path:
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    ids = [f["id"] for f in yaml.safe_load(FIXES.read_text())["fixes"]]
+    index = {"kb_version": "t", "tables": ["fixes"], "required_ids": {"causes": ["fragmentation"], "fixes": ids}}
+    (kb / "index.yaml").write_text(yaml.safe_dump(index))
+    (kb / "fixes.yaml").write_text(FIXES.read_text())
+    return kb
+
+
+def test_runner_scores_answers_for_scenarios_outside_the_repo(tmp_path, capsys):
+    kb = _mini_kb(tmp_path)
+    scen, answers = tmp_path / "scen", tmp_path / "answers"
+    scen.mkdir(), answers.mkdir()
+    doc = {
+        "id": "frag-one",
+        "category": "fragmentation",
+        "language": "en",
+        "question": "Why does it OOM?",
+        "expect": {"cause": ["fragmentation"], "first_fix": ["expandable-segments"]},
+        "source": "test case",
+        "ground_truth": "Fragmentation; set expandable segments first.",
+    }
+    (scen / "frag-one.yaml").write_text(yaml.safe_dump(doc))
+    (answers / "frag-one.md").write_text(GOOD)
+    rc = run.main(
+        [
+            "--scenarios",
+            str(scen),
+            "--answers",
+            str(answers),
+            "--knowledge",
+            str(kb),
+            "--format",
+            "json",
+            "--min-first-fix",
+            "1.0",
+        ]
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["first_fix_accuracy"] == 1.0 and out["per_scenario"][0]["passed"]
+
+
+def test_runner_errors_and_gates_exit_non_zero(tmp_path, capsys):
+    kb = _mini_kb(tmp_path)
+    scen, answers = tmp_path / "scen", tmp_path / "answers"
+    scen.mkdir(), answers.mkdir()
+    doc = {
+        "id": "a",
+        "category": "c",
+        "language": "en",
+        "question": "Why does it OOM?",
+        "expect": {"first_fix": ["expandable-segments"]},
+        "source": "test case",
+        "ground_truth": "x" * 20,
+    }
+    (scen / "a.yaml").write_text(yaml.safe_dump(doc))
+    base = ["--scenarios", str(scen), "--knowledge", str(kb)]
+    assert run.main([*base, "--answers", str(answers)]) == 1  # missing answer file: runner error
+    (answers / "a.md").write_text(BAD)
+    assert run.main([*base, "--answers", str(answers)]) == 0  # a wrong answer is a score, not an error
+    assert run.main([*base, "--answers", str(answers), "--min-first-fix", "0.5"]) == 1
+    assert run.main([*base, "--agent-cmd", "cat >/dev/null; echo '1. expandable segments'"]) == 0
+    doc["expect"] = {"first_fix": ["no-such-fix"]}
+    (scen / "a.yaml").write_text(yaml.safe_dump(doc))
+    assert run.main([*base, "--answers", str(answers)]) == 2
+    assert "no-such-fix" in capsys.readouterr().err
+
+
+def test_labelled_lines_are_refiled(scorer):
+    answer = scorer.read_markdown(
+        "## Fix\n1. Set expandable segments.\n   - Undo: drop expandable segments again\n"
+        "   - Sources: PR #3107 compared VPP 5 and 10\n2. Avoid: raise TP\n"
+    )
+    assert answer.recommended == ["expandable-segments"]
+    assert answer.avoided == ["increase-tp"]
+
+
+def test_grading_cause_phrases_cover_exactly_the_kb_causes():
+    required = yaml.safe_load((ROOT / "knowledge" / "index.yaml").read_text())["required_ids"]["causes"]
+    phrases = Grading.load().cause_phrases
+    assert set(phrases) == set(required)
+    assert all(p.get("en") and p.get("zh") for p in phrases.values())
+
+
+def _real_scorer() -> Scorer:
+    from benchmarks.scenario import kb_entries
+
+    if not any(f.get("recognize") for f in kb_entries("fixes")):
+        pytest.skip("knowledge/fixes.yaml has no recognize blocks yet")
+    return Scorer.from_kb()
+
+
+def test_each_kb_fix_recognises_its_own_literals_and_phrases():
+    from benchmarks.scenario import kb_entries
+
+    scorer = _real_scorer()
+    for fix in kb_entries("fixes"):
+        spec = fix.get("recognize") or {}
+        samples = [*(spec.get("literals") or []), *((spec.get("phrases") or {}).get("en") or [])]
+        samples += (spec.get("phrases") or {}).get("zh") or []
+        for sample in samples:
+            found = [m.ident for m in scorer.fixes.find(sample)]
+            assert found[:1] == [fix["id"]], f"{fix['id']}: {sample!r} is read as {found}"
+
+
+def test_our_markdown_answer_reads_like_our_json_answer():
+    """The free-text scorer must agree with diagnose's JSON on diagnose's own Markdown."""
+    from benchmarks.producers import from_diagnose
+    from benchmarks.scenario import load_scenarios
+
+    scorer = _real_scorer()
+    checked = 0
+    for scen in load_scenarios():
+        produced = from_diagnose(scen)
+        if produced.answer is None or not produced.answer.first_fix:
+            continue
+        text = scorer.read_markdown(produced.raw[".md"])
+        assert text.first_fix == produced.answer.first_fix, scen.id
+        assert set(produced.answer.avoided) <= set(text.avoided), scen.id
+        checked += 1
+    if not checked:
+        pytest.skip("diagnose answered no scenario with a fix")
+
+
+def test_ids_written_verbatim_are_recognised(scorer):
+    answer = scorer.read_markdown("**Most likely cause** (`capacity-activations`)\n\n## Fix\n1. `reduce-micro-batch`\n")
+    assert answer.top_cause == "capacity-activations" and answer.first_fix == "reduce-micro-batch"
