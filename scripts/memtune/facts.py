@@ -39,6 +39,8 @@ class OomEvent:
     allowed_bytes: float | None = None
     truncated: bool = False
     constraint: str | None = None  # constraints.yaml id, for config-error events
+    phase: str | None = None  # training phase read from the traceback / progress lines
+    weak: bool = False  # consistent with memory exhaustion but with other common causes
 
 
 @dataclass
@@ -79,6 +81,12 @@ class LogFacts:
     truncated: bool = False
     memory_report_max_allocated_bytes: float | None = None
     memory_report_max_reserved_bytes: float | None = None
+    memory_report_max_inactive_bytes: float | None = None  # Bridge report: inactive split (fragmented)
+    memory_report_alloc_retries: int | None = None  # Bridge report: cudaMalloc retries after cache flush
+    host_oom_confirmed: bool = False  # an OOM-killer / cgroup / shm line, not only a SIGKILL
+    memory_failure_weak: bool = False  # every memory signal is ambiguous (SIGKILL, cuDNN status, ...)
+    first_error_rank: int | None = None
+    snapshot_path: str | None = None  # memory snapshot Bridge dumped on OOM
 
 
 @dataclass
@@ -154,6 +162,31 @@ class TrainingConfig:
     qk_head_dim: int | None = None
     qk_pos_emb_head_dim: int | None = None
     v_head_dim: int | None = None
+    # read by the memory estimator (None = the Megatron-Core / Bridge default)
+    should_pad_vocab: bool | None = None
+    activation_func: str | None = None  # silu | gelu | squared_relu | quick_gelu
+    normalization: str | None = None  # RMSNorm | LayerNorm
+    add_bias_linear: bool | None = None
+    add_qkv_bias: bool | None = None
+    qk_layernorm: bool | None = None
+    position_embedding_type: str | None = None  # rope | learned_absolute | yarn | none
+    max_position_embeddings: int | None = None
+    hidden_dropout: float | None = None
+    attention_dropout: float | None = None
+    attention_backend: str | None = None  # auto | flash | fused | unfused | local
+    transformer_impl: str | None = None  # transformer_engine | local (local = unfused attention)
+    moe_latent_size: int | None = None
+    moe_grouped_gemm: bool | None = None
+    moe_token_dispatcher_type: str | None = None
+    hybrid_layer_pattern: str | None = None  # Mamba hybrids: M mamba, * attention, - MLP, E MoE
+    mamba_num_heads: int | None = None
+    mamba_head_dim: int | None = None
+    mamba_state_dim: int | None = None
+    mamba_num_groups: int | None = None
+    microbatch_group_size_per_vp_stage: int | None = None
+    num_distributed_optimizer_instances: int | None = None
+    gradient_accumulation_fusion: bool | None = None
+    activation_offload_fraction: float | None = None
     # recompute / offload
     recompute_granularity: str | None = None  # None | selective | full
     recompute_method: str | None = None  # uniform | block

@@ -1,0 +1,639 @@
+"""Read a training configuration (Bridge YAML, Megatron-LM args, HF config.json) into TrainingConfig.
+
+Every reader funnels its (key, value, location) triples through ``Builder.set``, so type checks,
+list parsing and error wording are the same whatever the source.  The key tables below are a
+schema mapping (a Bridge / Megatron attribute name -> a TrainingConfig field), not domain facts;
+recipe names, PEFT classes and dataset kinds are looked up in knowledge/vocabulary.yaml.
+
+Bad values raise UserError naming file, line and key; keys memtune does not use are skipped, and
+those that look like a misspelling of a key it does use become warnings in ``TrainingConfig.warnings``.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import json
+import re
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import UserError
+from ..facts import TrainingConfig
+
+# --- the TrainingConfig fields and the kind of value each holds ---------------------------------
+
+
+def _field_kinds() -> dict[str, str]:
+    hints = typing.get_type_hints(TrainingConfig)
+    kinds: dict[str, str] = {}
+    for f in fields(TrainingConfig):
+        hint = hints[f.name]
+        is_union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+        args = [a for a in typing.get_args(hint) if a is not type(None)] if is_union else [hint]
+        origins = {typing.get_origin(a) or a for a in args}
+        if len(origins) != 1:
+            kinds[f.name] = "any"
+        else:
+            kinds[f.name] = {bool: "bool", int: "int", float: "float", str: "str", list: "list",
+                             dict: "dict"}.get(origins.pop(), "any")
+    return kinds
+
+
+FIELD_KINDS = _field_kinds()
+_INTERNAL = {"provided", "source", "warnings"}
+
+# Bridge ConfigContainer sections (src/megatron/bridge/training/config.py @067f987df).
+BRIDGE_SECTIONS = (
+    "env_vars", "rng", "rerun_state_machine", "train", "model", "optimizer", "optimizer_config_override_provider",
+    "ddp", "validation", "scheduler", "dataset", "logger", "tokenizer", "checkpoint", "dist", "ft", "straggler",
+    "nvrx_straggler", "profiling", "peft", "comm_overlap", "mixed_precision", "tensor_inspect", "inprocess_restart",
+)
+# Sections whose keys map onto the TrainingConfig field of the same name.  Later sections win:
+# Bridge applies mixed_precision onto model/optimizer/ddp, and the data loader's sequence length
+# is the one activations are built from.
+SAME_NAME_SECTIONS = ("model", "train", "optimizer", "ddp", "dist", "checkpoint", "comm_overlap", "dataset",
+                      "mixed_precision")
+SECTION_ORDER = ("model", "train", "optimizer", "ddp", "dist", "checkpoint", "comm_overlap", "profiling", "peft",
+                 "dataset", "mixed_precision")
+
+# "section.key" -> field, or (field, value-to-set-when-the-key-is-true).
+BRIDGE_KEYS: dict[str, str | tuple[str, Any]] = {
+    "model.seq_length": "seq_length",
+    "dataset.sequence_length": "seq_length",
+    "dataset.seq_length": "seq_length",
+    "ddp.nccl_ub": "use_nccl_ub",
+    "ddp.use_custom_fsdp": "use_megatron_fsdp",
+    "model.cuda_graph_modules": "cuda_graph_scope",
+    "model.enable_cuda_graph": ("cuda_graph_impl", "local"),
+    "model.external_cuda_graph": ("cuda_graph_impl", "transformer_engine"),
+    "mixed_precision.fp8_param": "fp8_param_gather",
+    "peft.dim": "peft_dim",
+    "peft.target_modules": "peft_target_modules",
+    "peft.sequence_parallel_input_regather": "sequence_parallel_input_regather",
+    "profiling.record_memory_history": "record_memory_history",
+}
+# Keys that are read for their meaning, not copied into a field.
+BRIDGE_SPECIAL = {"peft._target_", "dataset._target_", "model._target_", "checkpoint.pretrained_checkpoint",
+                  "checkpoint.finetune"}
+
+_TORCH_DTYPES = {"float32": "fp32", "float": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16",
+                 "uint8": "uint8", "float8_e4m3fn": "fp8"}
+# Enums Bridge dumps as constructor calls ({_target_: ...AttnBackend, _args_: [5]}); values from
+# megatron/core/transformer/enums.py @d98e8a64.
+_ENUMS = {"AttnBackend": {1: "flash", 2: "fused", 3: "unfused", 4: "local", 5: "auto"}}
+
+
+def _where(path: str | None, line: int | None, key: str) -> str:
+    loc = f"{path or '<config>'}:{line}" if line else (path or "<config>")
+    return f"{loc}: {key}"
+
+
+# --- value parsing -----------------------------------------------------------------------------
+
+
+def parse_scalar(text: str) -> Any:
+    """A Hydra/CLI scalar: null/None, true/false, numbers, quoted strings, [a,b] lists."""
+    s = text.strip()
+    if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"":
+        return s[1:-1]
+    low = s.lower()
+    if low in ("null", "none", "~", ""):
+        return None
+    if low == "true":
+        return True
+    if low == "false":
+        return False
+    if s.startswith("[") and s.endswith("]"):
+        inner = s[1:-1].strip()
+        return [parse_scalar(p) for p in _split_top(inner)] if inner else []
+    try:
+        return int(s)
+    except ValueError:
+        pass
+    try:
+        return float(s)
+    except ValueError:
+        return s
+
+
+def _split_top(text: str) -> list[str]:
+    """Split on commas (or whitespace when there is no comma) outside brackets and quotes."""
+    sep_is_comma = "," in text
+    parts, depth, quote, buf = [], 0, "", []
+    for ch in text:
+        if quote:
+            buf.append(ch)
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+            buf.append(ch)
+        elif ch in "[(":
+            depth += 1
+            buf.append(ch)
+        elif ch in "])":
+            depth -= 1
+            buf.append(ch)
+        elif depth == 0 and ((ch == "," and sep_is_comma) or (ch.isspace() and not sep_is_comma)):
+            if "".join(buf).strip():
+                parts.append("".join(buf).strip())
+            buf = []
+        else:
+            buf.append(ch)
+    if "".join(buf).strip():
+        parts.append("".join(buf).strip())
+    return parts
+
+
+def layer_freq(value: Any) -> Any:
+    """Megatron's moe_layer_freq: an int, a list of 0/1, or a Python list expression like ([0]*3+[1]*58)."""
+    if value is None or isinstance(value, (int, list)) and not isinstance(value, bool):
+        return value
+    text = str(value).strip()
+    if re.fullmatch(r"\d+", text):
+        return int(text)
+    try:
+        result = _eval_list(ast.parse(text, mode="eval").body)
+    except (SyntaxError, ValueError):
+        return text
+    return result
+
+
+def _eval_list(node: ast.AST) -> Any:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.List):
+        return [_eval_list(e) for e in node.elts]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
+        left, right = _eval_list(node.left), _eval_list(node.right)
+        return left + right if isinstance(node.op, ast.Add) else left * right
+    raise ValueError("not a list expression")
+
+
+def _object_value(value: Any) -> Any:
+    """What a dumped Python object stands for: a dtype, a function's name, an enum member, else None."""
+    if isinstance(value, Mapping) and "_target_" in value:
+        target = str(value["_target_"])
+        cls = target.rsplit(".", 1)[-1]
+        args = value.get("_args_") or []
+        if cls in _ENUMS and args:
+            return _ENUMS[cls].get(args[0])
+        if target.startswith("torch.") or value.get("_call_") is False:
+            return _object_value(target)
+        return None
+    if isinstance(value, str) and value.startswith("torch."):
+        tail = value.rsplit(".", 1)[-1]
+        return _TORCH_DTYPES.get(tail, tail)
+    return value
+
+
+def coerce(name: str, value: Any, where: str) -> Any:
+    """Convert ``value`` to the kind of TrainingConfig field ``name``; UserError when it cannot be."""
+    if value is None:
+        return None
+    kind = FIELD_KINDS[name]
+    if name == "moe_layer_freq":
+        return layer_freq(value)
+    if name == "cuda_graph_scope":
+        return _graph_scope(value)
+    if name == "pipeline_model_parallel_layout" and isinstance(value, list):
+        return _layout_text(value)
+    if kind == "bool":
+        return as_bool(value, where)
+    if kind == "int":
+        if isinstance(value, bool):
+            raise UserError(f"{where}: expected an integer, got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+            return int(value)
+        raise UserError(f"{where}: expected an integer, got {value!r}")
+    if kind == "float":
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        try:
+            return float(str(value))
+        except ValueError:
+            raise UserError(f"{where}: expected a number, got {value!r}") from None
+    if kind == "str":
+        value = _object_value(value)
+        if value is None:
+            return None
+        if isinstance(value, (Mapping, list)):
+            raise UserError(f"{where}: expected a single value, got {value!r}")
+        return str(value)
+    if kind == "list":
+        if isinstance(value, str):
+            return coerce_list(value)
+        if isinstance(value, (list, tuple)):
+            return [str(v) for v in value]
+        raise UserError(f"{where}: expected a list, got {value!r}")
+    if kind == "dict":
+        if not isinstance(value, Mapping):
+            raise UserError(f"{where}: expected a mapping, got {value!r}")
+        return {str(k): str(v) for k, v in value.items()}
+    return value
+
+
+# MCore PipelineParallelLayerLayout letters (megatron/core/transformer/pipeline_parallel_layer_layout.py).
+_LAYOUT_LETTERS = {"embedding": "E", "decoder": "t", "mtp": "m", "loss": "L"}
+
+
+def _layout_text(stages: list[Any]) -> str:
+    """A layout given as a list of stages (lists of layer names) -> the string form, e.g. ``Et|tt|tL``."""
+    return "|".join("".join(_LAYOUT_LETTERS.get(str(layer).rsplit(".", 1)[-1].lower(), str(layer)) for layer in stage)
+                    if isinstance(stage, list) else str(stage) for stage in stages)
+
+
+def as_bool(value: Any, where: str) -> bool:
+    """YAML/CLI booleans: true/false, 1/0, yes/no; anything else is a UserError at ``where``."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
+        return value.strip().lower() in ("true", "1", "yes")
+    raise UserError(f"{where}: expected true or false, got {value!r}")
+
+
+def _graph_scope(value: Any) -> list[str]:
+    """MCore cuda_graph_modules: "full" (deprecated) and an empty list both mean the whole layer."""
+    items = value if isinstance(value, (list, tuple)) else coerce_list(value)
+    names = [str(_object_value(v)).split(".")[-1].lower() for v in items]
+    return [n for n in names if n and n != "full"]
+
+
+def coerce_list(value: Any) -> list[str]:
+    """``[a, b]``, ``a,b`` or ``a b`` -> ["a", "b"] (Hydra lists and Megatron nargs strings)."""
+    text = str(value).strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    return [p.strip("'\" ") for p in _split_top(text)]
+
+
+# --- the builder every reader feeds ------------------------------------------------------------
+
+
+class Builder:
+    """Collects field values with where each came from; later sets win, conflicts are noted."""
+
+    def __init__(self, source: str, path: str | None) -> None:
+        self.source = source
+        self.path = path
+        self.values: dict[str, Any] = {}
+        self.origin: dict[str, str] = {}
+        self.warnings: list[str] = []
+
+    def set(self, name: str, value: Any, key: str, line: int | None = None) -> None:
+        where = _where(self.path, line, key)
+        value = coerce(name, value, where)
+        old = self.values.get(name)
+        if name in self.values and old is not None and value is not None and old != value:
+            self.warnings.append(f"{where} = {value!r} replaces {old!r} set by {self.origin[name]}")
+        self.values[name] = value
+        self.origin[name] = f"line {line}: {key}" if line else key
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+    def build(self, base: TrainingConfig | None = None) -> TrainingConfig:
+        cfg = base if base is not None else TrainingConfig()
+        changes = dict(self.values)
+        changes["provided"] = True
+        if base is None or base.source is None:
+            changes["source"] = self.source
+        changes["warnings"] = [*(cfg.warnings if base is not None else []), *self.warnings]
+        return replace(cfg, **changes)
+
+
+def near_miss(key: str, known: Iterable[str]) -> str | None:
+    """The known key ``key`` probably misspells, or None (longer/shorter variants are other keys)."""
+    for cand in difflib.get_close_matches(key, list(known), n=3, cutoff=0.88):
+        if cand == key or cand.startswith(key) or key.startswith(cand) or abs(len(cand) - len(key)) > 2:
+            continue
+        if re.sub(r"\d", "", cand) == re.sub(r"\d", "", key):
+            continue  # fp4_recipe vs fp8_recipe: a sibling key, not a typo
+        return cand
+    return None
+
+
+# --- Bridge YAML -------------------------------------------------------------------------------
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader used only to compose nodes; unknown tags (!!python/...) never get constructed."""
+
+
+def _node_value(node: yaml.Node, loader: _Loader) -> Any:
+    if isinstance(node, yaml.ScalarNode):
+        tag = node.tag or ""
+        if tag.startswith("tag:yaml.org,2002:") and "python/" not in tag:
+            try:
+                return loader.construct_object(node, deep=True)
+            except yaml.YAMLError:
+                return node.value
+        if "python/name:" in tag or "python/module:" in tag:
+            return tag.split(":", 3)[-1] if not node.value else node.value
+        return node.value
+    if isinstance(node, yaml.SequenceNode):
+        return [_node_value(n, loader) for n in node.value]
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, Any] = {}
+        tag = node.tag or ""
+        if "python/object" in tag:
+            out["_target_"] = tag.split(":", 3)[-1]
+        for k, v in node.value:
+            out[str(_node_value(k, loader))] = _node_value(v, loader)
+        return out
+    return None
+
+
+def load_yaml_tree(text: str, path: str) -> tuple[Any, dict[tuple[str, ...], int]]:
+    """Parse YAML tolerating unknown tags; returns (value, {key path: 1-based line}) for two levels."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        raise UserError(f"{path}{line}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    finally:
+        loader.dispose()
+    if node is None:
+        return None, {}
+    lines: dict[tuple[str, ...], int] = {}
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            lines[(str(k.value),)] = k.start_mark.line + 1
+            if isinstance(v, yaml.MappingNode):
+                for k2, _ in v.value:
+                    lines[(str(k.value), str(k2.value))] = k2.start_mark.line + 1
+    return _node_value(node, loader), lines
+
+
+def _class_name(target: Any) -> str | None:
+    return str(target).rsplit(".", 1)[-1] if target else None
+
+
+def _vocab(kb: Any) -> dict[str, Any]:
+    if kb is None:
+        from .. import knowledge
+
+        kb = knowledge.load()
+    return kb.tables.get("vocabulary") or {}
+
+
+def read_bridge_config(path: str | Path, kb: Any = None) -> TrainingConfig:
+    """A Bridge ConfigContainer dump (or a partial override YAML) -> TrainingConfig."""
+    path = Path(path)
+    text = _read_text(path)
+    tree, lines = load_yaml_tree(text, str(path))
+    return bridge_from_tree(tree, lines, str(path), kb)
+
+
+def bridge_from_tree(tree: Any, lines: Mapping[tuple[str, ...], int], path: str, kb: Any = None) -> TrainingConfig:
+    if not isinstance(tree, Mapping):
+        raise UserError(f"{path}:1: expected a mapping of Bridge config sections (model:, train:, ...)")
+    b = Builder("bridge-yaml", path)
+    vocab: dict[str, Any] | None = None
+    for section in tree:
+        if section not in BRIDGE_SECTIONS and section != "_target_":
+            b.warn(f"{path}:{lines.get((section,), '?')}: {section}: not a Bridge ConfigContainer section; ignored")
+    for section in SECTION_ORDER:
+        body = tree.get(section)
+        if section == "mixed_precision" and isinstance(body, str):
+            vocab = vocab if vocab is not None else _vocab(kb)
+            _apply_precision_recipe(b, body, lines.get((section,)), vocab)
+            continue
+        if section == "peft" and isinstance(body, str):
+            vocab = vocab if vocab is not None else _vocab(kb)
+            _apply_peft_name(b, body, f"{path}:{lines.get((section,), '?')}: peft", vocab)
+            continue
+        if not isinstance(body, Mapping):
+            continue
+        for key, value in body.items():
+            _bridge_key(b, section, key, value, lines.get((section, key)))
+    if isinstance(tree.get("env_vars"), Mapping):
+        b.set("env_vars", tree["env_vars"], "env_vars", lines.get(("env_vars",)))
+    vocab = vocab if vocab is not None else _vocab(kb)
+    _bridge_meaning(b, tree, lines, vocab)
+    return b.build()
+
+
+def _bridge_key(b: Builder, section: str, key: str, value: Any, line: int | None) -> None:
+    dotted = f"{section}.{key}"
+    target = BRIDGE_KEYS.get(dotted)
+    if target is None and section in SAME_NAME_SECTIONS and key in FIELD_KINDS and key not in _INTERNAL:
+        target = key
+    if target is None:
+        if dotted in BRIDGE_SPECIAL or key.startswith("_"):
+            return
+        known = [k.split(".", 1)[1] for k in BRIDGE_KEYS if k.startswith(section + ".")]
+        if section in SAME_NAME_SECTIONS:
+            known += [k for k in FIELD_KINDS if k not in _INTERNAL]
+        guess = near_miss(key, known)
+        if guess:
+            b.warn(f"{_where(b.path, line, dotted)}: not a key memtune reads; did you mean {section}.{guess}?")
+        return
+    if isinstance(target, tuple):
+        name, when_true = target
+        if value is not None and as_bool(value, _where(b.path, line, dotted)):
+            b.set(name, when_true, dotted, line)
+        return
+    b.set(target, value, dotted, line)
+
+
+def _bridge_meaning(b: Builder, tree: Mapping[str, Any], lines: Mapping[tuple[str, ...], int],
+                    vocab: Mapping[str, Any]) -> None:
+    """Task, PEFT kind and model name, which Bridge encodes in class names."""
+    peft = tree.get("peft")
+    if isinstance(peft, Mapping):
+        cls = _class_name(peft.get("_target_"))
+        kind = (vocab.get("peft_classes") or {}).get(cls or "")
+        line = lines.get(("peft", "_target_"), lines.get(("peft",)))
+        if kind is None:
+            b.warn(f"{_where(b.path, line, 'peft._target_')}: PEFT class {cls!r} is not in vocabulary.yaml "
+                   "peft_classes; treated as LoRA-like")
+            kind = cls
+        b.set("peft", kind, "peft._target_", line)
+        b.set("task", "lora", "peft._target_", line)
+    if "task" not in b.values:
+        dataset = tree.get("dataset")
+        cls = _class_name(dataset.get("_target_")) if isinstance(dataset, Mapping) else None
+        task = (vocab.get("dataset_tasks") or {}).get(cls or "")
+        ckpt = tree.get("checkpoint")
+        if task is None and isinstance(ckpt, Mapping) and ckpt.get("finetune") is True:
+            task = "sft"
+        if task:
+            b.set("task", task, "dataset._target_", lines.get(("dataset", "_target_")))
+    model = tree.get("model")
+    if isinstance(model, Mapping) and model.get("_target_"):
+        name = _class_name(model["_target_"]) or ""
+        b.set("model_name", name.removesuffix("ModelProvider").removesuffix("Provider") or name,
+              "model._target_", lines.get(("model", "_target_")))
+
+
+def _apply_precision_recipe(b: Builder, name: str, line: int | None, vocab: Mapping[str, Any]) -> None:
+    recipes = vocab.get("precision_recipes") or {}
+    recipe = recipes.get(name.replace("-", "_"))
+    if recipe is None:
+        b.warn(f"{_where(b.path, line, 'mixed_precision')}: recipe {name!r} is not in vocabulary.yaml "
+               "precision_recipes; precision left unknown")
+        return
+    for field_name, value in recipe.items():
+        b.set(field_name, value, f"mixed_precision={name}", line)
+
+
+def _apply_peft_name(b: Builder, name: str, where: str, vocab: Mapping[str, Any]) -> None:
+    if name.strip().lower() in ("none", "null", ""):
+        b.set("peft", None, "peft")
+        return
+    kind = (vocab.get("peft_names") or {}).get(name.strip().lower())
+    if kind is None:
+        b.warn(f"{where}: PEFT scheme {name!r} is not in vocabulary.yaml peft_names; treated as LoRA-like")
+        kind = name
+    b.set("peft", kind, "peft")
+    b.set("task", "lora", "peft")
+
+
+# --- Hydra-style overrides ---------------------------------------------------------------------
+
+_OVERRIDE = re.compile(r"^(?P<op>\+\+|\+|~)?(?P<key>[A-Za-z_][\w.]*)(?:=(?P<value>.*))?$", re.S)
+
+
+def apply_overrides(cfg: TrainingConfig, overrides: list[str], kb: Any = None) -> TrainingConfig:
+    """Apply Bridge/Hydra ``section.key=value`` overrides (``+key=v`` adds, ``~key`` removes)."""
+    if not overrides:
+        return cfg
+    b = Builder("overrides", None)
+    vocab: dict[str, Any] | None = None
+    for raw in overrides:
+        label = f"override {raw!r}"
+        b.path = label
+        text = raw.strip()
+        if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+            text = text[1:-1]
+        m = _OVERRIDE.match(text)
+        if not m:
+            raise UserError(f"override {raw!r}: expected section.key=value, +section.key=value or ~section.key")
+        op, key, value_text = m.group("op"), m.group("key"), m.group("value")
+        if op == "~":
+            value: Any = None
+        elif value_text is None:
+            raise UserError(f"override {raw!r}: missing '=value' (use ~{key} to remove a key)")
+        else:
+            value = parse_scalar(value_text)
+            if isinstance(value, str) and value.startswith("[") != value.endswith("]"):
+                raise UserError(f"override {raw!r}: unbalanced brackets in the value")
+        parts = key.split(".")
+        section = parts[0]
+        if len(parts) == 1:
+            if section in ("mixed_precision", "peft") and isinstance(value, str):
+                vocab = vocab if vocab is not None else _vocab(kb)
+                if section == "mixed_precision":
+                    _apply_precision_recipe(b, value, None, vocab)
+                else:
+                    _apply_peft_name(b, value, label, vocab)
+            elif section == "peft" and value is None:
+                b.set("peft", None, "peft")
+            else:
+                b.warn(f"{label}: memtune reads only section.key overrides here; ignored")
+            continue
+        if section not in BRIDGE_SECTIONS:
+            b.warn(f"{label}: {section} is not a Bridge ConfigContainer section; ignored")
+            continue
+        if section == "env_vars" and len(parts) == 2:
+            env = dict(cfg.env_vars)
+            env.update(b.values.get("env_vars") or {})
+            if value is None:
+                env.pop(parts[1], None)
+            else:
+                env[parts[1]] = str(value)
+            b.set("env_vars", env, label)
+            continue
+        if len(parts) != 2:
+            continue  # nested objects (model.generation_config.x) hold nothing memtune reads
+        _bridge_key(b, section, parts[1], value, None)
+    return b.build(cfg)
+
+
+# --- dispatch ----------------------------------------------------------------------------------
+
+_TASK_CONFIG_MARK = re.compile(r"^_target_:\s*megatron\.bridge\.training\.config\.ConfigContainer\s*$", re.M)
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+def read_config(path: str | Path, overrides: list[str] | None = None, kb: Any = None) -> TrainingConfig:
+    """Any supported config file, recognised by its content, then ``overrides`` on top."""
+    path = Path(path)
+    text = _read_text(path)
+    cfg = _dispatch(text, path, kb)
+    return apply_overrides(cfg, overrides or [], kb)
+
+
+def _dispatch(text: str, path: Path, kb: Any) -> TrainingConfig:
+    from . import hf_config, megatron_args
+
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+        if isinstance(data, Mapping) and hf_config.looks_like_hf(data):
+            return hf_config.hf_from_mapping(data, str(path), kb)
+        if isinstance(data, Mapping) and isinstance(data.get("args"), Mapping):
+            return megatron_args.args_from_mapping(data["args"], str(path))
+        if isinstance(data, Mapping):
+            return megatron_args.args_from_mapping(data, str(path))
+        raise UserError(f"{path}:1: expected a JSON object (HF config.json or Megatron args)")
+    yaml_suffix = path.suffix in (".yaml", ".yml")
+    if not yaml_suffix and (path.suffix in (".sh", ".bash", ".slurm", ".sbatch") or _looks_like_shell(text)):
+        return megatron_args.read_megatron_args(text, str(path), kb)
+    tree, lines = load_yaml_tree(_embedded_dump(text) or text, str(path))
+    if isinstance(tree, Mapping):
+        if isinstance(tree.get("MODEL_ARGS"), Mapping):
+            env = tree.get("ENV_VARS") if isinstance(tree.get("ENV_VARS"), Mapping) else None
+            return megatron_args.args_from_mapping(tree["MODEL_ARGS"], str(path), env, kb)
+        if tree and all(str(k).startswith("--") for k in tree):
+            return megatron_args.args_from_mapping(tree, str(path))
+        if any(k in BRIDGE_SECTIONS for k in tree):
+            return bridge_from_tree(tree, lines, str(path), kb)
+        if hf_config.looks_like_hf(tree):
+            return hf_config.hf_from_mapping(tree, str(path), kb)
+    if not yaml_suffix and "--" in text:
+        return megatron_args.read_megatron_args(text, str(path), kb)
+    raise UserError(f"{path}:1: not a Bridge config YAML, Megatron-LM launch script/args or HF config.json")
+
+
+def _looks_like_shell(text: str) -> bool:
+    """A shebang, an export, a bash array, or a torchrun/python command line."""
+    return bool(re.search(r"(?m)^\s*(?:#!.*\b(?:ba)?sh\b|export\s|\w+=\(|torchrun\b|python3?\s)", text))
+
+
+def _embedded_dump(text: str) -> str | None:
+    """The YAML of a Bridge task-config dump printed inside a log, if there is one."""
+    m = _TASK_CONFIG_MARK.search(text)
+    if not m or m.start() == 0:
+        return None
+    out = []
+    for line in text[m.start():].splitlines():
+        if line and not (line.startswith((" ", "- ")) or re.match(r"^[A-Za-z_]\w*:( |$)", line)):
+            break
+        out.append(line)
+    return "\n" * text[: m.start()].count("\n") + "\n".join(out)

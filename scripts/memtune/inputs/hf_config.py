@@ -1,0 +1,125 @@
+"""Read a Hugging Face ``config.json`` into the architecture fields of TrainingConfig.
+
+Only the shape of the model comes from here (layers, widths, heads, vocabulary, experts, MTP);
+the layout and batch come from the Bridge/Megatron config or the question.  Key names differ
+between model families (num_experts / n_routed_experts / num_local_experts ...), so each field
+lists the HF keys that can carry it, first found wins.  Multimodal configs keep the language
+model under ``text_config``; that block is read when the top level has no layer count.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+from ..facts import TrainingConfig
+from .config import Builder
+
+# TrainingConfig field -> HF keys that carry it (transformers' per-family config classes).
+HF_KEYS: dict[str, tuple[str, ...]] = {
+    "num_layers": ("num_hidden_layers", "n_layer", "num_layers"),
+    "hidden_size": ("hidden_size", "n_embd", "d_model"),
+    "num_attention_heads": ("num_attention_heads", "n_head"),
+    "num_query_groups": ("num_key_value_heads",),
+    "ffn_hidden_size": ("intermediate_size", "ffn_hidden_size", "n_inner"),
+    "vocab_size": ("vocab_size",),
+    "share_embeddings_and_output_weights": ("tie_word_embeddings",),
+    "kv_channels": ("head_dim",),
+    "num_moe_experts": ("num_experts", "n_routed_experts", "num_local_experts"),
+    "moe_router_topk": ("num_experts_per_tok", "experts_per_token", "moe_topk"),
+    "moe_ffn_hidden_size": ("moe_intermediate_size",),
+    "moe_shared_expert_intermediate_size": ("shared_expert_intermediate_size",),
+    "mtp_num_layers": ("num_nextn_predict_layers", "mtp_num_layers"),
+    "q_lora_rank": ("q_lora_rank",),
+    "kv_lora_rank": ("kv_lora_rank",),
+    "qk_head_dim": ("qk_nope_head_dim",),
+    "qk_pos_emb_head_dim": ("qk_rope_head_dim",),
+    "v_head_dim": ("v_head_dim",),
+}
+_MARKERS = ("architectures", "model_type", "num_hidden_layers", "text_config")
+
+
+def looks_like_hf(data: Mapping[str, Any]) -> bool:
+    return any(k in data for k in _MARKERS) and "model" not in data
+
+
+def read_hf_config(path: str | Path, kb: Any = None) -> TrainingConfig:
+    """An HF ``config.json`` -> TrainingConfig with the architecture fields set."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    if not isinstance(data, Mapping):
+        raise UserError(f"{path}:1: expected a JSON object")
+    return hf_from_mapping(data, str(path), kb)
+
+
+def hf_from_mapping(data: Mapping[str, Any], path: str = "<config.json>", kb: Any = None) -> TrainingConfig:
+    b = Builder("hf-config", path)
+    root = data
+    text_cfg = data.get("text_config")
+    if "num_hidden_layers" not in data and isinstance(text_cfg, Mapping):
+        root = {**text_cfg, **{k: v for k, v in data.items() if k in ("tie_word_embeddings",)}}
+    for name, keys in HF_KEYS.items():
+        for key in keys:
+            if root.get(key) is not None:
+                b.set(name, root[key], key)
+                break
+    if b.values.get("moe_shared_expert_intermediate_size") is None and root.get("n_shared_experts"):
+        width = root.get("moe_intermediate_size")
+        if isinstance(width, int) and isinstance(root["n_shared_experts"], int):
+            b.set("moe_shared_expert_intermediate_size", width * root["n_shared_experts"], "n_shared_experts")
+    if root.get("kv_lora_rank") is not None:
+        b.set("multi_latent_attention", True, "kv_lora_rank")
+    freq = _moe_layers(root, b.values.get("num_layers"))
+    if freq is not None and b.values.get("num_moe_experts"):
+        b.set("moe_layer_freq", freq, "first_k_dense_replace / decoder_sparse_step")
+    gated = _gated(root, kb)
+    if gated is not None:
+        b.set("gated_linear_unit", gated, "hidden_act")
+    name = data.get("_name_or_path") or (data.get("architectures") or [None])[0] or data.get("model_type")
+    if name:
+        b.set("model_name", name, "_name_or_path")
+    return b.build()
+
+
+def _moe_layers(cfg: Mapping[str, Any], num_layers: int | None) -> Any:
+    """Which layers are MoE, as Megatron's moe_layer_freq (1 = all, else a 0/1 list per layer).
+
+    DeepSeek: layer i is MoE when i >= first_k_dense_replace and i % moe_layer_freq == 0.
+    Qwen-MoE: layer i is MoE when i is not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0.
+    """
+    if not isinstance(num_layers, int):
+        return None
+    if "first_k_dense_replace" in cfg:
+        k, step = int(cfg.get("first_k_dense_replace") or 0), int(cfg.get("moe_layer_freq") or 1)
+        pattern = [int(i >= k and i % step == 0) for i in range(num_layers)]
+    elif "decoder_sparse_step" in cfg or cfg.get("mlp_only_layers"):
+        step = int(cfg.get("decoder_sparse_step") or 1)
+        dense = set(cfg.get("mlp_only_layers") or [])
+        pattern = [int(i not in dense and (i + 1) % step == 0) for i in range(num_layers)]
+    else:
+        return None
+    return 1 if all(pattern) else pattern
+
+
+def _gated(cfg: Mapping[str, Any], kb: Any) -> bool | None:
+    if kb is None:
+        from .. import knowledge
+
+        kb = knowledge.load()
+    vocab = (kb.tables.get("vocabulary") or {}).get("hf_config") or {}
+    if cfg.get("model_type") in (vocab.get("gated_model_types") or []):
+        return True
+    act = cfg.get("hidden_act") or cfg.get("hidden_activation")
+    if act in (vocab.get("gated_activations") or []):
+        return True
+    return None

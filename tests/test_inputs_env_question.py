@@ -1,0 +1,302 @@
+"""Environment, question and GPU readers, and the two KB tables they read (vocabulary, gpus)."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from memtune.errors import UserError
+from memtune.facts import TrainingConfig
+from memtune.inputs.env import env_from_config, parse_alloc_conf, read_env
+from memtune.inputs.gpu import find_gpus, gpu_from_capacity, lookup_gpu
+from memtune.inputs.question import parse_question
+from memtune.knowledge import Knowledge
+
+KB_DIR = Path(__file__).resolve().parents[1] / "knowledge"
+GIB = 2**30
+
+
+@pytest.fixture(scope="module")
+def vkb():
+    """Only the tables these readers use (vocabulary, gpus), so the tests do not depend on the rest of the KB."""
+    tables = {n: yaml.safe_load((KB_DIR / f"{n}.yaml").read_text(encoding="utf-8")) for n in ("vocabulary", "gpus")}
+    return Knowledge(root=KB_DIR, index={"tables": list(tables)}, tables=tables)
+
+
+# --- KB tables -----------------------------------------------------------------------------------
+
+
+def test_vocabulary_and_gpus_match_their_schemas(vkb):
+    import jsonschema
+    from referencing import Registry, Resource
+
+    schemas = {p.name: json.loads(p.read_text(encoding="utf-8")) for p in (KB_DIR / "schema").glob("*.schema.json")}
+    registry = Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in schemas.values())
+    for table in ("vocabulary", "gpus"):
+        validator = jsonschema.Draft202012Validator(schemas[f"{table}.schema.json"], registry=registry)
+        assert [e.message for e in validator.iter_errors(vkb.tables[table])] == []
+
+
+def test_every_vocabulary_pattern_compiles(vkb):
+    vocab = vkb.tables["vocabulary"]
+    patterns = [vocab["memory"]["figure"], *vocab["memory"]["cues"], *(lang["pattern"] for lang in vocab["languages"])]
+    for section in ("models", "tasks", "layout", "claims"):
+        patterns += [p for entry in vocab[section] for p in entry["patterns"]]
+    patterns += [p for t in vocab["topics"] for lang in ("en", "zh") for p in t["keywords"][lang]]
+    for pattern in patterns:
+        re.compile(pattern, re.I | re.A)
+
+
+def test_every_gpu_is_found_by_its_own_name(vkb):
+    for entry in vkb.tables["gpus"]["gpus"]:
+        assert lookup_gpu(entry["name"], vkb).name == entry["name"]
+        assert lookup_gpu(entry["id"], vkb).name == entry["name"]
+
+
+# --- env -----------------------------------------------------------------------------------------
+
+
+def test_env_pairs_alloc_conf_later_option_wins(vkb):
+    env = read_env(["PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,max_split_size_mb:512,expandable_segments:False",
+                    "NCCL_GRAPH_REGISTER=0", "TORCH_NCCL_AVOID_RECORD_STREAMS=1"], kb=vkb)
+    assert env.provided and env.alloc_conf_var == "PYTORCH_CUDA_ALLOC_CONF"
+    assert env.alloc_options == {"expandable_segments": "False", "max_split_size_mb": "512"}
+    assert env.expandable_segments is False and env.allocator_backend == "native"
+    assert (env.nccl_graph_register, env.avoid_record_streams) == ("0", "1")
+
+
+def test_env_pytorch_alloc_conf_takes_precedence(vkb):
+    env = read_env(["PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False",
+                    "PYTORCH_ALLOC_CONF=expandable_segments:True,backend:cudaMallocAsync"], kb=vkb)
+    assert env.alloc_conf_var == "PYTORCH_ALLOC_CONF" and env.expandable_segments is True
+    assert env.alloc_conf_ignored == ["PYTORCH_CUDA_ALLOC_CONF"]
+    assert env.allocator_backend == "cudaMallocAsync"
+
+
+def test_env_values_pytorch_rejects_are_listed_not_guessed(vkb):
+    conf = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:true, garbage_collection_threshold:high,foo:1"
+    env = read_env([conf], kb=vkb)
+    assert env.expandable_segments is None  # PyTorch accepts only True / False
+    assert env.alloc_conf_invalid == ["expandable_segments:true", "garbage_collection_threshold:high"]
+    assert env.alloc_conf_unknown == ["foo"]
+
+
+def test_env_bracketed_option_stays_whole():
+    assert parse_alloc_conf("roundup_power2_divisions:[256:1,512:2],expandable_segments:True") == {
+        "roundup_power2_divisions": "[256:1,512:2]", "expandable_segments": "True"}
+
+
+def test_env_provided_without_alloc_conf_means_default_allocator(vkb):
+    env = read_env(["NCCL_NVLS_ENABLE=0"], kb=vkb)
+    assert env.provided and env.alloc_conf is None and env.alloc_conf_var is None
+    assert env.expandable_segments is False  # PyTorch's default when nothing sets it
+
+
+def test_env_nothing_given_is_unknown(vkb):
+    env = read_env([], kb=vkb)
+    assert not env.provided and env.expandable_segments is None
+
+
+def test_env_process_only_when_asked_and_never_secrets(monkeypatch, vkb):
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
+    monkeypatch.setenv("NCCL_API_KEY", "do-not-read")
+    monkeypatch.setenv("HOME_SOMETHING", "irrelevant")
+    assert read_env(["NCCL_DEBUG=INFO"], kb=vkb).expandable_segments is False
+    env = read_env([], from_process=True, kb=vkb)
+    assert env.expandable_segments is True
+    assert "NCCL_API_KEY" not in env.variables and "HOME_SOMETHING" not in env.variables
+
+
+def test_env_source_precedence(monkeypatch, vkb):
+    monkeypatch.setenv("NCCL_GRAPH_REGISTER", "1")
+    config = {"NCCL_GRAPH_REGISTER": 0, "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    # Bridge env_vars are defaults: the launching shell's value wins over them
+    assert read_env([], from_process=True, config_env=config, kb=vkb).nccl_graph_register == "1"
+    # what the log shows beats the shell; --env beats everything
+    env = read_env(["NCCL_GRAPH_REGISTER=3"], from_process=True, log_text_env={"NCCL_GRAPH_REGISTER": "2"},
+                   config_env=config, kb=vkb)
+    assert env.nccl_graph_register == "3" and env.expandable_segments is True
+
+
+def test_env_from_bridge_config_env_vars(vkb):
+    cfg = TrainingConfig(env_vars={"TORCH_NCCL_AVOID_RECORD_STREAMS": "1",
+                                   "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+    config_env = env_from_config(cfg)
+    assert config_env == cfg.env_vars
+    assert env_from_config({"NCCL_GRAPH_REGISTER": 0}) == {"NCCL_GRAPH_REGISTER": "0"}  # str(value), as Bridge does
+    env = read_env([], config_env=config_env, kb=vkb)
+    assert env.provided and env.avoid_record_streams == "1" and env.expandable_segments is True
+    assert env_from_config(TrainingConfig()) == {} and not read_env([], config_env={}, kb=vkb).provided
+
+
+@pytest.mark.parametrize("bad", ["PYTORCH_CUDA_ALLOC_CONF", "=True", "BAD KEY=1"])
+def test_env_malformed_pair_names_it(bad, vkb):
+    with pytest.raises(UserError, match=re.escape(repr(bad))):
+        read_env([bad], kb=vkb)
+
+
+# --- question ------------------------------------------------------------------------------------
+
+
+def test_question_english_llama_example(vkb):
+    q = parse_question("my Llama3-70B SFT on 32×H100 with TP4 PP4 OOMs at 58.8 GB, what do I do first?", vkb)
+    assert q.provided and q.lang == "en"
+    assert q.model_name == "Llama 3 70B" and q.gpu_name == "H100 80GB" and q.num_gpus == 32
+    assert q.memory_bytes == pytest.approx(58.8e9)  # GB as written (GiB would be 2**30)
+    assert q.layout == {"tensor_model_parallel_size": 4, "pipeline_model_parallel_size": 4, "task": "sft"}
+    assert "oom" in q.topics
+
+
+def test_question_chinese_lora_sp_example(vkb):
+    q = parse_question("显存不足，LoRA + 序列并行怎么省显存？", vkb)
+    assert q.lang == "zh"
+    assert {"oom", "lora", "sequence-parallel"} <= set(q.topics)
+    assert q.layout.get("task") == "lora"
+    assert q.model_name is None and q.memory_bytes is None and q.num_gpus is None
+
+
+def test_question_gpu_size_is_not_the_memory_figure(vkb):
+    q = parse_question("Qwen3-30B-A3B on 4 nodes of 8 H100 80GB: EP8 TP2 PP2 VPP5 DP2 CP2 MBS 1 GBS 256 seq 4k, "
+                       "no PYTORCH_CUDA_ALLOC_CONF, peak 70.2 GiB", vkb)
+    assert q.model_name == "Qwen3-30B-A3B" and q.num_gpus == 32
+    assert q.memory_bytes == pytest.approx(70.2 * GIB)
+    assert q.layout == {"expert_model_parallel_size": 8, "tensor_model_parallel_size": 2,
+                        "pipeline_model_parallel_size": 2, "virtual_pipeline_model_parallel_size": 5,
+                        "data_parallel_size": 2, "context_parallel_size": 2, "micro_batch_size": 1,
+                        "global_batch_size": 256, "seq_length": 4096}
+    assert q.env == {"expandable_segments": False}
+    assert "moe" in q.topics
+
+
+def test_question_token_counts_are_not_memory(vkb):
+    assert parse_question("trained on 15T tokens with a 2M tokens batch", vkb).memory_bytes is None
+    assert parse_question("2M tokens per batch, peak 60 GB", vkb).memory_bytes == pytest.approx(60e9)
+
+
+def test_question_chinese_numbers_and_claims(vkb):
+    q = parse_question("DeepSeek-V3 用LoRA微调，4机32卡 H800，显存 70G 就爆了，已经设置了 expandable_segments，"
+                       "开了序列并行，内存碎片还是很多", vkb)
+    assert q.lang == "zh" and q.model_name == "DeepSeek-V3" and q.gpu_name == "H800"
+    assert q.num_gpus == 32 and q.memory_bytes == pytest.approx(70e9)
+    assert q.env == {"expandable_segments": True}
+    assert q.layout == {"task": "lora", "sequence_parallel": True}
+    assert {"lora", "sequence-parallel", "fragmentation"} <= set(q.topics)
+
+
+@pytest.mark.parametrize("text, model", [
+    ("llama 3.1 70b", "Llama 3 70B"), ("Llama-3.1-405B pretrain", "Llama 3.1 405B"), ("qwen3 30b a3b", "Qwen3-30B-A3B"),
+    ("DeepSeek V3", "DeepSeek-V3"), ("mixtral 8x7b", "Mixtral 8x7B"), ("gpt-oss-120b", "gpt-oss-120b"),
+    ("a Qwen3-Next-80B-A3B run", "Qwen3-Next-80B-A3B"), ("my own 7B model", None),
+])
+def test_question_model_aliases(text, model, vkb):
+    assert parse_question(text, vkb).model_name == model
+
+
+@pytest.mark.parametrize("text, count", [
+    ("32 H100s", 32), ("8xH200", 8), ("4 nodes x 8 GPUs", 32), ("on 16 GPUs (8 GPUs per node)", 16),
+    ("2 x 8 B200", 16), ("64 张 GB200", 64), ("我们用 16 卡", 16), ("a single GPU", None),
+])
+def test_question_gpu_counts(text, count, vkb):
+    assert parse_question(text, vkb).num_gpus == count
+
+
+@pytest.mark.parametrize("text, field, value", [
+    ("TP=4", "tensor_model_parallel_size", 4), ("tp 8", "tensor_model_parallel_size", 8),
+    ("tensor parallel size of 2", "tensor_model_parallel_size", 2), ("ETP2", "expert_tensor_parallel_size", 2),
+    ("micro batch size 4", "micro_batch_size", 4), ("sequence length 8192", "seq_length", 8192),
+    ("128K context", "seq_length", 131072), ("张量并行 8，流水线并行 2", "pipeline_model_parallel_size", 2),
+])
+def test_question_layout_spellings(text, field, value, vkb):
+    assert parse_question(text, vkb).layout[field] == value
+
+
+def test_question_etp_is_not_tp_and_vpp_is_not_pp(vkb):
+    layout = parse_question("ETP2 VPP5", vkb).layout
+    assert layout == {"expert_tensor_parallel_size": 2, "virtual_pipeline_model_parallel_size": 5}
+
+
+@pytest.mark.parametrize("text, value", [
+    ("expandable_segments already set", True), ("I already set expandable_segments", True),
+    ("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True is in my env", True),
+    ("no PYTORCH_CUDA_ALLOC_CONF", False), ("we did not set expandable_segments", False),
+    ("没有设置 PYTORCH_CUDA_ALLOC_CONF", False),
+])
+def test_question_allocator_claims(text, value, vkb):
+    assert parse_question(text, vkb).env == {"expandable_segments": value}
+
+
+def test_question_empty_is_not_provided(vkb):
+    assert not parse_question("   ", vkb).provided and not parse_question(None, vkb).provided
+
+
+@pytest.mark.parametrize("text, topic", [
+    ("OOM while saving the checkpoint", "checkpoint"), ("断点续训时爆显存", "checkpoint"),
+    ("activation checkpointing did not help", "recompute"), ("开了重计算还是不够", "recompute"),
+    ("CUDA graphs use too much memory", "cuda-graphs"), ("fp8 mxfp8 training", "fp8"),
+    ("process killed by the OOM killer, exit code 137", "host-memory"), ("optimizer cpu offload", "offload"),
+    ("another process holds 20 GB", "foreign-process"), ("32K long context", "long-context"),
+])
+def test_question_topics(text, topic, vkb):
+    assert topic in parse_question(text, vkb).topics
+
+
+def test_activation_checkpointing_is_not_a_checkpoint_question(vkb):
+    assert "checkpoint" not in parse_question("activation checkpointing did not help", vkb).topics
+
+
+# --- GPU -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("H100", "H100 80GB"), ("h100-80gb", "H100 80GB"), ("H100 SXM", "H100 80GB"), ("H100 NVL", "H100 NVL"),
+    ("A100-40GB", "A100 40GB"), ("A100 80GB", "A100 80GB"), ("GB200", "GB200"), ("B200", "B200"),
+    ("gb300", "GB300"), ("L40S", "L40S"), ("H20", "H20"), ("H200", "H200"),
+])
+def test_lookup_gpu_by_name(name, expected, vkb):
+    gpu = lookup_gpu(name, vkb)
+    assert gpu.name == expected and gpu.inferred_from == "name"
+
+
+def test_lookup_gpu_facts(vkb):
+    h100 = lookup_gpu("H100", vkb)
+    assert h100.capacity_bytes == pytest.approx(79.11 * GIB) and h100.nominal_gb == 80
+    assert h100.arch == "hopper" and h100.nvlink_domain == 8
+    assert lookup_gpu("GB200", vkb).nvlink_domain == 72
+    assert lookup_gpu("H20", vkb).capacity_bytes is None  # no real message seen: capacity unknown
+
+
+def test_lookup_unknown_gpu_is_a_user_error(vkb):
+    with pytest.raises(UserError, match="'RTX 9090': unknown GPU"):
+        lookup_gpu("RTX 9090", vkb)
+
+
+def test_gpu_from_capacity_picks_nearest_and_keeps_candidates(vkb):
+    gpu = lookup_gpu(79.11 * GIB, vkb)
+    assert gpu.name == "H100 80GB" and gpu.inferred_from == "capacity"
+    assert gpu.candidates[0] == "h100-80gb" and "a100-80gb" in gpu.candidates
+    assert gpu.capacity_bytes == pytest.approx(79.11 * GIB)
+    assert gpu_from_capacity(139.81 * GIB, vkb).name == "H200"
+    assert gpu_from_capacity(276.50 * GIB, vkb).name == "GB300"
+    assert gpu_from_capacity(184.31 * GIB, vkb).candidates == ["gb200"]
+
+
+def test_gpu_from_unknown_capacity_stays_unnamed(vkb):
+    gpu = gpu_from_capacity(23.55 * GIB, vkb)
+    assert gpu.name is None and gpu.capacity_bytes == pytest.approx(23.55 * GIB) and gpu.candidates == []
+
+
+def test_find_gpus_prefers_longest_mention(vkb):
+    text = "moved from A100-40GB to GB200 and B200"
+    ids = [entry["id"] for _, _, entry in find_gpus(text, vkb)]
+    assert ids == ["a100-40gb", "gb200", "b200"]
+
+
+def test_readers_with_the_shipped_kb(kb):
+    from memtune import knowledge
+
+    assert {"vocabulary", "gpus"} <= set(kb.index["tables"])
+    mine = [p for p in knowledge.validate(kb) if p.startswith(("vocabulary.yaml", "gpus.yaml"))]
+    assert mine == []
+    q = parse_question("OOM on 8 H200 with TP8", kb)
+    assert (q.gpu_name, q.num_gpus, q.layout) == ("H200", 8, {"tensor_model_parallel_size": 8})
