@@ -230,6 +230,10 @@ def _site(frames: list[Any]) -> tuple[str, str | None] | None:
 # --------------------------------------------------------------------------- timeline
 
 
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _timeline(trace: list[Any], end_active: int, end_reserved: int) -> dict[str, Any]:
     """Replay alloc/free events; the trace may start mid-run, so anchor it at the snapshot's end state."""
     cur = peak = rcur = rpeak = 0
@@ -238,8 +242,8 @@ def _timeline(trace: list[Any], end_active: int, end_reserved: int) -> dict[str,
     for ev in trace:
         if not isinstance(ev, dict):
             continue
-        action, size = ev.get("action"), ev.get("size")
-        if not isinstance(size, int):
+        action, size = ev.get("action"), _int_or_none(ev.get("size"))
+        if size is None:
             continue
         if action == "alloc":
             cur += size
@@ -263,9 +267,9 @@ def _timeline(trace: list[Any], end_active: int, end_reserved: int) -> dict[str,
         "timeline_reserved_peak_bytes": end_reserved - rcur + rpeak,
     }
     if oom is not None:
-        out["oom_requested_bytes"] = oom.get("size")
-        out["oom_device_free_bytes"] = oom.get("device_free")
-        out["oom_stream"] = oom.get("stream")
+        out["oom_requested_bytes"] = oom["size"]
+        out["oom_device_free_bytes"] = _int_or_none(oom.get("device_free"))
+        out["oom_stream"] = _int_or_none(oom.get("stream"))
     return out
 
 
@@ -352,7 +356,7 @@ def summarize(data: Any, source: str = "<snapshot>", top: int = 10) -> dict[str,
         ],
         "oom": False,
     }
-    trace = traces[device] if device < len(traces) and isinstance(traces[device], list) else None
+    trace = traces[device] if 0 <= device < len(traces) and isinstance(traces[device], list) else None
     if trace:
         summary.update(_timeline(trace, totals.active, reserved))
     if summary.get("oom_requested_bytes") is not None:

@@ -19,10 +19,12 @@ for the rules in knowledge/rules.yaml to decide.
 from __future__ import annotations
 
 import json
+import math
 import re
 import statistics
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ..errors import UserError
 
@@ -186,14 +188,26 @@ def _parse_report(line: str, lineno: int) -> dict[str, Any] | None:
         target = _LOG_FIELDS.get(name)
         if target is None:
             continue
-        value = float(raw)
+        try:
+            value = float(raw)
+        except ValueError:
+            continue
+        if not math.isfinite(value):
+            continue
         is_bytes = target.endswith("_bytes")
         report[target] = round(value * key_scale) if is_bytes else int(value)
     return report
 
 
 def _parse_theory(body: str, lineno: int) -> dict[str, Any]:
-    components = {name.strip(): float(val) * UNIT_BYTES[unit] for name, val, unit in _COMPONENT.findall(body)}
+    components = {}
+    for name, val, unit in _COMPONENT.findall(body):
+        try:
+            value = float(val)
+        except ValueError:
+            continue
+        if math.isfinite(value):
+            components[name.strip()] = value * UNIT_BYTES[unit]
     out: dict[str, Any] = {"theoretical_line": lineno, "theoretical_components": components}
     if "weight and optimizer" in components:
         out["theoretical_weight_and_optimizer_bytes"] = components["weight and optimizer"]

@@ -1,0 +1,179 @@
+"""Evaluate and run the checks declared in knowledge/validations.yaml.
+
+``env`` and ``config`` checks are pure condition evaluations over the facts the
+user passed.  ``command`` checks start a process, so they run only when the
+caller says so (``memtune verify --run ID --yes``): the argument list comes
+verbatim from the knowledge base, a placeholder may only replace a whole
+argument, no shell is involved, each run has a timeout, and its output goes to
+a log file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..conditions import evaluate
+from ..engine import check_constraints
+from ..errors import UserError
+from ..knowledge import Knowledge
+from ..textfmt import fill
+
+_PLACEHOLDER = re.compile(r"^\{([a-z_]+)\}$")
+# Which option supplies the facts a check needs, for the "skipped" hint.
+_SOURCE_HINT = {"launch": "--launch", "env": "--env / --env-from-process / --launch", "config": "--config / --set"}
+
+
+@dataclass
+class StepResult:
+    id: str
+    kind: str
+    status: str  # pass | fail | n/a | skipped | planned
+    detail: str = ""
+    seconds: float | None = None
+
+
+def steps(kb: Knowledge) -> list[dict[str, Any]]:
+    return kb.entries("validations")
+
+
+def command_patterns(kb: Knowledge) -> list[str]:
+    return kb.tables["validations"]["launch_script"]["command_patterns"]
+
+
+def select(kb: Knowledge, ids: list[str] | None) -> list[dict[str, Any]]:
+    """The steps named by ``ids`` (all when None), in knowledge-base order; unknown ids are an error."""
+    every = steps(kb)
+    if not ids:
+        return every
+    known = {s["id"] for s in every}
+    unknown = [i for i in ids if i not in known]
+    if unknown:
+        raise UserError(f"unknown validation id {', '.join(map(repr, unknown))}; known: {', '.join(sorted(known))}")
+    return [s for s in every if s["id"] in ids]
+
+
+# --------------------------------------------------------------------------- env / config checks
+
+
+def _missing_source(step: Mapping[str, Any], flat: Mapping[str, Any]) -> str | None:
+    missing = [f for f in step.get("needs", []) if not flat.get(f)]
+    if not missing:
+        return None
+    hints = sorted({_SOURCE_HINT.get(f.split(".", 1)[0], f) for f in missing})
+    return f"needs {'; '.join(hints)}"
+
+
+def evaluate_check(step: Mapping[str, Any], flat: Mapping[str, Any], kb: Knowledge, lang: str = "en") -> StepResult:
+    """pass / fail / n/a (does not apply here) / skipped (the evidence it needs was not given)."""
+    result = StepResult(step["id"], step["kind"], "skipped")
+    missing = _missing_source(step, flat)
+    if missing:
+        result.detail = missing
+        return result
+    if step.get("applies_when") and not evaluate(step["applies_when"], flat):
+        result.status = "n/a"
+        return result
+    if step["kind"] == "config":
+        violated = [v.id for v in check_constraints(flat, kb)]
+        passed = not violated
+        extra = {"violations": ", ".join(violated)}
+    else:
+        passed = evaluate(step["pass_when"], flat)
+        extra = {}
+    result.status = "pass" if passed else "fail"
+    if not passed:
+        result.detail = fill(step["fail"][lang], {**flat, **extra})
+    return result
+
+
+# --------------------------------------------------------------------------- command checks
+
+
+def command_argv(step: Mapping[str, Any], values: Mapping[str, str]) -> tuple[list[str], str | None]:
+    """The argv and working directory with whole-item placeholders filled; a missing value is an error."""
+    def sub(item: str) -> str:
+        m = _PLACEHOLDER.match(item)
+        if m is None:
+            if "{" in item or "}" in item:
+                raise UserError(f"validations.yaml: {step['id']}: {item!r} mixes a placeholder with text")
+            return item
+        if not values.get(m.group(1)):
+            raise UserError(f"needs --{m.group(1).replace('_', '-')}")
+        return values[m.group(1)]
+
+    argv = [sub(item) for item in step["argv"]]
+    cwd = sub(step["cwd"]) if step.get("cwd") else None
+    return argv, cwd
+
+
+def plan_command(step: Mapping[str, Any], values: Mapping[str, str]) -> StepResult:
+    """What would run, or why it cannot (status planned / skipped)."""
+    result = StepResult(step["id"], "command", "planned")
+    try:
+        argv, cwd = command_argv(step, values)
+    except UserError as exc:
+        result.status, result.detail = "skipped", str(exc)
+        return result
+    result.detail = " ".join(argv) + (f"   (in {cwd})" if cwd else "")
+    return result
+
+
+def _preflight(step: Mapping[str, Any], argv: list[str], cwd: str | None) -> str | None:
+    if cwd is not None and not Path(cwd).is_dir():
+        return f"{cwd}: not a directory"
+    base = Path(cwd or ".")
+    missing = [f for f in step.get("requires_files", []) if not (base / f).is_file()]
+    if missing:
+        return f"{base}: missing {', '.join(missing)} (not a Megatron Bridge checkout with these tests?)"
+    if shutil.which(argv[0]) is None:
+        return f"{argv[0]}: not found on PATH"
+    return None
+
+
+def run_command(step: Mapping[str, Any], values: Mapping[str, str], log_path: Path,
+                timeout_s: float | None = None) -> StepResult:
+    """Run one command step with its timeout; stdout and stderr are appended to ``log_path``."""
+    result = StepResult(step["id"], "command", "fail")
+    argv, cwd = command_argv(step, values)
+    problem = _preflight(step, argv, cwd)
+    if problem:
+        result.detail = problem
+        return result
+    limit = timeout_s if timeout_s is not None else step["timeout_s"]
+    started = time.monotonic()
+    with log_path.open("ab") as log:
+        log.write(f"\n### {step['id']}: {' '.join(argv)}  (cwd {cwd or os.getcwd()}, timeout {limit}s)\n".encode())
+        log.flush()
+        proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            code = proc.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            result.detail = f"timed out after {limit}s (stopped); output in {log_path}"
+            result.seconds = time.monotonic() - started
+            log.write(f"### {step['id']}: timed out after {limit}s\n".encode())
+            return result
+        log.write(f"### {step['id']}: exit code {code}\n".encode())
+    result.seconds = time.monotonic() - started
+    result.status = "pass" if code == 0 else "fail"
+    result.detail = f"exit code {code}; output in {log_path}"
+    return result
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """Stop the step and everything it started (it runs in its own session / process group)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (AttributeError, ProcessLookupError, PermissionError):
+        proc.kill()
+    proc.wait()

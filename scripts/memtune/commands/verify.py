@@ -1,0 +1,123 @@
+"""``memtune verify``: the checks of knowledge/validations.yaml as a pass/fail table.
+
+Without ``--run``/``--yes`` nothing is started: env and config checks are only
+evaluated over the files and values passed, and each command step shows the
+exact argument list it would run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .. import knowledge
+from ..actions import verify
+from ..errors import UserError
+
+EPILOG = """examples:
+  memtune verify --list
+  memtune verify --launch launch.sh --config run_config.yaml           (dry run: checks only, nothing started)
+  memtune verify --run lora-regather-unit-tests --bridge-repo ~/Megatron-Bridge --yes
+
+exit codes: 0 no check failed, 1 a check failed, 2 bad input."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("verify", help="run the validation checks (dry run unless --run ID --yes)",
+                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--list", action="store_true", help="list the checks and what each would run, then stop")
+    parser.add_argument("--run", action="append", metavar="ID", help="only these checks; command checks need --yes")
+    parser.add_argument("--yes", action="store_true", help="really start the command checks named by --run")
+    parser.add_argument("--bridge-repo", type=Path, help="Megatron Bridge checkout the upstream tests run in")
+    parser.add_argument("--log-file", type=Path,
+                        help="where command output goes (default ./memtune-verify-<UTC time>.log, only with --yes)")
+    parser.add_argument("--launch", type=Path, help="launch shell script the training is started with")
+    parser.add_argument("--config", type=Path, help="Bridge run config YAML, Megatron-LM launch script or HF config")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="Bridge/Hydra override (repeatable)")
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                        help="environment variable of the run (repeatable)")
+    parser.add_argument("--env-from-process", action="store_true", help="also read this process's environment")
+    parser.add_argument("--lang", choices=["en", "zh"], default="en")
+    parser.add_argument("--format", choices=["text", "json"], default="text")
+    parser.set_defaults(func=run)
+
+
+def gather_facts(args: argparse.Namespace, kb: knowledge.Knowledge) -> dict[str, Any]:
+    """Flat facts from the evidence passed; exports before the launch command count as the run's env.
+
+    Variables the job inherits from the calling shell are unknown unless --env-from-process or --env says them.
+    """
+    flat: dict[str, Any] = {}
+    env = list(args.env)
+    if args.launch is not None:
+        from ..actions.apply import read_target
+        from ..actions.launch import compile_patterns, launch_facts
+
+        kind, text = read_target(args.launch)
+        if kind != "shell":
+            raise UserError(f"--launch {args.launch}: not a shell script")
+        facts = launch_facts(text, compile_patterns(verify.command_patterns(kb)))
+        env = [f"{k}={v}" for k, v in facts["exports"].items()] + env
+        flat.update({f"launch.{k}": v for k, v in facts.items() if k != "exports"})
+    if args.config is not None or args.overrides or env or args.env_from_process:
+        from .. import pipeline
+
+        if args.config is not None and not args.config.is_file():
+            raise UserError(f"--config {args.config}: no such file")
+        inputs = pipeline.Inputs(config=args.config, overrides=args.overrides, env=env,
+                                 env_from_process=args.env_from_process)
+        flat.update(pipeline.collect_facts(inputs, kb).flatten())
+    if args.launch is not None:
+        flat["env.provided"] = True  # the script is an environment source even when it exports nothing
+    return flat
+
+
+def run(args: argparse.Namespace) -> int:
+    kb = knowledge.load()
+    selected = verify.select(kb, args.run)
+    values = {"bridge_repo": str(args.bridge_repo.expanduser().resolve()) if args.bridge_repo else ""}
+    if args.list:
+        return _print_list(selected, values, args.lang)
+    if args.yes and not args.run:
+        raise UserError("--yes starts commands, so name them: --run ID (see memtune verify --list)")
+    flat = gather_facts(args, kb)
+    log_path = args.log_file or Path(f"memtune-verify-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}.log")
+    results = []
+    for step in selected:
+        if step["kind"] != "command":
+            results.append(verify.evaluate_check(step, flat, kb, args.lang))
+        elif args.yes:
+            results.append(verify.run_command(step, values, log_path))
+        else:
+            results.append(verify.plan_command(step, values))
+    _print_results(results, args.format, dry_run=not args.yes)
+    return 1 if any(r.status == "fail" for r in results) else 0
+
+
+def _print_list(selected: list[dict[str, Any]], values: dict[str, str], lang: str) -> int:
+    for step in selected:
+        print(f"{step['id']}  [{step['kind']}]  {step['title'][lang]}")
+        if step["kind"] == "command":
+            plan = verify.plan_command(step, values)
+            extra = f", {step['gpus']} GPUs" if step.get("gpus") else ""
+            print(f"    runs: {plan.detail}  (timeout {step['timeout_s']}s{extra})")
+        print(f"    {step['checks'][lang]}")
+    return 0
+
+
+def _print_results(results: list[verify.StepResult], fmt: str, dry_run: bool) -> None:
+    if fmt == "json":
+        sys.stdout.write(json.dumps([asdict(r) for r in results], indent=2, ensure_ascii=False) + "\n")
+        return
+    width = max(len(r.id) for r in results) if results else 2
+    print(f"{'check':<{width}}  {'kind':<7}  {'result':<7}  detail")
+    for r in results:
+        print(f"{r.id:<{width}}  {r.kind:<7}  {r.status:<7}  {r.detail}")
+    if dry_run and any(r.status == "planned" for r in results):
+        print("\ndry run: no command was started; add --run ID --yes to run one.")
