@@ -58,8 +58,9 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
     config = _fill_architecture(config, kb)
     facts.config = config
 
-    config_env = env_from_config(config) if config.provided else {}
-    facts.env = read_env(inputs.env, from_process=inputs.env_from_process, log_text_env=config_env or None)
+    # Bridge applies cfg.env_vars with setdefault, so --env (the shell) outranks them.
+    facts.env = read_env(inputs.env, from_process=inputs.env_from_process,
+                         log_text_env=facts.question.env or None, config_env=env_from_config(config), kb=kb)
 
     gpu_name = inputs.gpu or facts.question.gpu_name
     if gpu_name:
@@ -71,14 +72,24 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
         from .inputs.snapshot import analyze_snapshot
 
         facts.snapshot = analyze_snapshot(inputs.snapshot)
-    if inputs.stats:
-        from .inputs.stats import read_memory_stats
-
-        facts.stats = read_memory_stats(inputs.stats)
+    facts.stats = _memory_stats(inputs, facts)
 
     facts.estimate = _estimate(facts, kb, inputs.num_microbatches)
     facts.derived = derive(facts.config, facts.env)
     return facts
+
+
+def _memory_stats(inputs: Inputs, facts: Facts) -> dict[str, Any]:
+    """memory_stats() dump and the log's per-rank memory reports, merged (the dump wins per key)."""
+    from .inputs import stats
+
+    summaries = []
+    if inputs.stats:
+        summaries.append(stats.read_memory_stats(inputs.stats))
+    if inputs.log:
+        with open(inputs.log, encoding="utf-8", errors="replace") as lines:
+            summaries.append(stats.read_memory_log_lines(lines, failing_rank=facts.log.rank))
+    return stats.merge(*summaries) if any(summaries) else {}
 
 
 def _fill_from_question(config: TrainingConfig, question: Any) -> TrainingConfig:
