@@ -4,10 +4,8 @@ import shutil
 
 import pytest
 import yaml
-
-from memtune import knowledge
-
 from conftest import ROOT
+from memtune import knowledge
 
 
 def test_shipped_knowledge_base_is_valid(kb):

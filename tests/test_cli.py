@@ -1,0 +1,115 @@
+"""End to end through the launcher, as an agent calls it: exit codes, one-line errors, and the
+three diagnoses the issue's "Done when" names."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+LAUNCHER = [sys.executable, str(ROOT / "scripts" / "memtune.py")]
+EXAMPLES = ROOT / "examples"
+
+
+def memtune(*args, stdin=None):
+    return subprocess.run([*LAUNCHER, *args], capture_output=True, text=True, input=stdin, cwd=ROOT, timeout=120)
+
+
+def diagnose_json(*args):
+    proc = memtune("diagnose", *args, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_llama3_70b_fragmentation_example():
+    report = diagnose_json("--log", str(EXAMPLES / "llama3-70b-fragmentation.log"), "--gpu", "H100-80GB")
+    assert report["causes"][0]["id"] == "fragmentation"
+    assert report["fixes"][0]["id"] == "expandable-segments"
+    avoided = {a["id"] for a in report["avoid"]}
+    assert {"increase-tp", "change-vpp"} <= avoided
+    assert "GiB" in report["causes"][0]["evidence"][0]
+    for key in ("kb_version", "causes", "fixes", "avoid", "violations", "facts"):
+        assert key in report
+    fix = report["fixes"][0]
+    assert {"id", "rank", "title", "apply", "memory_effect", "throughput_cost", "evidence"} <= set(fix)
+
+
+def test_llama3_70b_markdown_says_why_with_numbers_and_sources():
+    proc = memtune("diagnose", "--log", str(EXAMPLES / "llama3-70b-fragmentation.log"), "--gpu", "H100-80GB")
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in text
+    assert "-28.4 %" in text and "60.2 GB" in text and "PR #3107" in text
+
+
+def test_expandable_segments_already_on_gives_a_capacity_cause():
+    report = diagnose_json("--log", str(EXAMPLES / "capacity-expandable-set.log"),
+                           "--env", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
+    assert report["causes"][0]["id"].startswith("capacity-")
+    assert "expandable-segments" not in [f["id"] for f in report["fixes"]]
+    assert "expandable-segments" in [a["id"] for a in report["already_applied"]]
+
+
+def test_crash_with_nccl_timeouts_is_not_an_oom():
+    report = diagnose_json("--log", str(EXAMPLES / "not-an-oom.log"))
+    assert report["causes"][0]["id"] == "not-an-oom"
+    assert report["fixes"][0]["id"] == "find-first-failing-rank"
+
+
+def test_chinese_rendering():
+    proc = memtune("diagnose", "--log", str(EXAMPLES / "llama3-70b-fragmentation.log"), "--lang", "zh")
+    assert proc.returncode == 0, proc.stderr
+    assert "最可能的原因" in proc.stdout and "碎片" in proc.stdout
+
+
+def test_question_language_picks_the_answer_language():
+    proc = memtune("diagnose", "--question", "显存不足，LoRA + 序列并行怎么省显存？", "--format", "json")
+    report = json.loads(proc.stdout)
+    assert report["lang"] == "zh"
+    assert report["fixes"][0]["id"] == "lora-input-regather"
+
+
+def test_log_from_stdin():
+    text = (EXAMPLES / "llama3-70b-fragmentation.log").read_text(encoding="utf-8")
+    proc = memtune("diagnose", "--log", "-", "--format", "json", stdin=text)
+    assert json.loads(proc.stdout)["causes"][0]["id"] == "fragmentation"
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["diagnose", "--log", "no/such.log"], "no/such.log"),
+    (["diagnose", "--set", "model.tensor_model_parallel_size"], "model.tensor_model_parallel_size"),
+    (["explain", "no-such-id"], "no-such-id"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, needle):
+    proc = memtune(*args)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("memtune: error:") and needle in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_check_exits_1_on_violation_and_0_when_clean():
+    bad = memtune("check", "--set", "model.tensor_model_parallel_size=1", "--set", "model.sequence_parallel=true")
+    assert bad.returncode == 1 and "sp-requires-tp" in bad.stdout
+    good = memtune("check", "--set", "model.tensor_model_parallel_size=2", "--set", "model.sequence_parallel=true")
+    assert good.returncode == 0, good.stdout
+
+
+def test_explain_and_kb_validate():
+    proc = memtune("explain", "expandable-segments")
+    assert proc.returncode == 0 and "PYTORCH_CUDA_ALLOC_CONF" in proc.stdout
+    proc = memtune("kb", "validate")
+    assert proc.returncode == 0 and "valid" in proc.stdout
+
+
+def test_missing_dependency_is_one_clear_line(tmp_path):
+    """Hide jinja2 from the launcher: it must name the package and the install command."""
+    blocker = tmp_path / "sitecustomize.py"
+    blocker.write_text("import importlib.util, sys\n"
+                       "_orig = importlib.util.find_spec\n"
+                       "importlib.util.find_spec = lambda n, *a: None if n == 'jinja2' else _orig(n, *a)\n")
+    env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([*LAUNCHER, "kb", "validate"], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 2
+    assert "jinja2" in proc.stderr and "requirements.txt" in proc.stderr
