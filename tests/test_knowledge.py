@@ -48,7 +48,8 @@ def test_unknown_fix_in_rule_is_reported(kb_copy):
 
 
 def test_unknown_fact_in_condition_is_reported(kb_copy):
-    _edit(kb_copy / "rules.yaml", lambda d: d["rules"][0]["when"].update({"all": [{"fact": "log.nope", "truthy": True}]}))
+    bogus = {"all": [{"fact": "log.nope", "truthy": True}]}
+    _edit(kb_copy / "rules.yaml", lambda d: d["rules"][0].update({"when": bogus}))
     problems = knowledge.validate(knowledge.load(str(kb_copy)))
     assert any("unknown fact 'log.nope'" in p for p in problems)
 
