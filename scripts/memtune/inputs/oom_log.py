@@ -1,0 +1,872 @@
+"""Read a training log, streamed, and reduce its memory failures, crashes and timeouts to LogFacts.
+
+Why streamed: real logs reach several GB.  The reader keeps only bounded state: the
+frames of tracebacks still open (per rank), one wrapped allocator message being joined,
+a few counters and at most ``parser.max_events`` events.  Files are read in chunks and a
+C-level pre-filter (every trigger literal of knowledge/signatures.yaml) skips the
+ordinary lines, so Python only looks at lines that can matter.
+
+Every text recognised here comes from knowledge/signatures.yaml (compiled once per
+Knowledge object by ``compile_signatures``) and constraint errors from
+knowledge/constraints.yaml ``error_pattern``; this module holds no message text.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import IO, Any
+
+from ..errors import UserError
+from ..facts import LogFacts, OomEvent
+from ..knowledge import Knowledge, KnowledgeError
+from .units import parse_size
+
+# Named regex groups that carry a size; the group name plus "_bytes" is the OomEvent field.
+SIZE_GROUPS = frozenset(
+    ["requested", "capacity", "free", "allocated", "reserved", "reserved_unallocated", "private_pool",
+     "process", "allowed"]
+)
+REPORT_FIELDS = ("max_allocated", "max_reserved", "max_inactive", "alloc_retries")
+_CHUNK_CHARS = 1 << 20
+
+
+# --------------------------------------------------------------------------- compiled table
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One compiled entry of signatures.yaml."""
+
+    id: str
+    kind: str
+    context: str
+    regex: re.Pattern[str] | None
+    triggers: tuple[str, ...] = ()
+    format: str | None = None
+    fallback: bool = False
+    truncated: bool = False
+    weak: bool = False
+    auxiliary: bool = False
+    secondary: bool = False
+    number_unit: str | None = None
+    fields: tuple[tuple[str, re.Pattern[str]], ...] = ()
+    pair_item: re.Pattern[str] | None = None
+    pair_keys: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PhaseRule:
+    id: str
+    markers: tuple[tuple[re.Pattern[str] | None, re.Pattern[str] | None, re.Pattern[str] | None], ...]
+    log_start: re.Pattern[str] | None
+    log_end: re.Pattern[str] | None
+    triggers: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Patterns:
+    """signatures.yaml (plus constraint error patterns) compiled for the scanner."""
+
+    params: dict[str, int]
+    memory_kinds: frozenset[str]
+    noise: re.Pattern[str]
+    prefix: re.Pattern[str]
+    prefix_ranks: tuple[str, ...]
+    rank_hints: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...]
+    tb_start: re.Pattern[str]
+    tb_frame: re.Pattern[str]
+    tb_ignore: re.Pattern[str]
+    tb_exception: re.Pattern[str]
+    phases: tuple[PhaseRule, ...]
+    alloc_triggers: tuple[str, ...]
+    alloc_start: re.Pattern[str]
+    alloc_end: re.Pattern[str]
+    alloc_stop: re.Pattern[str]
+    proc_other: re.Pattern[str]
+    proc_self: re.Pattern[str]
+    block: tuple[Signature, ...]
+    block_fallback: tuple[Signature, ...]
+    line: tuple[Signature, ...]
+    reports: tuple[Signature, ...]
+    exception: tuple[Signature, ...]
+    constraint_signature: str | None
+    constraints: tuple[tuple[str, re.Pattern[str], frozenset[str] | None], ...]  # id, regex, required literals
+    triggers: tuple[str, ...]  # every literal that can make a line matter (the pre-filter)
+    by_id: dict[str, Signature]
+
+
+_COMPILED: dict[int, tuple[Knowledge, Patterns]] = {}
+
+
+def compile_signatures(kb: Knowledge) -> Patterns:
+    """Compile signatures.yaml once per Knowledge object (the KB is immutable once loaded)."""
+    cached = _COMPILED.get(id(kb))
+    if cached is not None and cached[0] is kb:
+        return cached[1]
+    patterns = _compile(kb)
+    _COMPILED[id(kb)] = (kb, patterns)
+    return patterns
+
+
+def _compile(kb: Knowledge) -> Patterns:
+    table = kb.tables.get("signatures")
+    if not isinstance(table, dict) or "signatures" not in table:
+        raise KnowledgeError("signatures.yaml: missing or has no 'signatures' list")
+    frags: dict[str, str] = table.get("fragments", {})
+
+    def rx(text: str, where: str) -> re.Pattern[str]:
+        for _ in range(4):  # fragments may use fragments
+            expanded = text
+            for name, value in frags.items():
+                expanded = expanded.replace("{" + name + "}", value)
+            if expanded == text:
+                break
+            text = expanded
+        try:
+            return re.compile(text)
+        except re.error as exc:
+            raise KnowledgeError(f"signatures.yaml: {where}: invalid regex ({exc})") from None
+
+    kinds = {k["id"]: bool(k["memory"]) for k in table["kinds"]}
+    signatures = [_signature(entry, rx, kinds) for entry in table["signatures"]]
+    phases = tuple(_phase_rule(p, rx) for p in table["phases"])
+    prefix, prefix_ranks = _combined_prefix(table["prefixes"], rx)
+    alloc, tb, procs = table["allocator"], table["traceback"], table["process_lines"]
+    rank_hints = tuple((tuple(h["triggers"]), rx(h["regex"], f"rank_hints {h['id']}")) for h in table["rank_hints"])
+    constraints = tuple(
+        (c["id"], regex, _required_literals(regex.pattern))
+        for c in kb.entries("constraints")
+        if isinstance(c, dict) and c.get("error_pattern")
+        for regex in [_constraint_regex(c)]
+    )
+    triggers = {t for s in signatures for t in s.triggers}
+    triggers.update(alloc["triggers"], tb["triggers"])
+    triggers.update(t for p in phases for t in p.triggers)
+    triggers.update(t for trig, _ in rank_hints for t in trig)
+    triggers.update(t for _, _, literals in constraints if literals for t in literals)
+    by_context: dict[str, list[Signature]] = {}
+    for sig in signatures:
+        key = "report" if sig.kind == "memory-report" else sig.context
+        by_context.setdefault(key, []).append(sig)
+    block = by_context.get("block", [])
+    constraint_sigs = by_context.get("constraints", [])
+    return Patterns(
+        params={k: int(v) for k, v in table["parser"].items()},
+        memory_kinds=frozenset(k for k, memory in kinds.items() if memory),
+        noise=rx(table["noise"], "noise"),
+        prefix=prefix,
+        prefix_ranks=prefix_ranks,
+        rank_hints=rank_hints,
+        tb_start=rx(tb["start"], "traceback.start"),
+        tb_frame=rx(tb["frame"], "traceback.frame"),
+        tb_ignore=rx(tb["ignore"], "traceback.ignore"),
+        tb_exception=rx(tb["exception"], "traceback.exception"),
+        phases=phases,
+        alloc_triggers=tuple(alloc["triggers"]),
+        alloc_start=rx(alloc["start"], "allocator.start"),
+        alloc_end=rx(alloc["end"], "allocator.end"),
+        alloc_stop=rx(alloc["stop"], "allocator.stop"),
+        proc_other=rx(procs["other"], "process_lines.other"),
+        proc_self=rx(procs["self"], "process_lines.self"),
+        block=tuple(s for s in block if not s.fallback),
+        block_fallback=tuple(s for s in block if s.fallback),
+        line=tuple(by_context.get("line", [])),
+        reports=tuple(by_context.get("report", [])),
+        exception=tuple(by_context.get("traceback-exception", [])),
+        constraint_signature=constraint_sigs[0].id if constraint_sigs else None,
+        constraints=constraints,
+        triggers=tuple(sorted(triggers)),
+        by_id={s.id: s for s in signatures},
+    )
+
+
+def _signature(entry: dict[str, Any], rx: Any, kinds: dict[str, bool]) -> Signature:
+    sid = entry["id"]
+    if entry["kind"] not in kinds:
+        raise KnowledgeError(f"signatures.yaml: {sid}: kind {entry['kind']!r} is not listed under kinds")
+    pairs = entry.get("pairs") or {}
+    return Signature(
+        id=sid,
+        kind=entry["kind"],
+        context=entry["context"],
+        regex=rx(entry["regex"], sid) if entry.get("regex") else None,
+        triggers=tuple(entry.get("triggers", ())),
+        format=entry.get("format"),
+        fallback=bool(entry.get("fallback")),
+        truncated=bool(entry.get("truncated")),
+        weak=bool(entry.get("weak")),
+        auxiliary=bool(entry.get("auxiliary")),
+        secondary=bool(entry.get("secondary")),
+        number_unit=entry.get("number_unit"),
+        fields=tuple((name, rx(text, f"{sid}.fields.{name}")) for name, text in (entry.get("fields") or {}).items()),
+        pair_item=rx(pairs["item"], f"{sid}.pairs.item") if pairs else None,
+        pair_keys=dict(pairs.get("keys", {})),
+    )
+
+
+def _phase_rule(entry: dict[str, Any], rx: Any) -> PhaseRule:
+    pid = entry["id"]
+
+    def opt(marker: dict[str, str], key: str) -> re.Pattern[str] | None:
+        return rx(marker[key], f"phases {pid}.{key}") if key in marker else None
+
+    markers = tuple((opt(m, "function"), opt(m, "path"), opt(m, "code")) for m in entry["frames"])
+    return PhaseRule(
+        id=pid,
+        markers=markers,
+        log_start=rx(entry["log_start"], f"phases {pid}.log_start") if "log_start" in entry else None,
+        log_end=rx(entry["log_end"], f"phases {pid}.log_end") if "log_end" in entry else None,
+        triggers=tuple(entry.get("triggers", ())),
+    )
+
+
+def _combined_prefix(entries: list[dict[str, Any]], rx: Any) -> tuple[re.Pattern[str], tuple[str, ...]]:
+    """One alternation of every launcher prefix, so stripping costs one match per layer."""
+    parts, groups = [], []
+    for i, entry in enumerate(entries):
+        body = rx(entry["regex"], f"prefixes {entry['id']}").pattern.removeprefix("^")
+        if "(?P<rank>" in body:
+            body = body.replace("(?P<rank>", f"(?P<rank{i}>")
+            groups.append(f"rank{i}")
+        parts.append(f"(?:{body})")
+    return re.compile("^(?:" + "|".join(parts) + ")"), tuple(groups)
+
+
+_REGEX_META = set(".^$*+?{}[]()|\\")
+_QUANTIFIERS = set("?*{")
+
+
+def _required_literals(pattern: str) -> frozenset[str] | None:
+    """Literals of which any matching text must contain at least one, or None if unsure.
+
+    Each top-level alternative contributes its longest run of plain characters outside groups
+    and classes; a character made optional by a quantifier ends the run without joining it.
+    Lets constraint patterns join the str.find pre-filter instead of a regex scan of every chunk.
+    """
+    if pattern.startswith("(?") and not pattern.startswith("(?:"):
+        return None  # inline flags such as (?i) change what a literal means
+    branches, run, runs, depth, i = [], "", [], 0, 0
+    while i < len(pattern):
+        ch = pattern[i]
+        literal = None
+        if ch == "\\" and i + 1 < len(pattern):
+            nxt = pattern[i + 1]
+            literal = nxt if not nxt.isalnum() else None
+            i += 2
+        elif ch == "[":
+            end = pattern.find("]", i + 2)
+            i = len(pattern) if end < 0 else end + 1
+        else:
+            depth += ch == "("
+            depth -= ch == ")"
+            if ch == "|" and depth == 0:
+                branches.append(max((r.strip() for r in [*runs, run]), key=len))
+                run, runs = "", []
+            literal = ch if ch not in _REGEX_META and depth == 0 else None
+            i += 1
+        if literal is not None and not (i < len(pattern) and pattern[i] in _QUANTIFIERS):
+            run += literal
+        else:
+            runs.append(run)
+            run = ""
+    branches.append(max((r.strip() for r in [*runs, run]), key=len))
+    return frozenset(branches) if all(len(b) >= 6 for b in branches) else None
+
+
+def _constraint_regex(entry: dict[str, Any]) -> re.Pattern[str]:
+    try:
+        return re.compile(entry["error_pattern"])
+    except re.error as exc:
+        where = f"constraints.yaml: {entry.get('id')}: error_pattern"
+        raise KnowledgeError(f"{where} is not a valid regex ({exc})") from None
+
+
+# --------------------------------------------------------------------------- public entry point
+
+
+def parse_log(source: str | Path | Iterable[str], kb: Knowledge) -> LogFacts:
+    """Read a whole training log and return what it says about memory failures.
+
+    ``source`` is a path (``str`` without a newline or ``Path``; ``.gz`` is decompressed,
+    ``"-"`` is stdin), log text (a ``str`` containing newlines) or an iterable of lines.
+    """
+    scanner = _Scanner(compile_signatures(kb))
+    if isinstance(source, (str, Path)) and not (isinstance(source, str) and "\n" in source):
+        with _open_log(Path(source) if str(source) != "-" else None) as fh:
+            _scan_chunks(iter(partial(fh.read, _CHUNK_CHARS), ""), scanner, str(source))
+    elif isinstance(source, str):
+        _scan_chunks((source[i : i + _CHUNK_CHARS] for i in range(0, len(source), _CHUNK_CHARS)), scanner, "<text>")
+    else:
+        _scan_chunks(_batched_lines(source), scanner, "<lines>")
+    return scanner.finish()
+
+
+def _batched_lines(lines: Iterable[str]) -> Iterator[str]:
+    """Lines (with or without their newline) glued into chunks, so they share the chunked scan."""
+    batch: list[str] = []
+    size = 0
+    for item in lines:
+        batch.append(item if item.endswith("\n") else item + "\n")
+        size += len(item) + 1
+        if size >= _CHUNK_CHARS:
+            yield "".join(batch)
+            batch, size = [], 0
+    if batch:
+        yield "".join(batch)
+
+
+@contextmanager
+def _open_log(path: Path | None) -> Iterator[IO[str]]:
+    if path is None:
+        yield sys.stdin
+        return
+    try:
+        if path.suffix == ".gz":
+            fh: IO[str] = gzip.open(path, "rt", encoding="utf-8", errors="replace", newline="")
+        else:
+            fh = open(path, encoding="utf-8", errors="replace", newline="")  # noqa: SIM115
+    except FileNotFoundError:
+        raise UserError(f"{path}: log file not found") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read log ({exc.strerror or exc})") from None
+    with fh:
+        yield fh
+
+
+class _Finder:
+    """Next pre-filter hit in a chunk, at C speed.
+
+    Each trigger literal is searched with str.find and each constraint pattern with its regex;
+    the next position of each is cached, so every needle scans a chunk about once however
+    many hits there are (one alternation regex over all triggers is ~10x slower).
+    """
+
+    def __init__(self, patterns: Patterns) -> None:
+        # a trigger that contains another trigger adds nothing to the search
+        self.literals = tuple(t for t in patterns.triggers if not any(o != t and o in t for o in patterns.triggers))
+        self.regexes = tuple(rx for _, rx, literals in patterns.constraints if literals is None)
+        self._next: list[int] = []
+
+    def reset(self) -> None:
+        self._next = [-1] * (len(self.literals) + len(self.regexes))
+
+    def first(self, buf: str, pos: int, end: int) -> int:
+        best = end
+        nxt = self._next
+        for i, needle in enumerate(self.literals):
+            at = nxt[i]
+            if at < pos:
+                at = buf.find(needle, pos, end)
+                nxt[i] = at = end if at < 0 else at
+            best = min(best, at)
+        offset = len(self.literals)
+        for j, regex in enumerate(self.regexes):
+            at = nxt[offset + j]
+            if at < pos:
+                m = regex.search(buf, pos, end)
+                nxt[offset + j] = at = m.start() if m else end
+            best = min(best, at)
+        return best if best < end else -1
+
+
+def _scan_chunks(chunks: Iterator[str], scanner: _Scanner, name: str) -> None:
+    """Feed complete lines; while the scanner is idle, jump straight to the next pre-filter hit."""
+    finder = _Finder(scanner.p)
+    max_line = scanner.p.params["max_line_chars"]
+    buf = ""
+    try:
+        for chunk in chunks:
+            buf += chunk
+            end = buf.rfind("\n") + 1
+            pos = 0
+            finder.reset()
+            while pos < end:
+                if scanner.idle:
+                    hit = finder.first(buf, pos, end)
+                    if hit < 0:
+                        scanner.skip(buf.count("\n", pos, end))
+                        pos = end
+                        break
+                    start = buf.rfind("\n", pos, hit) + 1 or pos
+                    scanner.skip(buf.count("\n", pos, start))
+                    pos = start
+                nl = buf.index("\n", pos, end)
+                scanner.feed(buf[pos:nl])
+                pos = nl + 1
+            buf = buf[end:]
+            while len(buf) > max_line:
+                scanner.feed(buf[:max_line], complete=False)
+                buf = buf[max_line:]
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise UserError(f"{name}: cannot read log ({exc})") from None
+    if buf:
+        scanner.feed(buf)
+
+
+# --------------------------------------------------------------------------- scanner state
+
+
+@dataclass
+class _Traceback:
+    start: int
+    frames: list[list[str | None]] = field(default_factory=list)  # [function, path, code]
+    expect_code: bool = False
+
+
+@dataclass
+class _Block:
+    """An allocator message being joined from the lines a logger wrapped it over."""
+
+    line: int
+    rank: int | None
+    prefix_rank: int | None
+    phase: str | None
+    parts: list[str]
+    skipped: int = 0
+
+    def variants(self) -> list[str]:
+        joined = ["".join(self.parts)]
+        if len(self.parts) > 1:
+            joined.append(" ".join(part.strip() for part in self.parts))
+        return [" ".join(text.split()) for text in joined]
+
+
+class _Scanner:
+    """Line-at-a-time state machine; ``finish`` turns what it saw into LogFacts."""
+
+    def __init__(self, patterns: Patterns) -> None:
+        self.p = patterns
+        self.prm = patterns.params
+        self.lineno = 0
+        self._piece_open = False
+        self.pending: _Block | None = None
+        self.tracebacks: dict[int | None, _Traceback] = {}
+        self._oldest_traceback = 0
+        self.window_until = 0
+        self.rank_hint: tuple[int, int] | None = None
+        self.log_phase: str | None = None
+        self.events: list[OomEvent] = []
+        self._seen: dict[tuple[Any, ...], set[int | None]] = {}
+        self._overflow_ranks: set[int] = set()
+        self._overflow_kinds: dict[str, None] = {}
+        self._overflow_sigs: dict[str, None] = {}
+        self.report: dict[str, float] = {}
+        self.constraint_ids: dict[str, None] = {}
+        self.snapshot_path: str | None = None
+
+    # -- feeding -------------------------------------------------------------
+
+    @property
+    def idle(self) -> bool:
+        """True when a line without a pre-filter hit cannot change anything."""
+        return self.pending is None and not self.tracebacks and self.lineno >= self.window_until
+
+    def skip(self, lines: int) -> None:
+        if lines and self._piece_open:
+            lines -= 1
+            self._piece_open = False
+        self.lineno += lines
+
+    def feed(self, text: str, complete: bool = True) -> None:
+        """Process one line (or one piece of an over-long line); the caller did the pre-filtering."""
+        if not self._piece_open:
+            self.lineno += 1
+        self._piece_open = not complete
+        if self.tracebacks and self.lineno - self._oldest_traceback > self.prm["traceback_max_lines"]:
+            self._expire_tracebacks()
+        text = text.rstrip("\r\n")
+        if "\r" in text:  # progress bars rewrite the line; every segment was printed
+            for segment in text.split("\r"):
+                if segment.strip():
+                    self._process(segment)
+        else:
+            self._process(text)
+
+    # -- one line ------------------------------------------------------------
+
+    def _strip(self, line: str) -> tuple[str, int | None]:
+        rank = None
+        for _ in range(6):
+            m = self.p.prefix.match(line)
+            if not m or not m.end():
+                break
+            for group in self.p.prefix_ranks:
+                if m.group(group) is not None:
+                    rank = int(m.group(group))
+                    break
+            line = line[m.end():]
+        return line, rank
+
+    def _process(self, raw: str) -> None:
+        p = self.p
+        if "\x1b" in raw:
+            raw = p.noise.sub("", raw)
+        text, rank = self._strip(raw)
+        if self.pending is not None:
+            verdict = self._offer(self.pending, text, rank)
+            if verdict == "take":
+                tail = self.pending.parts[-2:]
+                if p.alloc_end.search("".join(tail)) or p.alloc_end.search(" ".join(t.strip() for t in tail)):
+                    self._finish_block()
+                return
+            if verdict == "stop":
+                self._finish_block()
+        if p.tb_start.match(text):
+            if not self.tracebacks:
+                self._oldest_traceback = self.lineno
+            self.tracebacks[rank] = _Traceback(start=self.lineno)
+            return
+        tb = self.tracebacks.get(rank)
+        if tb is not None:
+            if self.lineno - tb.start > self.prm["traceback_max_lines"]:
+                del self.tracebacks[rank]
+                tb = None
+            elif self._traceback_line(tb, text):
+                return
+        present = {t for t in p.triggers if t in text}
+        hit = self._match_line(text, rank, present)
+        if tb is not None:
+            exc = p.tb_exception.match(text)
+            if exc:
+                phase = self._frames_phase(tb)
+                del self.tracebacks[rank]
+                self.window_until = self.lineno + self.prm["exception_window_lines"]
+                if phase:
+                    self._backfill_phase(rank, phase)
+                if not hit:
+                    self._crash(exc.group("error").strip(), rank, phase or self.log_phase)
+        self._side_facts(text, rank, present)
+
+    def _expire_tracebacks(self) -> None:
+        """Drop tracebacks that never ended (cut logs), so the scanner can go back to skipping lines."""
+        limit = self.lineno - self.prm["traceback_max_lines"]
+        self.tracebacks = {r: tb for r, tb in self.tracebacks.items() if tb.start >= limit}
+        self._oldest_traceback = min((tb.start for tb in self.tracebacks.values()), default=self.lineno)
+
+    def _traceback_line(self, tb: _Traceback, text: str) -> bool:
+        """Consume frame / source / caret lines of an open traceback; False for anything else."""
+        frame = self.p.tb_frame.match(text)
+        if frame:
+            if len(tb.frames) >= 128:
+                del tb.frames[1:65]  # keep the outermost frame and the innermost ones
+            tb.frames.append([frame.group("function"), frame.group("path"), None])
+            tb.expect_code = True
+            return True
+        if tb.expect_code and text[:1].isspace() and text.strip():
+            tb.frames[-1][2] = text.strip()
+            tb.expect_code = False
+            return True
+        tb.expect_code = False
+        return not text.strip() or bool(self.p.tb_ignore.match(text))
+
+    def _match_line(self, text: str, rank: int | None, present: set[str]) -> bool:
+        """Run the line signatures; True when a memory failure or timeout starts on this line."""
+        p = self.p
+        if not present:
+            return False
+        if not present.isdisjoint(p.alloc_triggers) and p.alloc_start.search(text):
+            effective = rank if rank is not None else self._hint()
+            self.pending = _Block(self.lineno, effective, rank, self._phase_for(rank), [text])
+            if p.alloc_end.search(text):
+                self._finish_block()
+            return True
+        hit = False
+        for sig in p.line:
+            if not present.isdisjoint(sig.triggers):
+                m = sig.regex.search(text) if sig.regex else None
+                if m:
+                    self._add(self._event(sig, m, text, rank, self.lineno, self._phase_for(rank)))
+                    hit = hit or sig.kind in p.memory_kinds or sig.kind == "timeout"
+        return hit
+
+    def _offer(self, block: _Block, text: str, rank: int | None) -> str:
+        if rank is not None and block.prefix_rank is not None and rank != block.prefix_rank:
+            block.skipped += 1
+            return "stop" if block.skipped > self.prm["block_max_skipped"] else "skip"
+        if len(block.parts) >= self.prm["block_max_lines"] or not text.strip():
+            return "stop"
+        if self.p.alloc_stop.match(text) or self.p.alloc_start.search(text):
+            return "stop"
+        block.parts.append(text)
+        return "take"
+
+    def _finish_block(self) -> None:
+        block, self.pending = self.pending, None
+        if block is None:
+            return
+        variants = block.variants()
+        for group in (self.p.block, self.p.block_fallback):
+            for sig in group:
+                for text in variants:
+                    m = sig.regex.search(text) if sig.regex else None
+                    if m:
+                        end = self.p.alloc_end.search(text, m.end())
+                        shown = text[: end.end()] if end else text[: m.end()] if not sig.fallback else text
+                        self._add(self._event(sig, m, shown, block.rank, block.line, block.phase, text))
+                        return
+
+    def _side_facts(self, text: str, rank: int | None, present: set[str]) -> None:
+        """Memory reports, checkpoint progress lines, rank hints and constraint errors."""
+        p = self.p
+        for sig in p.reports if present else ():
+            if not present.isdisjoint(sig.triggers) and sig.regex is not None:
+                for m in sig.regex.finditer(text):
+                    self._report(sig, m)
+        for rule in p.phases if present else ():
+            if rule.log_start is not None and not present.isdisjoint(rule.triggers):
+                if rule.log_end is not None and rule.log_end.search(text):
+                    if self.log_phase == rule.id:
+                        self.log_phase = None
+                elif rule.log_start.search(text):
+                    self.log_phase = rule.id
+        for triggers, regex in p.rank_hints if present else ():
+            if not present.isdisjoint(triggers):
+                m = regex.search(text)
+                if m:
+                    self.rank_hint = (int(m.group("rank")), self.lineno + self.prm["rank_hint_lines"])
+        for cid, regex, literals in p.constraints:
+            if (literals is None or not present.isdisjoint(literals)) and regex.search(text):
+                self.constraint_ids.setdefault(cid, None)
+                if p.constraint_signature:
+                    ev = OomEvent(signature=p.constraint_signature, kind="config-error", line=self.lineno,
+                                  text=self._clip(text), rank=rank if rank is not None else self._hint(),
+                                  constraint=cid)
+                    self._add(ev)
+
+    # -- events --------------------------------------------------------------
+
+    def _hint(self) -> int | None:
+        if self.rank_hint and self.lineno <= self.rank_hint[1]:
+            return self.rank_hint[0]
+        return None
+
+    def _clip(self, text: str) -> str:
+        limit = self.prm["max_text_chars"]
+        return text if len(text) <= limit else text[: limit - 3] + "..."
+
+    def _event(self, sig: Signature, m: re.Match[str], shown: str, rank: int | None, line: int,
+               phase: str | None, full: str | None = None) -> OomEvent:
+        numbers, msg_rank = self._numbers(sig, m, full if full is not None else shown)
+        if rank is None:
+            rank = msg_rank if msg_rank is not None else self._hint()
+        return OomEvent(signature=sig.id, kind=sig.kind, line=line, text=self._clip(shown.strip()), rank=rank,
+                        format=sig.format, truncated=sig.truncated, weak=sig.weak, phase=phase, **numbers)
+
+    def _numbers(self, sig: Signature, m: re.Match[str], text: str) -> tuple[dict[str, Any], int | None]:
+        out: dict[str, Any] = {}
+        msg_rank = None
+        others: list[float] | None = None  # None: the message has no NVML process section
+        for name, value in m.groupdict().items():
+            if value is None:
+                continue
+            if name in SIZE_GROUPS:
+                out[f"{name}_bytes"] = parse_size(value, sig.number_unit)
+            elif name == "processes":
+                others = [parse_size(o.group("size")) for o in self.p.proc_other.finditer(value)]
+                own = self.p.proc_self.search(value)
+                if own and "process_bytes" not in out:
+                    out["process_bytes"] = parse_size(own.group("size"))
+            elif name == "rank":
+                msg_rank = int(value)
+            elif name == "snapshot" and self.snapshot_path is None:
+                self.snapshot_path = value
+        for name, regex in sig.fields:
+            found = regex.search(text)
+            if found and f"{name}_bytes" not in out:
+                out[f"{name}_bytes"] = parse_size(found.group(1))
+        return _derive_event_numbers(out, others), msg_rank
+
+    def _report(self, sig: Signature, m: re.Match[str]) -> None:
+        values: dict[str, float] = {}
+        for name in REPORT_FIELDS:
+            if name in m.groupdict() and m.group(name) is not None:
+                values[name] = parse_size(m.group(name), sig.number_unit)
+        if sig.pair_item is not None and m.groupdict().get("pairs"):
+            for pair in sig.pair_item.finditer(m.group("pairs")):
+                spec = sig.pair_keys.get(pair.group("key"))
+                if spec:
+                    unit = spec.get("unit")
+                    value = pair.group("value")
+                    values[spec["field"]] = parse_size(value, unit) if unit else float(value)
+        for name, value in values.items():
+            if value > self.report.get(name, -1.0):
+                self.report[name] = value
+
+    def _crash(self, error: str, rank: int | None, phase: str | None) -> None:
+        for sig in self.p.exception:
+            m = sig.regex.search(error) if sig.regex else None
+            if m:
+                self._add(self._event(sig, m, error, rank, self.lineno, phase))
+                return
+
+    def _add(self, ev: OomEvent) -> None:
+        numbers = (ev.requested_bytes, ev.capacity_bytes, ev.free_bytes, ev.allocated_bytes,
+                   ev.reserved_unallocated_bytes, ev.process_bytes)
+        key = (ev.signature, numbers, ev.constraint, ev.text[:160] if ev.kind == "crash" else None)
+        ranks = self._seen.get(key)
+        if ranks is not None and (ev.rank in ranks or ev.rank is None):
+            return
+        if len(self.events) >= self.prm["max_events"]:
+            if ev.kind != "crash":
+                self._overflow_kinds.setdefault(ev.kind, None)
+                self._overflow_sigs.setdefault(ev.signature, None)
+                if ev.kind in self.p.memory_kinds and ev.rank is not None:
+                    self._overflow_ranks.add(ev.rank)
+            return
+        self._seen.setdefault(key, set()).add(ev.rank)
+        self.events.append(ev)
+
+    # -- phase ---------------------------------------------------------------
+
+    def _phase_for(self, rank: int | None) -> str | None:
+        tb = self.tracebacks.get(rank)
+        return (self._frames_phase(tb) if tb is not None else None) or self.log_phase
+
+    def _frames_phase(self, tb: _Traceback) -> str | None:
+        for rule in self.p.phases:
+            for func_rx, path_rx, code_rx in rule.markers:
+                for func, path, code in tb.frames:
+                    if func_rx is not None and not func_rx.search(func or ""):
+                        continue
+                    if path_rx is not None and not path_rx.search(path or ""):
+                        continue
+                    if code_rx is not None and not (code and code_rx.search(code)):
+                        continue
+                    return rule.id
+        return None
+
+    def _backfill_phase(self, rank: int | None, phase: str) -> None:
+        """NCCL / snapshot lines print before the traceback that tells where the rank was."""
+        oldest = self.lineno - self.prm["phase_backfill_lines"]
+        for ev in reversed(self.events):
+            if ev.line < oldest:
+                break
+            if ev.phase is None and ev.kind in self.p.memory_kinds and (rank is None or ev.rank in (rank, None)):
+                ev.phase = phase
+
+    # -- result --------------------------------------------------------------
+
+    def finish(self) -> LogFacts:
+        self._finish_block()
+        events = self._drop_explained_crashes(self.events)
+        return _assemble(self, events)
+
+    def _drop_explained_crashes(self, events: list[OomEvent]) -> list[OomEvent]:
+        """An exception next to a memory failure of the same rank is that failure's echo.
+
+        Timeouts never explain a crash: in an unprefixed log the other ranks' watchdog lines
+        follow the real exception directly, ten minutes later but on the next lines.
+        """
+        back, ahead = self.prm["crash_lookback_lines"], self.prm["crash_lookahead_lines"]
+        signals = [e for e in events if e.kind in self.p.memory_kinds]
+
+        def explained(crash: OomEvent) -> bool:
+            for e in signals:
+                if crash.rank is not None and e.rank is not None and crash.rank != e.rank:
+                    continue
+                if crash.line - back <= e.line <= crash.line + ahead:
+                    return True
+            return False
+
+        return [e for e in events if e.kind != "crash" or not explained(e)]
+
+
+def _derive_event_numbers(out: dict[str, Any], others: list[float] | None) -> dict[str, Any]:
+    """Fill reserved / reserved-unallocated from each other and place the NVML process lines."""
+    alloc, ru, reserved = out.get("allocated_bytes"), out.get("reserved_unallocated_bytes"), out.get("reserved_bytes")
+    if reserved is None and alloc is not None and ru is not None:
+        out["reserved_bytes"] = reserved = alloc + ru
+    if ru is None and alloc is not None and reserved is not None:
+        out["reserved_unallocated_bytes"] = max(0.0, reserved - alloc)
+    if others is not None:
+        # In a container NVML may list this process under its host PID: a line at least as large
+        # as PyTorch's own reservation can only be this process.
+        if out.get("process_bytes") is None and reserved is not None and others and max(others) >= 0.99 * reserved:
+            own = max(others)
+            others = list(others)
+            others.remove(own)
+            out["process_bytes"] = own
+        out["other_process_bytes"] = float(sum(others))
+        out["other_process_count"] = len(others)
+    return out
+
+
+def _assemble(scanner: _Scanner, events: list[OomEvent]) -> LogFacts:
+    p, prm = scanner.p, scanner.prm
+    memory = [e for e in events if e.kind in p.memory_kinds]
+
+    def aux(e: OomEvent) -> bool:
+        sig = p.by_id.get(e.signature)
+        return bool(sig and sig.auxiliary)
+
+    strong = [e for e in memory if not e.weak and not aux(e)]
+    weak = [e for e in memory if e.weak and not aux(e)]
+    primary = (strong or weak or memory or [None])[0]
+    allocator = [e for e in memory if e.kind == "allocator" and not aux(e)]
+    numbers_ev = next((e for e in allocator if e.capacity_bytes is not None),
+                      next((e for e in allocator if e.requested_bytes is not None), None))
+    if primary is not None and primary.capacity_bytes is not None:
+        numbers_ev = primary
+
+    facts = LogFacts(provided=True, lines=scanner.lineno, events=events)
+    facts.has_memory_failure = bool(memory)
+    facts.memory_failure_weak = bool(memory) and all(e.weak for e in memory)
+    facts.kinds = list(dict.fromkeys([e.kind for e in events] + list(scanner._overflow_kinds)))
+    facts.signatures = list(dict.fromkeys([e.signature for e in events] + list(scanner._overflow_sigs)))
+    facts.ranks_failed = sorted({e.rank for e in memory if e.rank is not None} | scanner._overflow_ranks)
+    if primary is not None:
+        facts.oom_kind = primary.kind
+        facts.rank = next((e.rank for e in [primary, *memory] if e.rank is not None), None)
+        facts.phase = primary.phase
+    if numbers_ev is not None:
+        for name in ("requested_bytes", "capacity_bytes", "free_bytes", "allocated_bytes", "reserved_bytes",
+                     "reserved_unallocated_bytes", "private_pool_bytes", "process_bytes", "other_process_bytes",
+                     "other_process_count"):
+            setattr(facts, name, getattr(numbers_ev, name))
+        facts.pytorch_format = numbers_ev.format
+        facts.phase = facts.phase or numbers_ev.phase
+        _derive_log_numbers(facts)
+    facts.truncated = bool(allocator) and all(e.truncated for e in allocator)
+    facts.host_oom = any(e.kind == "host" for e in events)
+    facts.host_oom_confirmed = any(e.kind == "host" and not e.weak for e in events)
+    facts.nccl_timeout = any(e.kind == "timeout" for e in events)
+    crashes = [e for e in events if e.kind == "crash"]
+    primary_crashes = [e for e in crashes if not p.by_id[e.signature].secondary]
+    facts.crash = bool(primary_crashes)
+    first = sorted([e for e in memory if not aux(e)] + primary_crashes, key=lambda e: e.line)
+    first = first or [e for e in events if e.kind == "timeout"] or [e for e in crashes]
+    if first:
+        limit = prm["first_error_chars"]
+        text = first[0].text
+        facts.first_error = text if len(text) <= limit else text[: limit - 3] + "..."
+        facts.first_error_rank = first[0].rank
+    facts.constraint_errors = list(scanner.constraint_ids)
+    facts.snapshot_path = scanner.snapshot_path
+    report = scanner.report
+    facts.memory_report_max_allocated_bytes = report.get("max_allocated")
+    facts.memory_report_max_reserved_bytes = report.get("max_reserved")
+    facts.memory_report_max_inactive_bytes = report.get("max_inactive")
+    if "alloc_retries" in report:
+        facts.memory_report_alloc_retries = int(report["alloc_retries"])
+    return facts
+
+
+def _derive_log_numbers(facts: LogFacts) -> None:
+    """Ratios the rules reason over; each stays None unless all its inputs are known."""
+    alloc, ru = facts.allocated_bytes, facts.reserved_unallocated_bytes
+    if facts.process_bytes is not None and facts.capacity_bytes and facts.process_bytes > facts.capacity_bytes:
+        facts.process_bytes = None  # NVML garbage (e.g. WSL reports 17179869184.00 GiB)
+    if alloc is not None and ru is not None and alloc + ru > 0:
+        facts.fragmentation_ratio = ru / (alloc + ru)
+    reserved = facts.reserved_bytes
+    if facts.process_bytes is not None and reserved is not None:
+        facts.non_pytorch_bytes = max(0.0, facts.process_bytes - reserved)
+    if facts.private_pool_bytes is not None and alloc:
+        facts.graph_pool_ratio = facts.private_pool_bytes / alloc

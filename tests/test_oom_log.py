@@ -1,0 +1,466 @@
+"""Tests for the streamed log reader (memtune.inputs.oom_log) and knowledge/signatures.yaml.
+
+Every example text in signatures.yaml is fed through parse_log; the fixture logs under
+tests/fixtures/logs and the bundled examples/ logs are checked against the facts they were
+written to show.  Fixture texts and their sources are described in each file's header.
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from memtune.errors import UserError
+from memtune.facts import LogFacts, OomEvent
+from memtune.inputs import oom_log
+from memtune.inputs.oom_log import compile_signatures, parse_log
+from memtune.inputs.units import parse_size
+from memtune.knowledge import KnowledgeError
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).parent / "fixtures" / "logs"
+EXAMPLES = ROOT / "examples"
+TABLE = yaml.safe_load((ROOT / "knowledge" / "signatures.yaml").read_text(encoding="utf-8"))
+GIB = 2**30
+MIB = 2**20
+
+
+def _kb_with(kb, **changes):
+    """A copy of the KB whose signatures table (or constraints) is changed for one test."""
+    tables = dict(kb.tables)
+    sig = copy.deepcopy(kb.tables["signatures"])
+    for key, value in changes.items():
+        if key == "constraints":
+            tables["constraints"] = {"schema_version": 1, "constraints": value}
+        else:
+            sig["parser"][key] = value
+    tables["signatures"] = sig
+    return replace(kb, tables=tables)
+
+
+def _expected(field: str, value):
+    if isinstance(value, str) and field.endswith("_bytes"):
+        return pytest.approx(parse_size(value), rel=1e-3)
+    if isinstance(value, float):
+        return pytest.approx(value, rel=1e-3)
+    return value
+
+
+# --------------------------------------------------------------------------- signature table
+
+SIGNATURE_EXAMPLES = [
+    pytest.param(sig["id"], i, ex, id=f"{sig['id']}-{i}")
+    for sig in TABLE["signatures"]
+    for i, ex in enumerate(sig.get("examples", []))
+]
+
+
+@pytest.mark.parametrize(("sig_id", "index", "example"), SIGNATURE_EXAMPLES)
+def test_signature_example_parses_to_its_numbers(kb, sig_id, index, example):
+    facts = parse_log(example["text"].split("\n"), kb)
+    sig = kb.get("signatures", sig_id)
+    events = [e for e in facts.events if e.signature == sig_id]
+    if sig["kind"] != "memory-report":
+        assert events, f"{sig_id} example {index} gave {[e.signature for e in facts.events]}"
+    for name, value in example["expect"].items():
+        target = events[0] if events and name in OomEvent.__dataclass_fields__ else facts
+        assert getattr(target, name) == _expected(name, value), f"{sig_id} example {index}: {name}"
+
+
+def test_signatures_table_matches_its_schema(kb):
+    import jsonschema
+    from referencing import Registry, Resource
+
+    schema_dir = ROOT / "knowledge" / "schema"
+    schemas = [json.loads((schema_dir / f"{n}.schema.json").read_text()) for n in ("common", "signatures")]
+    registry = Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in schemas)
+    validator = jsonschema.Draft202012Validator(schemas[1], registry=registry)
+    assert [e.message for e in validator.iter_errors(kb.tables["signatures"])] == []
+
+
+def test_every_memory_kind_has_an_example_and_ids_are_unique():
+    ids = [s["id"] for s in TABLE["signatures"]]
+    assert len(ids) == len(set(ids))
+    memory_kinds = {k["id"] for k in TABLE["kinds"] if k["memory"]}
+    with_examples = {s["kind"] for s in TABLE["signatures"] if s.get("examples")}
+    assert memory_kinds <= with_examples
+
+
+def test_allocator_formats_cover_every_pytorch_generation():
+    formats = {s.get("format") for s in TABLE["signatures"] if s["kind"] == "allocator"}
+    assert {"pt-1.4-cached", "pt-1.5-reserved", "pt-1.10-max-split", "pt-2.1-capacty", "pt-2.2-nvml",
+            "pt-2.6-private-pools", "pt-generic-alloc-conf", "truncated"} <= formats
+
+
+@pytest.mark.parametrize("prefix", TABLE["prefixes"], ids=lambda p: p["id"])
+def test_launcher_prefixes_are_stripped_and_name_the_rank(kb, prefix):
+    scanner = oom_log._Scanner(compile_signatures(kb))
+    for example in prefix["examples"]:
+        assert scanner._strip(example["text"]) == (example["rest"], example["rank"])
+
+
+def test_broken_regex_in_the_table_is_a_knowledge_error(kb):
+    broken = _kb_with(kb)
+    broken.tables["signatures"]["signatures"][0]["regex"] = "Tried to allocate ("
+    with pytest.raises(KnowledgeError, match="pytorch-oom-private-pools"):
+        compile_signatures(broken)
+
+
+# --------------------------------------------------------------------------- fixture logs
+
+FIXTURE_FACTS = {
+    "pt14-cached.log": dict(oom_kind="allocator", pytorch_format="pt-1.4-cached", phase="forward",
+                            reserved_unallocated_bytes=179 * 1024, reserved_bytes=4 * GIB + 179 * 1024),
+    "pt15-reserved.log": dict(pytorch_format="pt-1.5-reserved", phase="backward", requested_bytes=2.29 * GIB,
+                              reserved_unallocated_bytes=(28.32 - 19.22) * GIB, fragmentation_ratio=9.10 / 28.32),
+    "pt110-max-split.log": dict(pytorch_format="pt-1.10-max-split", phase="optimizer", rank=0, ranks_failed=[0]),
+    "pt21-capacty-checkpoint-load.log": dict(pytorch_format="pt-2.1-capacty", phase="checkpoint-load", rank=1,
+                                             other_process_bytes=256 * MIB, other_process_count=1,
+                                             non_pytorch_bytes=(22.89 - 21.48 - 1.11) * GIB),
+    "pt22-nvml-processes-init.log": dict(pytorch_format="pt-2.2-nvml", phase="init", rank=0,
+                                         other_process_bytes=32.25 * GIB, other_process_count=2,
+                                         non_pytorch_bytes=1.5 * GIB),
+    "pt26-private-pools.log": dict(pytorch_format="pt-2.6-private-pools", rank=17, private_pool_bytes=3.87 * GIB,
+                                   graph_pool_ratio=3.87 / 210.08,
+                                   snapshot_path="/results/405b/memory_snapshot_oom_rank-17.pickle",
+                                   signatures=["bridge-oom-snapshot", "pytorch-oom-private-pools"]),
+    "generic-alloc-conf.log": dict(pytorch_format="pt-generic-alloc-conf", allocated_bytes=71.40 * GIB),
+    "truncated-after-gpu.log": dict(truncated=True, rank=2, requested_bytes=20 * MIB, capacity_bytes=None,
+                                    fragmentation_ratio=None),
+    "wrapped-fixed-width.log": dict(pytorch_format="pt-2.2-nvml", requested_bytes=3.5 * GIB,
+                                    reserved_unallocated_bytes=4.75 * GIB, process_bytes=77 * GIB),
+    "wrapped-words.log": dict(pytorch_format="pt-2.6-private-pools", rank=40, ranks_failed=[40],
+                              reserved_unallocated_bytes=59.51 * GIB, private_pool_bytes=3.87 * GIB),
+    "nccl-oom.log": dict(oom_kind="nccl", rank=6, phase="backward", crash=False,
+                         signatures=["nccl-cuda-oom", "nccl-calloc-failed"]),
+    "cublas-cudnn-triton.log": dict(oom_kind="cublas", rank=3, ranks_failed=[3, 9, 52],
+                                    kinds=["cublas", "cudnn", "triton"], memory_failure_weak=False),
+    "weak-cudnn-only.log": dict(oom_kind="cudnn", memory_failure_weak=True, crash=False),
+    "triton-smem-not-oom.log": dict(has_memory_failure=False, crash=True, oom_kind=None,
+                                    first_error="triton.runtime.autotuner.OutOfResources: out of resource: shared "
+                                                "memory, Required: 663808, Hardware limit: 101376"),
+    "cuda-error-graph-capture.log": dict(oom_kind="cuda", ranks_failed=[0], crash=False),
+    "host-sigkill-only.log": dict(oom_kind="host", host_oom=True, host_oom_confirmed=False, memory_failure_weak=True,
+                                  ranks_failed=[10], crash=False),
+    "host-kernel-cgroup.log": dict(oom_kind="host", host_oom_confirmed=True, process_bytes=None,
+                                   signatures=["kernel-oom-killer", "cgroup-oom-killer", "k8s-oomkilled",
+                                               "exit-code-137"]),
+    "shm-bus-error.log": dict(oom_kind="host", host_oom_confirmed=True, ranks_failed=[1]),
+    "crash-then-timeouts-unprefixed.log": dict(has_memory_failure=False, crash=True, nccl_timeout=True,
+                                               first_error="AssertionError: packed sequence longer than seq_length"),
+    "checkpoint-save-progress.log": dict(phase="checkpoint-save", rank=1),
+    "memory-report-megatron.log": dict(has_memory_failure=False, events=[],
+                                       memory_report_max_allocated_bytes=12701.25 * MIB,
+                                       memory_report_max_reserved_bytes=13236.0 * MIB),
+    "duplicate-summary.log": dict(ranks_failed=[2, 3], rank=2, requested_bytes=GIB),
+}
+
+
+def test_every_fixture_log_has_expectations():
+    assert sorted(FIXTURE_FACTS) == sorted(p.name for p in FIXTURES.glob("*.log"))
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURE_FACTS))
+def test_fixture_log_facts(kb, name):
+    facts = parse_log(FIXTURES / name, kb)
+    assert facts.provided and facts.lines == len((FIXTURES / name).read_text().splitlines())
+    for field, value in FIXTURE_FACTS[name].items():
+        assert getattr(facts, field) == _expected(field, value), field
+
+
+def test_duplicate_summary_counts_each_rank_once(kb):
+    facts = parse_log(FIXTURES / "duplicate-summary.log", kb)
+    assert [(e.signature, e.rank) for e in facts.events] == [("pytorch-oom-nvml", 2), ("pytorch-oom-nvml", 3)]
+
+
+def test_nccl_oom_exception_is_not_a_second_crash(kb):
+    facts = parse_log(FIXTURES / "nccl-oom.log", kb)
+    assert [e.kind for e in facts.events] == ["nccl", "nccl"]
+    assert facts.events[1].requested_bytes == 24
+
+
+# --------------------------------------------------------------------------- bundled examples
+
+
+def test_example_fragmentation_log_is_consistent_and_flagged(kb):
+    path = EXAMPLES / "llama3-70b-fragmentation.log"
+    header = path.read_text(encoding="utf-8").splitlines()[:8]
+    assert any("ILLUSTRATIVE RECONSTRUCTION" in line for line in header)
+    assert any("#3107" in line for line in header)
+    f = parse_log(path, kb)
+    assert (f.oom_kind, f.rank, f.phase, f.pytorch_format) == ("allocator", 0, "backward", "pt-2.2-nvml")
+    assert f.capacity_bytes == pytest.approx(79.11 * GIB)
+    assert f.free_bytes + f.process_bytes == pytest.approx(f.capacity_bytes, abs=0.01 * GIB)
+    assert f.process_bytes >= f.allocated_bytes + f.reserved_unallocated_bytes
+    assert f.allocated_bytes == pytest.approx(58.8e9, rel=0.01)  # "peak 58.8 GB on rank 0"
+    assert 4 * GIB < f.reserved_unallocated_bytes and f.reserved_unallocated_bytes > 10 * f.requested_bytes
+    assert f.fragmentation_ratio == pytest.approx(19.87 / (54.81 + 19.87), rel=1e-3)
+    assert f.non_pytorch_bytes == pytest.approx(4.41 * GIB, abs=0.01 * GIB)
+    assert f.memory_report_max_allocated_bytes == pytest.approx(58.803e9)
+    assert f.memory_report_alloc_retries == 6
+    assert f.nccl_timeout and not f.crash and f.ranks_failed == [0]
+
+
+def test_example_capacity_log(kb):
+    f = parse_log(EXAMPLES / "capacity-expandable-set.log", kb)
+    assert (f.oom_kind, f.rank, f.phase) == ("allocator", 3, "forward")
+    assert f.reserved_unallocated_bytes == pytest.approx(40 * MIB)
+    assert f.requested_bytes == pytest.approx(896 * MIB) and f.requested_bytes > f.reserved_unallocated_bytes
+    assert f.fragmentation_ratio < 0.01
+    assert f.free_bytes + f.process_bytes == pytest.approx(f.capacity_bytes, abs=0.01 * GIB)
+
+
+def test_example_not_an_oom_log(kb):
+    f = parse_log(EXAMPLES / "not-an-oom.log", kb)
+    assert (f.has_memory_failure, f.crash, f.nccl_timeout, f.host_oom) == (False, True, True, False)
+    assert (f.first_error, f.first_error_rank) == ("KeyError: 'input_ids'", 0)
+    assert f.oom_kind is None and f.requested_bytes is None
+
+
+def test_example_host_oom_log(kb):
+    f = parse_log(EXAMPLES / "host-oom-dataloader.log", kb)
+    assert (f.oom_kind, f.host_oom, f.host_oom_confirmed, f.crash) == ("host", True, True, False)
+    assert f.ranks_failed == [5] and f.capacity_bytes is None
+    assert "dataloader-worker-killed" in f.signatures and "slurm-oom-kill" in f.signatures
+
+
+# --------------------------------------------------------------------------- reading mechanics
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.glob("*.log")))
+def test_path_text_and_lines_give_the_same_facts(kb, name):
+    path = FIXTURES / name
+    text = path.read_text(encoding="utf-8")
+    from_path = asdict(parse_log(path, kb))
+    assert asdict(parse_log(text, kb)) == from_path
+    assert asdict(parse_log(text.splitlines(keepends=True), kb)) == from_path
+
+
+@pytest.mark.parametrize("chunk", [7, 64, 333])
+def test_chunk_boundaries_do_not_change_the_result(kb, monkeypatch, chunk):
+    names = ["pt21-capacty-checkpoint-load.log", "nccl-oom.log", "wrapped-words.log", "host-sigkill-only.log"]
+    expected = {n: asdict(parse_log(FIXTURES / n, kb)) for n in names}
+    monkeypatch.setattr(oom_log, "_CHUNK_CHARS", chunk)
+    for name in names:
+        assert asdict(parse_log(FIXTURES / name, kb)) == expected[name], name
+
+
+def test_gzip_log_is_read(kb, tmp_path):
+    path = tmp_path / "train.log.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        fh.write((FIXTURES / "pt15-reserved.log").read_text(encoding="utf-8"))
+    assert parse_log(path, kb).pytorch_format == "pt-1.5-reserved"
+
+
+def test_crlf_ansi_and_progress_bar_lines(kb, tmp_path):
+    oom = ("\x1b[31mRuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total capacity; "
+           "77.13 GiB already allocated; 307.31 MiB free; 78.21 GiB reserved in total by PyTorch)\x1b[0m")
+    path = tmp_path / "win.log"
+    path.write_bytes(("step 1\r\n 40%|####      | 4/10\r 50%|#####     | 5/10\r" + oom + "\r\nend\r\n").encode())
+    facts = parse_log(path, kb)
+    assert facts.lines == 3
+    assert [(e.signature, e.line) for e in facts.events] == [("pytorch-oom-reserved-in-total", 2)]
+    assert facts.reserved_bytes == pytest.approx(78.21 * GIB)
+
+
+def test_overlong_line_is_read_in_pieces_without_losing_line_numbers(kb, tmp_path):
+    small = _kb_with(kb, max_line_chars=50)
+    path = tmp_path / "long.log"
+    oom = "[rank1]: RuntimeError: Triton Error [CUDA]: out of memory"
+    path.write_text("x" * 5000 + "\n" + "y" * 120 + "\n" + oom + "\n", encoding="utf-8")
+    facts = parse_log(path, small)
+    assert facts.lines == 3
+    assert [(e.signature, e.line, e.rank) for e in facts.events] == [("triton-cuda-oom", 3, 1)]
+
+
+def test_a_traceback_that_never_ends_stops_holding_the_scanner(kb):
+    short = _kb_with(kb, traceback_max_lines=5)
+    lines = ["[rank1]: Traceback (most recent call last):", '[rank1]:   File "a.py", line 1, in f']
+    lines += [f"ordinary line {i}" for i in range(10)]
+    lines += ["[rank1]: RuntimeError: something unrelated", "[rank1]: RuntimeError: CUDA error: out of memory"]
+    facts = parse_log(lines, short)
+    assert not facts.crash  # the traceback had expired, so the first RuntimeError closes nothing
+    assert [e.signature for e in facts.events] == ["cuda-error-oom"]
+    scanner = oom_log._Scanner(compile_signatures(short))
+    for line in lines[:8]:
+        scanner.feed(line)
+    assert scanner.idle  # no rank-1 line came, yet the cut traceback no longer forces line-by-line reading
+
+
+def test_event_list_is_capped_but_ranks_are_all_counted(kb):
+    capped = _kb_with(kb, max_events=2)
+    lines = [f"[rank{r}]: RuntimeError: CUDA error: out of memory" for r in range(6)]
+    facts = parse_log(lines, capped)
+    assert len(facts.events) == 2
+    assert facts.ranks_failed == list(range(6))
+
+
+def test_missing_or_unreadable_log_is_a_user_error(kb, tmp_path):
+    with pytest.raises(UserError, match="not found"):
+        parse_log(tmp_path / "nope.log", kb)
+    with pytest.raises(UserError, match="cannot read"):
+        parse_log(tmp_path, kb)
+
+
+def test_empty_source_is_provided_but_says_nothing(kb):
+    facts = parse_log([], kb)
+    assert facts == LogFacts(provided=True)
+
+
+def test_checkpoint_progress_closes_when_the_save_finishes(kb):
+    lines = [
+        "saving checkpoint at iteration    2500 to /ckpt in torch_dist format",
+        "  successfully saved checkpoint from iteration    2500 to /ckpt [ t 1/2, p 1/1 ]",
+        "RuntimeError: CUDA error: out of memory",
+    ]
+    assert parse_log(lines, kb).phase is None
+    assert parse_log(lines[:1] + lines[2:], kb).phase == "checkpoint-save"
+
+
+def test_frames_beat_progress_lines_and_precedence_is_by_phase(kb):
+    lines = [
+        " loading distributed checkpoint from /ckpt at iteration 10",
+        "Traceback (most recent call last):",
+        '  File "/m/megatron/core/pipeline_parallel/schedules.py", line 579, in backward_step',
+        "    custom_backward(output_tensor[0], output_tensor_grad[0])",
+        '  File "/m/megatron/core/tensor_parallel/random.py", line 301, in backward',
+        "    outputs = ctx.run_function(*detached_inputs)",
+        '  File "/m/megatron/core/transformer/mlp.py", line 150, in forward',
+        "    x = self.linear_fc1(x)",
+        "RuntimeError: CUDA error: out of memory",
+    ]
+    # a recompute forward inside backward() is the backward pass
+    assert parse_log(lines, kb).phase == "backward"
+
+
+def test_rank_attribution_prefers_prefix_then_message_then_summary(kb):
+    lines = ["[rank4]:[E0101 00:00:00.000 PG.cpp:1] [Rank 9] Watchdog caught collective operation timeout"]
+    assert parse_log(lines, kb).events[0].rank == 4
+    assert parse_log([lines[0].removeprefix("[rank4]:")], kb).events[0].rank == 9
+
+
+# --------------------------------------------------------------------------- constraint errors
+
+
+def test_constraint_error_pattern_names_the_constraint(kb):
+    with_constraint = _kb_with(kb, constraints=[{
+        "id": "demo-pp-offload", "error_pattern": r"no support for Pipeline parallelism with CPU offloading"}])
+    lines = [
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/m/megatron/core/transformer/transformer_config.py", line 912, in __post_init__',
+        "[rank0]:     raise ValueError(",
+        "[rank0]: ValueError: Currently there is no support for Pipeline parallelism with CPU offloading",
+    ]
+    facts = parse_log(lines, with_constraint)
+    assert facts.constraint_errors == ["demo-pp-offload"]
+    assert [(e.kind, e.constraint, e.rank) for e in facts.events if e.kind == "config-error"] == [
+        ("config-error", "demo-pp-offload", 0)]
+    assert facts.crash and not facts.has_memory_failure
+    assert parse_log(lines, _kb_with(kb, constraints=[])).constraint_errors == []
+
+
+def _constraint_examples() -> list:
+    """error_examples of every constraint that has an error_pattern (none until constraints.yaml has some)."""
+    path = ROOT / "knowledge" / "constraints.yaml"
+    table = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+    return [
+        pytest.param(c["id"], text, id=f"{c['id']}-{i}")
+        for c in (table or {}).get("constraints", [])
+        if c.get("error_pattern")
+        for i, text in enumerate((c.get("tests") or {}).get("error_examples", []))
+    ]
+
+
+CONSTRAINT_EXAMPLES = _constraint_examples()
+
+
+@pytest.mark.parametrize(("constraint_id", "text"), CONSTRAINT_EXAMPLES)
+def test_constraint_error_examples_are_recognised_in_a_log(kb, constraint_id, text):
+    lines = [" iteration 3 | lm loss: 2.1", text, "next line"]
+    assert constraint_id in parse_log(lines, kb).constraint_errors
+
+
+# --------------------------------------------------------------------------- property: any wrapping
+
+
+def _format_size(n: int) -> str:
+    """PyTorch's c10 format_size: bytes up to 1 KiB, then KiB/MiB/GiB with two decimals."""
+    if n <= 1024:
+        return f"{n} bytes"
+    for unit, scale in (("KiB", 2**10), ("MiB", 2**20)):
+        if n <= scale * 1024:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n / GIB:.2f} GiB"
+
+
+sizes = st.integers(min_value=512, max_value=300 * GIB)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(requested=sizes, allocated=sizes, unallocated=sizes, width=st.integers(60, 200),
+       rank=st.one_of(st.none(), st.integers(0, 4095)))
+def test_wrapped_message_keeps_its_numbers(kb, requested, allocated, unallocated, width, rank):
+    process = allocated + unallocated + GIB
+    msg = (f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {_format_size(requested)}. GPU 0 has a "
+           f"total capacity of {_format_size(process + GIB)} of which {_format_size(GIB)} is free. Including "
+           f"non-PyTorch memory, this process has {_format_size(process)} memory in use. Of the allocated memory "
+           f"{_format_size(allocated)} is allocated by PyTorch, and {_format_size(unallocated)} is reserved by "
+           "PyTorch but unallocated. If reserved but unallocated memory is large try setting "
+           "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.")
+    prefix = f"[rank{rank}]: " if rank is not None else ""
+    lines = ["iteration 7"] + [prefix + msg[i:i + width] for i in range(0, len(msg), width)] + ["next record"]
+    facts = parse_log(lines, kb)
+    assert facts.pytorch_format == "pt-2.2-nvml" and facts.rank == rank
+    for field, value in (("requested_bytes", requested), ("allocated_bytes", allocated),
+                         ("reserved_unallocated_bytes", unallocated)):
+        assert getattr(facts, field) == pytest.approx(parse_size(_format_size(value)), rel=1e-9)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@pytest.mark.parametrize(("text", "unit", "expected"), [
+    ("2.09 GiB", None, 2.09 * GIB), ("179.00 KiB", None, 179 * 1024), ("512 bytes", None, 512),
+    ("58.803", "GB", 58.803e9), ("60211.5", "MiB", 60211.5 * MIB), ("501112344kB", None, 501112344 * 1024),
+    ("1EB", None, 1e18), ("24 bytes", None, 24),
+])
+def test_sizes_follow_the_documented_unit_conventions(text, unit, expected):
+    assert parse_size(text, unit) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("text", ["", "GiB", "12 parsecs", "1.2.3 MiB"])
+def test_bad_sizes_are_rejected(text):
+    with pytest.raises(ValueError):
+        parse_size(text)
+
+
+@pytest.mark.parametrize(("pattern", "literals"), [
+    ("plain text here", {"plain text here"}),
+    (r"colou?r is (red|blue) today, said the forecast", {"today, said the forecast"}),
+    (r"num_layers=\d+ should be divisible|Number of layers must match", {"should be divisible",
+                                                                          "Number of layers must match"}),
+    (r"(?i)case insensitive", None),
+    (r"ab|cdefgh", None),  # a branch too short to be worth searching for
+    (r"world[ _]size \(\d+\) is not divisible by", {") is not divisible by"}),
+])
+def test_required_literals_are_sound(pattern, literals):
+    found = oom_log._required_literals(pattern)
+    assert (set(found) if found is not None else None) == literals
+
+
+def test_nvml_garbage_process_size_is_not_trusted(kb):
+    line = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of "
+            "8.00 GiB of which 0 bytes is free. Including non-PyTorch memory, this process has 17179869184.00 GiB "
+            "memory in use. Of the allocated memory 7.10 GiB is allocated by PyTorch, and 150.00 MiB is reserved by "
+            "PyTorch but unallocated.")
+    facts = parse_log([line], kb)
+    assert facts.events[0].process_bytes == pytest.approx(17179869184 * GIB)
+    assert facts.process_bytes is None and facts.non_pytorch_bytes is None
+    assert facts.fragmentation_ratio == pytest.approx(150 / (7.10 * 1024 + 150))
