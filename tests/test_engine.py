@@ -82,3 +82,11 @@ def test_nothing_fires_on_no_evidence():
     kb = _kb([_rule("r1", "frag", 0.9, ALWAYS, ["a"])], fixes=[("a", {})])
     diag = diagnose({}, kb)
     assert diag.causes == [] and diag.fixes == [] and diag.kb_version == "9.9.9"
+
+
+def test_fallback_rule_only_fires_alone():
+    weak = {**_rule("generic", "cap", 0.3, ALWAYS, ["b"]), "fallback": True}
+    strong = _rule("frag", "frag", 0.9, {"fact": "log.ru", "gt": 1}, ["a"])
+    kb = _kb([strong, weak], fixes=[("a", {}), ("b", {})])
+    assert [c.id for c in diagnose({"x.on": True, "log.ru": 5}, kb).causes] == ["frag"]
+    assert [c.id for c in diagnose({"x.on": True, "log.ru": 0}, kb).causes] == ["cap"]

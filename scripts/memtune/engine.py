@@ -1,6 +1,6 @@
 """The rule engine: facts + knowledge base -> Diagnosis.  Pure; names no fix, cause or model.
 
-Ranking, in words: every rule whose condition holds contributes its cause (with
+Ranking, in words: every rule whose condition holds (``fallback`` rules only when no other does) contributes its cause (with
 the rule's confidence; a cause keeps the highest) and its ordered fixes.  Causes
 are ranked by confidence, then by rule order in rules.yaml.  Fixes are taken
 from the fired rules in that same order.  A fix is then moved out of the
@@ -71,6 +71,8 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge) -> Diagnosis:
     flat = {**flat, "derived.violated_constraints": [v.id for v in violations]}
     rules = kb.entries("rules")
     fired = [(pos, rule) for pos, rule in enumerate(rules) if evaluate(rule["when"], flat)]
+    if any(not rule.get("fallback") for _, rule in fired):
+        fired = [(pos, rule) for pos, rule in fired if not rule.get("fallback")]
 
     causes: dict[str, CauseFinding] = {}
     first_pos: dict[str, int] = {}
