@@ -1,0 +1,111 @@
+"""Per-GPU training memory for a layout: ``estimate`` (ours or Bridge 0.6.2 mode) and ``summarize``.
+
+``estimate`` is pure and cheap (the knowledge base is read once per process),
+so the planner can score many layouts per second.  ``summarize`` reduces an
+estimate to the ``estimate.*`` facts declared in knowledge/facts.yaml.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..facts import EnvFacts, GpuFacts, TrainingConfig
+from ..knowledge import Knowledge
+from .bridge_compat import bridge_estimate
+from .constants import constants, text
+from .memory import Estimate, StageEstimate, estimate_ours
+from .models import fill_from_preset
+
+MODES = ("ours", "bridge")
+
+__all__ = ["MODES", "Estimate", "StageEstimate", "estimate", "summarize"]
+
+
+def _kb(kb: Knowledge | None) -> Knowledge:
+    if kb is not None:
+        return kb
+    from .. import knowledge
+
+    return knowledge.load()
+
+
+def _expandable(env: EnvFacts | Mapping[str, Any] | None) -> bool | None:
+    """expandable_segments from EnvFacts, or from raw environment variables (as the benchmark gives them)."""
+    if env is None:
+        return None
+    if isinstance(env, EnvFacts):
+        return env.expandable_segments
+    conf = str(env.get("PYTORCH_CUDA_ALLOC_CONF") or env.get("PYTORCH_ALLOC_CONF") or "")
+    return "expandable_segments:true" in conf.replace(" ", "").lower()
+
+
+def estimate(cfg: TrainingConfig, *, gpu: GpuFacts | str | None = None, mode: str = "ours",
+             num_microbatches: int | None = None, kb: Knowledge | None = None,
+             env: EnvFacts | Mapping[str, Any] | None = None) -> Estimate:
+    """Memory per pipeline stage for ``cfg``; raises UserError when the layout is incomplete or invalid.
+
+    ``gpu`` does not change the per-stage bytes (``summarize`` uses its capacity); it is accepted here so that
+    callers can pass one context to both.
+    """
+    from ..errors import UserError
+
+    kb = _kb(kb)
+    c = constants(kb)
+    cfg = fill_from_preset(cfg, kb)
+    if mode == "ours":
+        expandable = _expandable(env)
+        return estimate_ours(cfg, c, lambda ident: text(kb, ident), num_microbatches=num_microbatches,
+                             expandable_segments=expandable)
+    if mode == "bridge":
+        return _bridge(cfg, c, kb, num_microbatches)
+    raise UserError(f"--mode {mode!r}: use one of {', '.join(MODES)}")
+
+
+def _bridge(cfg: TrainingConfig, c: dict[str, Any], kb: Knowledge, num_microbatches: int | None) -> Estimate:
+    """Bridge's one number, also laid out as a single stage so tables and summaries work unchanged."""
+    b = bridge_estimate(cfg, c, num_microbatches)
+    params = sum(x["parameter_count_per_gpu"] for x in b["components"])
+    weights = params * c["bridge-bytes-per-parameter"]["weights"]
+    grads = params * c["bridge-bytes-per-parameter"]["grads"]
+    optimizer = b["weight_and_optimizer_bytes"] - weights - grads
+    total = b["total_bytes"]
+    stage = StageEstimate(
+        pp_rank=0, layers=int(cfg.num_layers or 0), params=params, in_flight_microbatches=[],
+        weights_bytes=weights, grads_bytes=grads, optimizer_bytes=optimizer, activations_bytes=b["activation_bytes"],
+        logits_bytes=0.0, workspace_bytes=0.0, graph_pool_bytes=0.0, other_bytes=0.0, total_bytes=total,
+        allocated_peak_bytes=total, reserved_bytes=total, cuda_context_bytes=0.0, nccl_bytes=0.0,
+        peak_with_overheads_bytes=total,
+    )
+    bridge = {k: b[k] for k in ("weight_and_optimizer_bytes", "activation_bytes", "total_bytes", "total_parameters")}
+    bridge["components"] = b["components"]
+    return Estimate(
+        mode="bridge", stages=[stage], peak_stage=0, peak_bytes=total,
+        breakdown={"pp_rank": 0, "weights_bytes": weights, "grads_bytes": grads, "optimizer_bytes": optimizer,
+                   "activations_bytes": b["activation_bytes"]},
+        assumptions=[text(kb, i) for i in b["assumption_ids"]], bridge=bridge,
+        parameters={"total": b["total_parameters"]}, assumption_ids=list(b["assumption_ids"]),
+    )
+
+
+def summarize(est: Estimate, gpu: GpuFacts | None) -> dict[str, Any]:
+    """The ``estimate.*`` facts (knowledge/facts.yaml) of an estimate, keyed without the prefix."""
+    peak = next(s for s in est.stages if s.pp_rank == est.peak_stage)
+    parts = {
+        "model-state": peak.weights_bytes + peak.grads_bytes + peak.optimizer_bytes,
+        "activations": peak.activations_bytes,
+        "logits": peak.logits_bytes,
+    }
+    lowest = min(s.allocated_peak_bytes for s in est.stages)
+    capacity = gpu.capacity_bytes if gpu is not None else None
+    return {
+        "peak_bytes": est.peak_bytes,
+        "peak_stage": est.peak_stage,
+        "peak_with_overheads_bytes": peak.peak_with_overheads_bytes,
+        "capacity_ratio": peak.peak_with_overheads_bytes / capacity if capacity else None,
+        "model_state_bytes": parts["model-state"],
+        "activation_bytes": peak.activations_bytes,
+        "logits_bytes": max((s.logits_bytes for s in est.stages), default=0.0),
+        "dominant": max(parts, key=lambda k: parts[k]),
+        "stage_imbalance_ratio": peak.allocated_peak_bytes / lowest if lowest else None,
+    }

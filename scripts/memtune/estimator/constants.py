@@ -1,0 +1,43 @@
+"""The estimator's numbers, read once from knowledge/estimator.yaml (never restated in code).
+
+``constants(kb)`` turns the table into a plain mapping ``id -> value`` and caches
+it per knowledge-base object, so the planner can call ``estimate`` thousands of
+times without touching YAML.  ``text(kb, id, lang)`` returns an assumption
+sentence in the requested language.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..knowledge import Knowledge, KnowledgeError
+
+_CACHE: dict[int, tuple[Knowledge, dict[str, Any], dict[str, dict[str, str]]]] = {}
+
+
+def _build(kb: Knowledge) -> tuple[Knowledge, dict[str, Any], dict[str, dict[str, str]]]:
+    table = kb.tables.get("estimator")
+    if not isinstance(table, dict) or "estimator" not in table:
+        raise KnowledgeError("estimator.yaml: missing (register 'estimator' in knowledge/index.yaml tables)")
+    values = {row["id"]: row["value"] for row in table["estimator"]}
+    texts = {row["id"]: row["text"] for row in table.get("assumptions", []) + table.get("labels", [])}
+    return kb, values, texts
+
+
+def _entry(kb: Knowledge) -> tuple[Knowledge, dict[str, Any], dict[str, dict[str, str]]]:
+    hit = _CACHE.get(id(kb))
+    if hit is None or hit[0] is not kb:
+        hit = _build(kb)
+        _CACHE[id(kb)] = hit
+    return hit
+
+
+def constants(kb: Knowledge) -> dict[str, Any]:
+    return _entry(kb)[1]
+
+
+def text(kb: Knowledge, ident: str, lang: str = "en") -> str:
+    texts = _entry(kb)[2]
+    if ident not in texts:
+        raise KnowledgeError(f"estimator.yaml: no assumption or label with id {ident!r}")
+    return texts[ident].get(lang) or texts[ident]["en"]

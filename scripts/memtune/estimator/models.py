@@ -1,0 +1,64 @@
+"""Architecture presets from knowledge/models.yaml: ``preset("Llama3 70B", kb) -> TrainingConfig``."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import fields, replace
+
+from ..facts import TrainingConfig
+from ..knowledge import Knowledge
+
+_FIELDS = frozenset(f.name for f in fields(TrainingConfig))
+
+
+def _norm(name: str) -> str:
+    """Compare names without case, spaces, dashes, underscores, dots or an org prefix."""
+    name = name.strip().lower().split("/")[-1]
+    return re.sub(r"[\s\-_.]+", "", name)
+
+
+def find(name: str, kb: Knowledge) -> dict:
+    """The models.yaml entry whose id, name or alias matches ``name``; LookupError otherwise."""
+    key = _norm(name)
+    for entry in kb.entries("models"):
+        names = [entry["id"], entry["name"], *entry.get("aliases", [])]
+        if any(_norm(n) == key for n in names):
+            return entry
+    known = ", ".join(e["id"] for e in kb.entries("models"))
+    raise LookupError(f"unknown model {name!r}; known presets: {known}")
+
+
+def preset(name: str, kb: Knowledge) -> TrainingConfig:
+    """A TrainingConfig with only the preset's architecture fields (and model_name) set."""
+    entry = find(name, kb)
+    arch = {k: (list(v) if isinstance(v, list) else v) for k, v in entry["arch"].items() if k in _FIELDS}
+    return TrainingConfig(provided=True, source="model-preset", model_name=entry["id"], **arch)
+
+
+def names(kb: Knowledge) -> list[str]:
+    return [e["id"] for e in kb.entries("models")]
+
+
+_FILL_CACHE: dict[tuple[int, str], dict | None] = {}
+
+
+def fill_from_preset(cfg: TrainingConfig, kb: Knowledge) -> TrainingConfig:
+    """A config that names a known model takes the preset's architecture for every field it leaves unset.
+
+    Bridge gets these from the model provider (dropout, norm, RoPE, qk_layernorm ...), so a layout that
+    only names the model should not fall back to Megatron-Core's generic defaults.
+    """
+    if not cfg.model_name:
+        return cfg
+    key = (id(kb), cfg.model_name)
+    if key not in _FILL_CACHE:
+        try:
+            entry = find(cfg.model_name, kb)
+        except LookupError:
+            entry = None
+        _FILL_CACHE[key] = {k: v for k, v in entry["arch"].items() if k in _FIELDS} if entry else None
+    arch = _FILL_CACHE[key]
+    if not arch:
+        return cfg
+    gaps = {k: (list(v) if isinstance(v, list) else v) for k, v in arch.items() if getattr(cfg, k) is None}
+    return replace(cfg, **gaps) if gaps else cfg
