@@ -263,6 +263,7 @@ class QuestionFacts:
     memory_bytes: float | None = None  # a memory figure the user quoted ("OOMs at 58.8 GB")
     num_gpus: int | None = None
     gpu_name: str | None = None
+    gpu_nominal_gb: float | None = None  # "8x 80 GB GPUs" with no GPU model named
     layout: dict[str, Any] = field(default_factory=dict)  # TrainingConfig field -> value
     env: dict[str, Any] = field(default_factory=dict)  # EnvFacts field -> value the user stated
 

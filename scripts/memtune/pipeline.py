@@ -55,7 +55,7 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
     if not inputs.config and inputs.overrides:
         config = apply_overrides(config, inputs.overrides)
     config = _fill_from_question(config, facts.question)
-    config = _fill_architecture(config, kb)
+    config = _recipe_defaults(_fill_architecture(config, kb), kb)
     facts.config = config
 
     # Bridge applies cfg.env_vars with setdefault, so --env (the shell) outranks them.
@@ -67,6 +67,8 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
         facts.gpu = lookup_gpu(gpu_name, kb)
     elif facts.log.capacity_bytes:
         facts.gpu = lookup_gpu(facts.log.capacity_bytes, kb)
+    elif facts.question.gpu_nominal_gb:
+        facts.gpu = _gpu_by_size(facts.question.gpu_nominal_gb, kb)
 
     if inputs.snapshot:
         from .inputs.snapshot import analyze_snapshot
@@ -77,6 +79,16 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
     facts.estimate = _estimate(facts, kb, inputs.num_microbatches)
     facts.derived = derive(facts.config, facts.env)
     return facts
+
+
+def _gpu_by_size(nominal_gb: float, kb: Knowledge) -> Any:
+    """The first GPU in knowledge/gpus.yaml sold with that memory size (its usable capacity is what matters)."""
+    from .inputs.gpu import lookup_gpu
+
+    for entry in kb.entries("gpus"):
+        if entry.get("nominal_gb") == nominal_gb and entry.get("capacity_gib"):
+            return lookup_gpu(entry["name"], kb)
+    return lookup_gpu(nominal_gb * 1e9, kb)
 
 
 def _memory_stats(inputs: Inputs, facts: Facts) -> dict[str, Any]:
@@ -98,12 +110,28 @@ def _fill_from_question(config: TrainingConfig, question: Any) -> TrainingConfig
     gaps = {k: v for k, v in question.layout.items() if k in names and getattr(config, k) is None}
     if question.model_name and not config.model_name:
         gaps["model_name"] = question.model_name
+    if question.num_gpus and config.world_size is None:
+        gaps["world_size"] = question.num_gpus
     if not gaps:
         return config
     filled = replace(config, **gaps)
     if not config.provided:
         filled = replace(filled, provided=True, source="question")
     return filled
+
+
+def _recipe_defaults(config: TrainingConfig, kb: Knowledge) -> TrainingConfig:
+    """A layout known only from the question is a Bridge recipe run: assume what recipes turn on."""
+    if config.source != "question":
+        return config
+    defaults = kb.get("estimator", "question-layout-defaults")["value"]
+    gaps: dict[str, Any] = {}
+    if config.use_distributed_optimizer is None and defaults.get("use_distributed_optimizer"):
+        gaps["use_distributed_optimizer"] = True
+    tp = config.tensor_model_parallel_size or 1
+    if config.sequence_parallel is None and tp > 1 and defaults.get("sequence_parallel_when_tp_above_1"):
+        gaps["sequence_parallel"] = True
+    return replace(config, **gaps) if gaps else config
 
 
 def _fill_architecture(config: TrainingConfig, kb: Knowledge) -> TrainingConfig:
@@ -126,9 +154,13 @@ def _estimate(facts: Facts, kb: Knowledge, num_microbatches: int | None) -> dict
     cfg = facts.config
     if not all(getattr(cfg, f) for f in ARCHITECTURE_FIELDS) or not cfg.seq_length:
         return {}
+    from .errors import UserError
     from .estimator import estimate, summarize
 
-    est = estimate(cfg, gpu=facts.gpu, num_microbatches=num_microbatches, kb=kb)
+    try:
+        est = estimate(cfg, gpu=facts.gpu, num_microbatches=num_microbatches, kb=kb, env=facts.env)
+    except UserError:
+        return {}  # a layout the estimator cannot place (e.g. PP not dividing layers): constraints say why
     summary = summarize(est, facts.gpu)
     observed = facts.log.allocated_bytes
     if observed and summary.get("peak_bytes"):

@@ -43,6 +43,8 @@ def parse_question(text: str | None, kb: Any = None) -> QuestionFacts:
     gpus = list(find_gpus(text, kb))
     if gpus:
         q.gpu_name = gpus[0][2]["name"]
+    else:
+        q.gpu_nominal_gb = _gpu_size(text, vocab)
     masked = _mask(text, [(s, e) for s, e, _ in gpus])
     q.model_name = _model(text, vocab)
     q.topics = _topics(text, vocab)
@@ -56,6 +58,15 @@ def parse_question(text: str | None, kb: Any = None) -> QuestionFacts:
     for key, value in claimed.items():
         q.layout.setdefault(key, value)
     return q
+
+
+def _gpu_size(text: str, vocab: Mapping[str, Any]) -> float | None:
+    """A GPU described only by its memory size ("8x 80 GB GPUs", "80G 的卡")."""
+    for pattern in vocab.get("gpu_size") or []:
+        m = _rx(pattern).search(text)
+        if m:
+            return float(m.group("gb"))
+    return None
 
 
 def _language(text: str, vocab: Mapping[str, Any]) -> str:
