@@ -120,7 +120,7 @@ def main() -> int:
         _timed("parse_log(open file lines)", size, lines)
         print(f"found: kind={facts.oom_kind} rank={facts.rank} phase={facts.phase} "
               f"events={len(facts.events)} timeout={facts.nccl_timeout} "
-              f"report max allocated={facts.memory_report_max_allocated_bytes}")
+              f"memory reports={len(facts.memory_reports)} env={len(facts.env)}")
         if args.keep:
             kept = Path(tempfile.gettempdir()) / "memtune-bench-train.log"
             path.replace(kept)

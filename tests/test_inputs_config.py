@@ -221,6 +221,23 @@ def test_megatron_defaults_only_when_the_list_defines_the_model(vkb):
     assert run.sequence_parallel is False and run.share_embeddings_and_output_weights is None
 
 
+def test_megatron_bias_norm_dropout_and_vpp_group_flags(vkb):
+    # Flag spellings: Megatron-LM arguments.py and the argparse_meta names in transformer_config.py /
+    # model_parallel_config.py @d98e8a64; values as examples/mixtral/train_mixtral_8x7b_distributed.sh passes them.
+    text = ("--num-layers 8 --hidden-size 1024 --num-attention-heads 16 --disable-bias-linear --add-qkv-bias "
+            "--normalization RMSNorm --qk-layernorm --use-rotary-position-embeddings --hidden-dropout 0.0 "
+            "--attention-dropout 0.0 --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 2 "
+            "--microbatch-group-size-per-virtual-pipeline-stage 5")
+    cfg = read_megatron_args(text, kb=vkb)
+    assert cfg.add_bias_linear is False and cfg.add_qkv_bias is True and cfg.qk_layernorm is True
+    assert cfg.normalization == "RMSNorm" and cfg.position_embedding_type == "rope"
+    assert (cfg.hidden_dropout, cfg.attention_dropout) == (0.0, 0.0)
+    assert cfg.microbatch_group_size_per_vp_stage == 5 and cfg.virtual_pipeline_model_parallel_size == 2
+    assert cfg.warnings == []
+    plain = read_megatron_args("--num-layers 8 --hidden-size 1024 --num-attention-heads 16", kb=vkb)
+    assert plain.add_bias_linear is None and plain.normalization is None  # Megatron's defaults, left to the estimator
+
+
 def test_megatron_bad_value_names_file_line_and_flag(tmp_path, vkb):
     path = tmp_path / "run.sh"
     path.write_text("#!/bin/bash\nARGS=(\n  --num-layers 4\n  --seq-length long\n)\n", encoding="utf-8")
@@ -272,6 +289,63 @@ def test_hf_deepseek_v3_architecture(vkb):
     assert cfg.mtp_num_layers == 1 and cfg.multi_latent_attention is True
     assert (cfg.q_lora_rank, cfg.kv_lora_rank, cfg.qk_head_dim, cfg.qk_pos_emb_head_dim) == (1536, 512, 128, 64)
     assert cfg.share_embeddings_and_output_weights is False and cfg.gated_linear_unit is True
+
+
+def test_hf_deepseek_v3_layer_kinds_follow_the_bridge(vkb):
+    cfg = read_hf_config(FIX / "hf_deepseek_v3_config.json", vkb)
+    # deepseek_v3_bridge.py pins RMSNorm, no linear bias, q/kv layernorms and hidden dropout 0; MLA keeps plain RoPE.
+    assert cfg.normalization == "RMSNorm" and cfg.add_bias_linear is False and cfg.qk_layernorm is True
+    assert cfg.hidden_dropout == 0.0 and cfg.activation_func == "silu" and cfg.position_embedding_type == "rope"
+
+
+def _hf(tmp_path, vkb, **keys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+                                "vocab_size": 1000, **keys}), encoding="utf-8")
+    return read_hf_config(path, vkb)
+
+
+def test_hf_gpt_oss_bias_activation_and_yarn(tmp_path, vkb):
+    # Keys as in openai/gpt-oss-20b config.json (../shared/fixtures/hf-configs/gpt-oss-20b.json).
+    cfg = _hf(tmp_path, vkb, model_type="gpt_oss", hidden_act="silu", attention_bias=True, rms_norm_eps=1e-05,
+              rope_scaling={"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096})
+    assert cfg.activation_func == "quick_gelu" and cfg.gated_linear_unit is True  # gpt_oss_bridge's clamped GLU
+    assert cfg.add_bias_linear is True and cfg.add_qkv_bias is True and cfg.position_embedding_type == "yarn"
+    assert cfg.warnings == []  # the bridge's own values replace config.json's silently
+
+
+def test_hf_qwen2_has_qkv_bias_without_a_key(tmp_path, vkb):
+    # Keys of Qwen/Qwen2-7B-Instruct config.json: no attention_bias key, yet q/k/v carry a bias.
+    cfg = _hf(tmp_path, vkb, model_type="qwen2", hidden_act="silu", attention_dropout=0.0, rms_norm_eps=1e-06,
+              rope_theta=1000000.0, tie_word_embeddings=False)
+    assert cfg.add_qkv_bias is True and cfg.add_bias_linear is False and cfg.qk_layernorm is None
+    assert (cfg.normalization, cfg.hidden_dropout, cfg.attention_dropout) == ("RMSNorm", 0.0, 0.0)
+
+
+def test_hf_precedence_defaults_then_keys_then_bridge(tmp_path, vkb):
+    llama = _hf(tmp_path, vkb, model_type="llama")
+    assert (llama.add_qkv_bias, llama.add_bias_linear, llama.attention_dropout) == (False, False, 0.0)
+    biased = _hf(tmp_path, vkb, model_type="llama", attention_bias=True, attention_dropout=0.1)
+    assert biased.add_qkv_bias is True and biased.attention_dropout == 0.1  # config.json beats class defaults
+    qwen3 = _hf(tmp_path, vkb, model_type="qwen3", attention_bias=True, hidden_dropout=0.1)
+    assert qwen3.add_qkv_bias is False and qwen3.hidden_dropout == 0.0  # qwen3_bridge pins both
+
+
+def test_hf_unknown_family_reads_keys_only(tmp_path, vkb):
+    # openai-community/gpt2 config.json: LayerNorm epsilon, learned positions, dropout 0.1.
+    cfg = _hf(tmp_path, vkb, model_type="gpt2", n_positions=1024, layer_norm_epsilon=1e-05, resid_pdrop=0.1,
+              attn_pdrop=0.1, activation_function="gelu_new")
+    assert cfg.normalization == "LayerNorm" and cfg.position_embedding_type is None
+    assert (cfg.hidden_dropout, cfg.attention_dropout, cfg.max_position_embeddings) == (0.1, 0.1, 1024)
+    assert cfg.add_bias_linear is None and cfg.gated_linear_unit is None
+
+
+def test_hf_vocabulary_names_real_fields(vkb):
+    families = vkb.tables["vocabulary"]["hf_config"]["model_types"]
+    for model_type, family in families.items():
+        for part in ("sets", "defaults"):
+            for name, value in (family.get(part) or {}).items():
+                assert cfgmod.coerce(name, value, f"{model_type}.{part}.{name}") == value
 
 
 def test_hf_text_config_and_dense_layers(vkb):
@@ -352,6 +426,8 @@ def test_real_launch_script_values(shared_dir, vkb):
     assert mixtral.pipeline_model_parallel_size == 4
     assert (mixtral.expert_model_parallel_size, mixtral.num_moe_experts) == (8, 8)
     assert mixtral.world_size == 8 and mixtral.load_optim is False
+    assert mixtral.add_bias_linear is False and mixtral.normalization == "RMSNorm"
+    assert mixtral.position_embedding_type == "rope" and mixtral.hidden_dropout == 0.0
     dsv3 = read_config(shared_dir / "fixtures/configs/megatron-lm-sbatch_mfsdp_deepseek_v3.sh", kb=vkb)
     assert dsv3.use_megatron_fsdp is True and dsv3.data_parallel_sharding_strategy == "optim_grads_params"
     assert dsv3.recompute_modules == ["mlp", "moe", "mla_up_proj", "layernorm"]
@@ -369,6 +445,9 @@ def test_every_mlm_ci_record_converts(shared_dir):
         assert (cfg.virtual_pipeline_model_parallel_size or 1) == flags["vpp_derived"], rec["name"]
         assert cfg.num_layers == flags["num_layers"] and cfg.hidden_size == flags["hidden_size"], rec["name"]
         assert cfg.num_moe_experts == flags["num_experts"], rec["name"]
+        assert (cfg.add_bias_linear is False) == bool(rec["args"].get("disable-bias-linear")), rec["name"]
+        group = rec["args"].get("microbatch-group-size-per-virtual-pipeline-stage")
+        assert cfg.microbatch_group_size_per_vp_stage == (int(group) if group else None), rec["name"]
         assert cfg.warnings == [], (rec["name"], cfg.warnings)
 
 
@@ -383,3 +462,22 @@ def test_real_hf_configs(shared_dir, name, vkb):
     experts = raw.get("num_experts") or raw.get("n_routed_experts") or raw.get("num_local_experts")
     assert cfg.num_moe_experts == experts
     assert asdict(cfg)["gated_linear_unit"] is True
+    # Every one of these families is RMSNorm with rotary positions and no hidden dropout in Bridge.
+    assert cfg.normalization == "RMSNorm" and cfg.hidden_dropout == 0.0
+    assert cfg.attention_dropout == raw["attention_dropout"] and cfg.position_embedding_type in ("rope", "yarn")
+    if raw["model_type"].startswith("qwen3"):
+        assert cfg.qk_layernorm is True and cfg.add_qkv_bias is False
+
+
+def test_hf_config_estimates_like_the_preset(shared_dir, kb):
+    """An HF config.json and the models.yaml preset describe one model, so they must give one estimate."""
+    from dataclasses import replace
+
+    from memtune.estimator import estimate
+    from memtune.estimator.models import preset
+
+    layout = {"seq_length": 4096, "micro_batch_size": 1, "tensor_model_parallel_size": 2, "data_parallel_size": 4,
+              "sequence_parallel": True, "bf16": True, "use_distributed_optimizer": True}
+    hf = replace(read_hf_config(shared_dir / "fixtures/hf-configs/Qwen3-8B.json", kb), model_name=None, **layout)
+    named = replace(preset("qwen3-8b", kb), **layout)
+    assert estimate(hf, kb=kb).peak_bytes == pytest.approx(estimate(named, kb=kb).peak_bytes, rel=1e-6)

@@ -18,7 +18,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memtune.errors import UserError
-from memtune.facts import LogFacts, OomEvent
+from memtune.facts import Facts, LogFacts, OomEvent
 from memtune.inputs import oom_log
 from memtune.inputs.oom_log import compile_signatures, parse_log
 from memtune.inputs.units import parse_size
@@ -45,16 +45,28 @@ def _kb_with(kb, **changes):
     return replace(kb, tables=tables)
 
 
-def _expected(field: str, value):
-    if isinstance(value, str) and field.endswith("_bytes"):
+def _expected(field: str, value, sizes: bool = False):
+    """What a fact must equal; sizes may be written as text ("2.09 GiB"), dicts and lists are compared item-wise."""
+    if isinstance(value, dict):
+        return {k: _expected(k, v, sizes=sizes or field.endswith("_bytes")) for k, v in value.items()}
+    if isinstance(value, str) and (sizes or field.endswith("_bytes")):
         return pytest.approx(parse_size(value), rel=1e-3)
     if isinstance(value, float):
         return pytest.approx(value, rel=1e-3)
     return value
 
 
+def _actual(facts, name: str, expect):
+    """The fact named in an example; memory reports give only the fields the example states."""
+    value = getattr(facts, name)
+    if name == "memory_reports":
+        return [{k: asdict(r)[k] for k in e} for r, e in zip(value, expect, strict=False)]
+    return value
+
+
 # --------------------------------------------------------------------------- signature table
 
+SIDE_KINDS = ("memory-report", "memory-footprint", "env-export")
 SIGNATURE_EXAMPLES = [
     pytest.param(sig["id"], i, ex, id=f"{sig['id']}-{i}")
     for sig in TABLE["signatures"]
@@ -67,11 +79,16 @@ def test_signature_example_parses_to_its_numbers(kb, sig_id, index, example):
     facts = parse_log(example["text"].split("\n"), kb)
     sig = kb.get("signatures", sig_id)
     events = [e for e in facts.events if e.signature == sig_id]
-    if sig["kind"] != "memory-report":
+    if sig["kind"] not in SIDE_KINDS:
         assert events, f"{sig_id} example {index} gave {[e.signature for e in facts.events]}"
+    if sig["kind"] in SIDE_KINDS:
+        assert not events, f"{sig_id} example {index}: a {sig['kind']} line is not an event"
     for name, value in example["expect"].items():
         target = events[0] if events and name in OomEvent.__dataclass_fields__ else facts
-        assert getattr(target, name) == _expected(name, value), f"{sig_id} example {index}: {name}"
+        expected = [_expected("", e) for e in value] if name == "memory_reports" else _expected(name, value)
+        assert _actual(target, name, value) == expected, f"{sig_id} example {index}: {name}"
+        if name == "memory_reports":
+            assert len(target.memory_reports) == len(value)
 
 
 def test_signatures_table_matches_its_schema(kb):
@@ -157,8 +174,7 @@ FIXTURE_FACTS = {
                                                first_error="AssertionError: packed sequence longer than seq_length"),
     "checkpoint-save-progress.log": dict(phase="checkpoint-save", rank=1),
     "memory-report-megatron.log": dict(has_memory_failure=False, events=[],
-                                       memory_report_max_allocated_bytes=12701.25 * MIB,
-                                       memory_report_max_reserved_bytes=13236.0 * MIB),
+                                       theoretical_bytes={"weight_and_optimizer": 10764.77 * MIB}),
     "duplicate-summary.log": dict(ranks_failed=[2, 3], rank=2, requested_bytes=GIB),
 }
 
@@ -173,6 +189,60 @@ def test_fixture_log_facts(kb, name):
     assert facts.provided and facts.lines == len((FIXTURES / name).read_text().splitlines())
     for field, value in FIXTURE_FACTS[name].items():
         assert getattr(facts, field) == _expected(field, value), field
+
+
+def test_memory_reports_keep_the_latest_line_of_each_rank(kb):
+    facts = parse_log(FIXTURES / "memory-report-megatron.log", kb)
+    reports = {r.rank: r for r in facts.memory_reports}
+    assert list(reports) == [2, 4, 6, None]  # two reports glued on one line are both read
+    assert reports[6].max_allocated_bytes == pytest.approx(12701.25 * MIB)
+    assert reports[2].max_reserved_bytes == pytest.approx(13236.0 * MIB)
+    assert (reports[None].iteration, reports[None].max_reserved_bytes) == (10, None)
+    later = parse_log(["[Rank 3] (after 1 iterations) memory (GB) | mem-max-reserved-gigabytes: 70.0",
+                       "[rank3]: [Rank 3] (after 2 iterations) memory (GB) | mem-max-reserved-gigabytes: 60.5"], kb)
+    assert [(r.rank, r.iteration, r.line, r.max_reserved_bytes) for r in later.memory_reports] == [(3, 2, 2, 60.5e9)]
+
+
+def test_memory_reports_and_env_are_bounded(kb):
+    small = _kb_with(kb, max_report_ranks=3, max_env_vars=2)
+    lines = [f"[Rank {r}] (after 1 iterations) memory (MB) | allocated: 1.0 | max allocated: {r}.0" for r in range(6)]
+    lines += ["[Rank 1] (after 2 iterations) memory (MB) | allocated: 1.0 | max allocated: 99.0"]
+    lines += [f"+ export NCCL_VAR_{i}={i}" for i in range(5)]
+    lines += ["+ export NCCL_VAR_0=again", "export NCCL_VAR_1=" + "y" * 5000]  # an over-long value is not kept
+    facts = parse_log(lines, small)
+    assert [(r.rank, r.max_allocated_bytes) for r in facts.memory_reports] == [(0, 0.0), (1, 99 * MIB), (2, 2 * MIB)]
+    assert facts.env == {"NCCL_VAR_0": "again", "NCCL_VAR_1": "1"}
+    flat = Facts(log=facts).flatten()
+    assert "log.memory_reports" not in flat and flat["log.env"] == facts.env
+
+
+def test_env_lines_need_their_own_shape_not_just_a_name(kb):
+    lines = ["RuntimeError: CUDA out of memory. If reserved but unallocated memory is large try setting "
+             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.",
+             "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+             "+ export PYTORCH_CUDA_ALLOC_CONF='max_split_size_mb:512'",
+             "+ export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True  # later export wins"]
+    assert parse_log(lines, kb).env == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    no_vocab = replace(kb, tables={k: v for k, v in kb.tables.items() if k != "vocabulary"})
+    assert parse_log(lines, no_vocab).env == {}
+
+
+def test_side_signature_naming_an_unknown_field_is_a_knowledge_error(kb):
+    sig = copy.deepcopy(kb.tables["signatures"])
+    report = next(s for s in sig["signatures"] if s["id"] == "bridge-memory-report")
+    report["pairs"]["keys"]["mem-allocated-gigabytes"]["field"] = "allocated_gigabytes"
+    with pytest.raises(KnowledgeError, match="not a MemoryReport field"):
+        compile_signatures(replace(kb, tables={**kb.tables, "signatures": sig}))
+
+
+def test_capacity_example_reads_expandable_segments_from_the_log_without_env(kb):
+    from memtune.pipeline import Inputs, run
+
+    facts, flat, diag = run(Inputs(log=EXAMPLES / "capacity-expandable-set.log"), kb)
+    assert facts.log.env["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    assert facts.env.expandable_segments is True and flat["env.expandable_segments"] is True
+    assert "expandable-segments" in diag.already_applied
+    assert "expandable-segments" not in [f.id for f in diag.fixes]
 
 
 def test_duplicate_summary_counts_each_rank_once(kb):
@@ -203,8 +273,11 @@ def test_example_fragmentation_log_is_consistent_and_flagged(kb):
     assert 4 * GIB < f.reserved_unallocated_bytes and f.reserved_unallocated_bytes > 10 * f.requested_bytes
     assert f.fragmentation_ratio == pytest.approx(19.87 / (54.81 + 19.87), rel=1e-3)
     assert f.non_pytorch_bytes == pytest.approx(4.41 * GIB, abs=0.01 * GIB)
-    assert f.memory_report_max_allocated_bytes == pytest.approx(58.803e9)
-    assert f.memory_report_alloc_retries == 6
+    assert [r.rank for r in f.memory_reports] == [0, 8, 16, 24]
+    report = f.memory_reports[0]
+    assert (report.max_allocated_bytes, report.alloc_retries) == (pytest.approx(58.803e9), 6)
+    assert f.env == {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "NVTE_FWD_LAYERNORM_SM_MARGIN": "16",
+                     "NVTE_BWD_LAYERNORM_SM_MARGIN": "16", "NCCL_NVLS_ENABLE": "0"}
     assert f.nccl_timeout and not f.crash and f.ranks_failed == [0]
 
 

@@ -1,4 +1,4 @@
-"""memory_stats() dumps and Megatron/Bridge memory log lines -> stats.* facts."""
+"""memory_stats() dumps and the memory reports parse_log keeps -> stats.* facts."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memtune.errors import UserError
-from memtune.inputs.stats import merge, read_memory_log_lines, read_memory_stats, summarize_memory_stats
+from memtune.facts import MemoryReport
+from memtune.inputs.oom_log import parse_log
+from memtune.inputs.stats import merge, read_memory_stats, summarize_memory_stats, summarize_reports
 
 MIB = 1024 * 1024
 GIB = 1024**3
@@ -73,7 +75,14 @@ def test_binary_stats_file_is_refused(tmp_path):
         read_memory_stats(path)
 
 
-# --------------------------------------------------------------------------- log lines
+# --------------------------------------------------------------------------- log memory reports
+
+
+def _from_log(kb, lines: list[str], failing_rank: int | None = None) -> dict:
+    """The path the pipeline takes: one parse_log pass, then the pure summary of what it kept."""
+    log = parse_log(lines, kb)
+    return summarize_reports(log.memory_reports, log.theoretical_bytes, failing_rank)
+
 
 # Transcribed from a real Bridge run log (verdimrc/playground-nemo-2.0-gh, with-ngc-pytorch-25.06-cleanup.md
 # @6129a1ad, lines 1318-1332): Megatron-LM style report in MiB plus the weight-only footprint line.
@@ -84,10 +93,10 @@ REAL_MB = [
 ]
 
 
-def test_megatron_report_in_mib():
-    s = read_memory_log_lines(REAL_MB)
+def test_megatron_report_in_mib(kb):
+    s = _from_log(kb, REAL_MB)
     assert s["ranks_reported"] == [0] and s["peak_rank"] == 0
-    assert s["allocated_peak_bytes"] == round(12003.60400390625 * MIB)
+    assert s["allocated_peak_bytes"] == pytest.approx(12003.60400390625 * MIB)
     assert s["reserved_peak_bytes"] == 12232 * MIB
     assert s["theoretical_weight_and_optimizer_bytes"] == pytest.approx(8839.72 * MIB)
     assert s["observed_vs_theoretical_ratio"] == pytest.approx(12003.60400390625 / 8839.72)
@@ -108,26 +117,26 @@ def _bridge_line(rank: int, it: int, alloc: float, max_alloc: float, reserved: f
     return f"[Rank {rank}] (after {it} iterations) memory (GB){body}"
 
 
-def test_bridge_report_in_decimal_gb_and_retires_spelling():
-    s = read_memory_log_lines([_bridge_line(0, 2, 40.1, 61.5, 70.0, 72.25, inactive=3.5, retries=4)])
-    assert s["allocated_peak_bytes"] == 61_500_000_000
-    assert s["reserved_peak_bytes"] == 72_250_000_000
-    assert s["inactive_split_current_bytes"] == 3_500_000_000
-    assert s["num_alloc_retries"] == 4
-    assert s["ranks"]["0"]["allocation_count"] == 4242
+def test_bridge_report_in_decimal_gb_and_retires_spelling(kb):
+    s = _from_log(kb, [_bridge_line(0, 2, 40.1, 61.5, 70.0, 72.25, inactive=3.5, retries=4)])
+    assert s["allocated_peak_bytes"] == pytest.approx(61.5e9)
+    assert s["reserved_peak_bytes"] == pytest.approx(72.25e9)
+    assert s["inactive_split_current_bytes"] == pytest.approx(3.5e9)
+    assert s["inactive_split_ratio"] == pytest.approx(3.5 / 70.0)
+    assert s["num_alloc_retries"] == 4 and s["source"] == "log"
 
 
-def test_latest_report_of_a_rank_wins_and_prefixes_are_ignored():
+def test_latest_report_of_a_rank_wins_and_prefixes_are_ignored(kb):
     lines = ["2026-07-01 12:00:00 " + _bridge_line(3, 1, 1, 2, 3, 4),
              "[rank3]: " + _bridge_line(3, 2, 1, 5, 3, 6)]
-    s = read_memory_log_lines(lines)
-    assert s["ranks"]["3"]["iteration"] == 2 and s["reserved_peak_bytes"] == 6_000_000_000
+    s = _from_log(kb, lines)
+    assert s["ranks_reported"] == [3] and s["reserved_peak_bytes"] == pytest.approx(6e9)
 
 
-def test_one_rank_reserving_far_more_than_peers_with_similar_allocation():
+def test_one_rank_reserving_far_more_than_peers_with_similar_allocation(kb):
     # the fragmentation signature: reserved stands out, allocated does not
     lines = [_bridge_line(r, 2, 30, 50, 60, 62 if r != 2 else 79, retries=5 if r == 2 else 0) for r in range(4)]
-    s = read_memory_log_lines(lines, failing_rank=2)
+    s = _from_log(kb, lines, failing_rank=2)
     assert s["peak_rank"] == 2 and s["peak_on_lowest_rank"] is False
     assert s["peak_rank_ratio"] == pytest.approx(79 / 62)
     assert s["peak_rank_allocated_ratio"] == pytest.approx(1.0)
@@ -137,41 +146,53 @@ def test_one_rank_reserving_far_more_than_peers_with_similar_allocation():
 
 def test_first_stage_holding_the_peak():
     peaks = {0: 70, 8: 60, 16: 55, 24: 50}  # allocated grows with reserved: more state, not fragmentation
-    s = read_memory_log_lines([_bridge_line(r, 2, p - 20, p - 5, p, p) for r, p in peaks.items()])
+    reports = [MemoryReport(rank=r, line=i, max_allocated_bytes=(p - 5) * 1e9, max_reserved_bytes=p * 1e9)
+               for i, (r, p) in enumerate(peaks.items())]
+    s = summarize_reports(reports, {}, None)
     assert s["peak_rank"] == 0 and s["peak_on_lowest_rank"] is True
     assert s["peak_rank_allocated_ratio"] == pytest.approx(65 / 50)
-    assert s["ranks_reported"] == [0, 8, 16, 24]
+    assert s["ranks_reported"] == [0, 8, 16, 24] and s["rank_count"] == 4
+    assert s["fragmentation_ratio"] == pytest.approx(1 - 65 / 70)
 
 
-def test_bridge_structured_footprint_line():
+def test_unnumbered_report_and_failing_rank_without_a_report():
+    s = summarize_reports([MemoryReport(rank=None, line=1, max_reserved_bytes=10.0)], None, failing_rank=3)
+    assert s["peak_rank"] is None and s["ranks_reported"] == [] and "failing_rank" not in s
+
+
+def test_bridge_structured_footprint_line(kb):
     line = ("Theoretical memory footprints: dense parameters and optimizer=100.00 MB, routed expert parameters and "
             "optimizer=50.00 MB, activation=25.00 MB, total=175.00 MB")
-    s = read_memory_log_lines([line])
+    s = _from_log(kb, [line])
     assert s["theoretical_weight_and_optimizer_bytes"] == 150 * MIB
     assert s["theoretical_activation_bytes"] == 25 * MIB and s["theoretical_total_bytes"] == 175 * MIB
     assert "peak_rank" not in s
 
 
-def test_unrelated_lines_give_nothing():
-    assert read_memory_log_lines(["iteration 10/100 | loss 2.3", "memory (MB) without a report"]) == {}
+def test_unrelated_lines_give_nothing(kb):
+    assert _from_log(kb, ["iteration 10/100 | loss 2.3", "memory (MB) without a report"]) == {}
+    assert summarize_reports([], {}, None) == {}
 
 
-def test_merge_prefers_the_first_source():
+def test_merge_prefers_the_first_source(kb):
     stats = summarize_memory_stats(FLAT, "stats.json")
-    log = read_memory_log_lines(REAL_MB)
-    both = merge(stats, log)
+    both = merge(stats, _from_log(kb, REAL_MB))
     assert both["reserved_peak_bytes"] == 70 * GIB
     assert both["theoretical_weight_and_optimizer_bytes"] == pytest.approx(8839.72 * MIB)
     assert both["source"] == "memory_stats+log"
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.one_of(
-    st.text(max_size=80),
-    st.builds(lambda a, b: f"[Rank {a}] (after 1 iterations) memory (MB) | allocated: {b} | max reserved: {b}e",
-              st.integers(0, 10), st.text(max_size=8)),
-    st.builds(lambda b: f"Theoretical memory footprints: weight and optimizer={b} MB, total=1.2.3 GB",
-              st.text(max_size=8)),
-), max_size=6))
-def test_log_reader_never_crashes(lines):
-    assert isinstance(read_memory_log_lines(lines), dict)
+@given(st.lists(st.builds(
+    MemoryReport,
+    rank=st.one_of(st.none(), st.integers(0, 16)), line=st.integers(1, 100),
+    max_allocated_bytes=st.one_of(st.none(), st.floats(0, 1e12)),
+    max_reserved_bytes=st.one_of(st.none(), st.floats(0, 1e12)),
+    alloc_retries=st.one_of(st.none(), st.integers(0, 100)),
+), max_size=6), st.dictionaries(st.sampled_from(["weight_and_optimizer", "activation", "total", "other"]),
+                                st.floats(0, 1e12), max_size=3), st.one_of(st.none(), st.integers(0, 16)))
+def test_report_summary_never_crashes(reports, theoretical, failing_rank):
+    s = summarize_reports(reports, theoretical, failing_rank)
+    assert isinstance(s, dict)
+    if reports:
+        assert s["rank_count"] == len({r.rank for r in reports})

@@ -1,7 +1,8 @@
 """The rule engine: facts + knowledge base -> Diagnosis.  Pure; names no fix, cause or model.
 
-Ranking, in words: every rule whose condition holds (``fallback`` rules only when no other does) contributes its cause (with
-the rule's confidence; a cause keeps the highest) and its ordered fixes.  Causes
+Ranking, in words: every rule whose condition holds (a ``fallback`` rule only when
+no other does) contributes its cause (with the rule's confidence; a cause keeps the
+highest) and its ordered fixes.  Causes
 are ranked by confidence, then by rule order in rules.yaml.  Fixes are taken
 from the fired rules in that same order.  A fix is then moved out of the
 recommendations when (a) some fired rule says to avoid it, (b) a constraint

@@ -44,6 +44,30 @@ class OomEvent:
 
 
 @dataclass
+class MemoryReport:
+    """The latest periodic memory report of one rank (Megatron-LM / Bridge ``report_memory``), in bytes.
+
+    A list of these stays out of ``Facts.flatten`` (like ``events``): rules see the
+    ``stats.*`` summary of them, not one fact per rank.
+    """
+
+    rank: int | None  # global rank the line names (or its launcher prefix); None = unknown
+    line: int
+    iteration: int | None = None
+    allocated_bytes: float | None = None
+    max_allocated_bytes: float | None = None
+    reserved_bytes: float | None = None
+    max_reserved_bytes: float | None = None
+    active_bytes: float | None = None
+    max_active_bytes: float | None = None
+    inactive_bytes: float | None = None  # inactive split: free inside partly used blocks
+    max_inactive_bytes: float | None = None
+    device_used_bytes: float | None = None  # whole-device use (NVML), non-PyTorch memory included
+    alloc_retries: int | None = None  # cudaMalloc retries after flushing the cache
+    alloc_count: int | None = None
+
+
+@dataclass
 class LogFacts:
     """What a training log says, reduced to the numbers rules reason over."""
 
@@ -79,10 +103,9 @@ class LogFacts:
     first_error: str | None = None
     constraint_errors: list[str] = field(default_factory=list)  # constraints.yaml ids
     truncated: bool = False
-    memory_report_max_allocated_bytes: float | None = None
-    memory_report_max_reserved_bytes: float | None = None
-    memory_report_max_inactive_bytes: float | None = None  # Bridge report: inactive split (fragmented)
-    memory_report_alloc_retries: int | None = None  # Bridge report: cudaMalloc retries after cache flush
+    memory_reports: list[MemoryReport] = field(default_factory=list)  # latest per rank, ordered by rank
+    theoretical_bytes: dict[str, float] = field(default_factory=dict)  # "Theoretical memory footprints" parts
+    env: dict[str, str] = field(default_factory=dict)  # memory-relevant variables the log shows exported
     host_oom_confirmed: bool = False  # an OOM-killer / cgroup / shm line, not only a SIGKILL
     memory_failure_weak: bool = False  # every memory signal is ambiguous (SIGKILL, cuDNN status, ...)
     first_error_rank: int | None = None

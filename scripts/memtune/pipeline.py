@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .engine import Diagnosis, diagnose
-from .facts import Facts, TrainingConfig
+from .facts import EnvFacts, Facts, TrainingConfig
 from .knowledge import Knowledge
 
 
@@ -58,9 +58,11 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
     config = _recipe_defaults(_fill_architecture(config, kb), kb)
     facts.config = config
 
-    # Bridge applies cfg.env_vars with setdefault, so --env (the shell) outranks them.
+    # Bridge applies cfg.env_vars with setdefault, so --env (the shell) outranks them; the log's exports
+    # rank between the shell and --env (vocabulary.yaml env.source_precedence).
     facts.env = read_env(inputs.env, from_process=inputs.env_from_process,
-                         log_text_env=facts.question.env or None, config_env=env_from_config(config), kb=kb)
+                         log_text_env=facts.log.env or None, config_env=env_from_config(config), kb=kb)
+    facts.env = _fill_env_from_question(facts.env, facts.question.env)
 
     gpu_name = inputs.gpu or facts.question.gpu_name
     if gpu_name:
@@ -92,15 +94,14 @@ def _gpu_by_size(nominal_gb: float, kb: Knowledge) -> Any:
 
 
 def _memory_stats(inputs: Inputs, facts: Facts) -> dict[str, Any]:
-    """memory_stats() dump and the log's per-rank memory reports, merged (the dump wins per key)."""
+    """memory_stats() dump and the memory reports parse_log kept, merged (the dump wins per key)."""
     from .inputs import stats
 
     summaries = []
     if inputs.stats:
         summaries.append(stats.read_memory_stats(inputs.stats))
-    if inputs.log:
-        with open(inputs.log, encoding="utf-8", errors="replace") as lines:
-            summaries.append(stats.read_memory_log_lines(lines, failing_rank=facts.log.rank))
+    log = facts.log
+    summaries.append(stats.summarize_reports(log.memory_reports, log.theoretical_bytes, failing_rank=log.rank))
     return stats.merge(*summaries) if any(summaries) else {}
 
 
@@ -132,6 +133,13 @@ def _recipe_defaults(config: TrainingConfig, kb: Knowledge) -> TrainingConfig:
     if config.sequence_parallel is None and tp > 1 and defaults.get("sequence_parallel_when_tp_above_1"):
         gaps["sequence_parallel"] = True
     return replace(config, **gaps) if gaps else config
+
+
+def _fill_env_from_question(env: EnvFacts, claims: dict[str, Any]) -> EnvFacts:
+    """What the question says about the environment (EnvFacts field -> value) fills only unknown fields."""
+    names = {f.name for f in fields(EnvFacts)}
+    gaps = {k: v for k, v in claims.items() if k in names and getattr(env, k) is None}
+    return replace(env, provided=True, **gaps) if gaps else env
 
 
 def _fill_architecture(config: TrainingConfig, kb: Knowledge) -> TrainingConfig:

@@ -16,8 +16,8 @@ from .textfmt import fill
 # Facts printed in the "facts used" list: only the ones some evidence rests on.
 _FACT_PREFIXES = ("log.", "env.", "config.", "gpu.", "question.", "estimate.", "snapshot.", "stats.", "derived.")
 _HIDDEN_FACTS = {"log.events", "question.text", "config.warnings", "env.variables", "config.env_vars",
-                 "snapshot.top_sites", "snapshot.segment_types", "snapshot.pools", "stats.ranks",
-                 "stats.theoretical_components", "question.layout", "question.env"}
+                 "snapshot.top_sites", "snapshot.segment_types", "snapshot.pools", "log.env",
+                 "log.theoretical_bytes", "question.layout", "question.env"}
 
 
 def _sources(entry: Mapping[str, Any]) -> list[str]:

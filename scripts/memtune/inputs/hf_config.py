@@ -5,6 +5,10 @@ the layout and batch come from the Bridge/Megatron config or the question.  Key 
 between model families (num_experts / n_routed_experts / num_local_experts ...), so each field
 lists the HF keys that can carry it, first found wins.  Multimodal configs keep the language
 model under ``text_config``; that block is read when the top level has no layer count.
+
+Megatron-Core's defaults (LayerNorm, biases on, dropout 0.1, learned positions) fit none of today's HF
+models, so the reader also sets what Bridge builds each model with: normalization, activation, biases,
+QK norm, position embedding and dropout.  Per-family facts live in vocabulary.yaml ``hf_config``.
 """
 
 from __future__ import annotations
@@ -38,6 +42,13 @@ HF_KEYS: dict[str, tuple[str, ...]] = {
     "qk_head_dim": ("qk_nope_head_dim",),
     "qk_pos_emb_head_dim": ("qk_rope_head_dim",),
     "v_head_dim": ("v_head_dim",),
+    # Bridge's CONFIG_MAPPING (conversion/model_bridge.py @067f987df); GPT-2 style names for the dropouts.
+    "add_qkv_bias": ("attention_bias",),
+    "add_bias_linear": ("mlp_bias",),
+    "qk_layernorm": ("use_qk_norm",),
+    "attention_dropout": ("attention_dropout", "attn_pdrop"),
+    "hidden_dropout": ("hidden_dropout", "resid_pdrop"),
+    "max_position_embeddings": ("max_position_embeddings", "n_positions"),
 }
 _MARKERS = ("architectures", "model_type", "num_hidden_layers", "text_config")
 
@@ -68,11 +79,21 @@ def hf_from_mapping(data: Mapping[str, Any], path: str = "<config.json>", kb: An
     text_cfg = data.get("text_config")
     if "num_hidden_layers" not in data and isinstance(text_cfg, Mapping):
         root = {**text_cfg, **{k: v for k, v in data.items() if k in ("tie_word_embeddings",)}}
+    vocab = _vocab(kb)
+    model_type = root.get("model_type") or data.get("model_type")
+    family = (vocab.get("model_types") or {}).get(model_type) or {}
+    # Lowest to highest precedence: the config class's defaults, config.json, what the family's bridge pins.
+    defaults = family.get("defaults") or {}
+    found: dict[str, tuple[Any, str]] = {k: (v, f"{model_type} default") for k, v in defaults.items()}
     for name, keys in HF_KEYS.items():
         for key in keys:
             if root.get(key) is not None:
-                b.set(name, root[key], key)
+                found[name] = (root[key], key)
                 break
+    found.update(_layer_kinds(root, vocab))
+    found.update({k: (v, f"model_type {model_type}") for k, v in (family.get("sets") or {}).items()})
+    for name, (value, key) in found.items():
+        b.set(name, value, key)
     if b.values.get("moe_shared_expert_intermediate_size") is None and root.get("n_shared_experts"):
         width = root.get("moe_intermediate_size")
         if isinstance(width, int) and isinstance(root["n_shared_experts"], int):
@@ -82,9 +103,8 @@ def hf_from_mapping(data: Mapping[str, Any], path: str = "<config.json>", kb: An
     freq = _moe_layers(root, b.values.get("num_layers"))
     if freq is not None and b.values.get("num_moe_experts"):
         b.set("moe_layer_freq", freq, "first_k_dense_replace / decoder_sparse_step")
-    gated = _gated(root, kb)
-    if gated is not None:
-        b.set("gated_linear_unit", gated, "hidden_act")
+    if _gated(root, vocab) and b.values.get("gated_linear_unit") is None:
+        b.set("gated_linear_unit", True, "hidden_act")
     name = data.get("_name_or_path") or (data.get("architectures") or [None])[0] or data.get("model_type")
     if name:
         b.set("model_name", name, "_name_or_path")
@@ -111,15 +131,35 @@ def _moe_layers(cfg: Mapping[str, Any], num_layers: int | None) -> Any:
     return 1 if all(pattern) else pattern
 
 
-def _gated(cfg: Mapping[str, Any], kb: Any) -> bool | None:
+def _vocab(kb: Any) -> Mapping[str, Any]:
     if kb is None:
         from .. import knowledge
 
         kb = knowledge.load()
-    vocab = (kb.tables.get("vocabulary") or {}).get("hf_config") or {}
+    return (kb.tables.get("vocabulary") or {}).get("hf_config") or {}
+
+
+def _layer_kinds(cfg: Mapping[str, Any], vocab: Mapping[str, Any]) -> dict[str, tuple[Any, str]]:
+    """Activation, normalization and position embedding as config.json's own keys imply them."""
+    found: dict[str, tuple[Any, str]] = {}
+    act_key = "hidden_act" if cfg.get("hidden_act") else "hidden_activation"
+    act = cfg.get(act_key)
+    act = (vocab.get("activations") or {}).get(act) if isinstance(act, str) else None
+    if act:
+        found["activation_func"] = (act, act_key)
+    for key, norm in (vocab.get("norm_keys") or {}).items():
+        if cfg.get(key) is not None:
+            found["normalization"] = (norm, key)
+            break
+    rope_key = next((k for k in vocab.get("rope_keys") or () if cfg.get(k) is not None), None)
+    if rope_key:
+        scaling = cfg.get("rope_scaling") if isinstance(cfg.get("rope_scaling"), Mapping) else {}
+        yarn = (scaling.get("type") or scaling.get("rope_type")) == "yarn" and cfg.get("kv_lora_rank") is None
+        found["position_embedding_type"] = ("yarn" if yarn else "rope", "rope_scaling" if yarn else rope_key)
+    return found
+
+
+def _gated(cfg: Mapping[str, Any], vocab: Mapping[str, Any]) -> bool:
     if cfg.get("model_type") in (vocab.get("gated_model_types") or []):
         return True
-    act = cfg.get("hidden_act") or cfg.get("hidden_activation")
-    if act in (vocab.get("gated_activations") or []):
-        return True
-    return None
+    return (cfg.get("hidden_act") or cfg.get("hidden_activation")) in (vocab.get("gated_activations") or [])

@@ -33,10 +33,16 @@ RENAMED: dict[str, str] = {
     "decoder-first-pipeline-num-layers": "num_layers_in_first_pipeline_stage",
     "decoder-last-pipeline-num-layers": "num_layers_in_last_pipeline_stage",
     "num-virtual-stages-per-pipeline-rank": "virtual_pipeline_model_parallel_size",
+    # ModelParallelConfig argparse_meta names (megatron/core/model_parallel_config.py @d98e8a64).
+    "microbatch-group-size-per-virtual-pipeline-stage": "microbatch_group_size_per_vp_stage",
 }
 # store_true flags that set fields to fixed values.
 FLAGS: dict[str, dict[str, Any]] = {
     "swiglu": {"gated_linear_unit": True, "activation_func": "silu"},
+    # TransformerConfig.add_bias_linear's only flag (argparse_meta); Megatron then also drops the QKV bias
+    # unless --add-qkv-bias is given.
+    "disable-bias-linear": {"add_bias_linear": False},
+    "use-rotary-position-embeddings": {"position_embedding_type": "rope"},  # legacy spelling
     "quick-geglu": {"gated_linear_unit": True, "activation_func": "quick_gelu"},
     "squared-relu": {"activation_func": "squared_relu"},
     "untie-embeddings-and-output-weights": {"share_embeddings_and_output_weights": False},

@@ -1,5 +1,9 @@
 """Read a training log, streamed, and reduce its memory failures, crashes and timeouts to LogFacts.
 
+The same single pass also keeps what the log says besides failures: each rank's latest
+memory report, the theoretical footprint line and the memory-relevant variables the
+launch echoed, so no other module reads the log again.
+
 Why streamed: real logs reach several GB.  The reader keeps only bounded state: the
 frames of tracebacks still open (per rank), one wrapped allocator message being joined,
 a few counters and at most ``parser.max_events`` events.  Files are read in chunks and a
@@ -7,8 +11,9 @@ C-level pre-filter (every trigger literal of knowledge/signatures.yaml) skips th
 ordinary lines, so Python only looks at lines that can matter.
 
 Every text recognised here comes from knowledge/signatures.yaml (compiled once per
-Knowledge object by ``compile_signatures``) and constraint errors from
-knowledge/constraints.yaml ``error_pattern``; this module holds no message text.
+Knowledge object by ``compile_signatures``), constraint errors from
+knowledge/constraints.yaml ``error_pattern`` and the variable names worth keeping from
+knowledge/vocabulary.yaml ``env``; this module holds no message text.
 """
 
 from __future__ import annotations
@@ -18,22 +23,23 @@ import re
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
 from ..errors import UserError
-from ..facts import LogFacts, OomEvent
+from ..facts import LogFacts, MemoryReport, OomEvent
 from ..knowledge import Knowledge, KnowledgeError
-from .units import parse_size
+from .units import parse_size, unit_factor
 
 # Named regex groups that carry a size; the group name plus "_bytes" is the OomEvent field.
 SIZE_GROUPS = frozenset(
     ["requested", "capacity", "free", "allocated", "reserved", "reserved_unallocated", "private_pool",
      "process", "allowed"]
 )
-REPORT_FIELDS = ("max_allocated", "max_reserved", "max_inactive", "alloc_retries")
+_REPORT_FIELDS = frozenset(f.name for f in fields(MemoryReport)) - {"rank", "line", "iteration"}
+_SIDE_KINDS = {"memory-report": "report", "memory-footprint": "footprint", "env-export": "env"}
 _CHUNK_CHARS = 1 << 20
 
 
@@ -59,6 +65,7 @@ class Signature:
     fields: tuple[tuple[str, re.Pattern[str]], ...] = ()
     pair_item: re.Pattern[str] | None = None
     pair_keys: dict[str, dict[str, str]] = field(default_factory=dict)
+    pair_units: dict[str, str] = field(default_factory=dict)  # printed unit -> units.py unit
 
 
 @dataclass(frozen=True)
@@ -95,6 +102,10 @@ class Patterns:
     block_fallback: tuple[Signature, ...]
     line: tuple[Signature, ...]
     reports: tuple[Signature, ...]
+    footprints: tuple[Signature, ...]
+    env: tuple[Signature, ...]
+    env_triggers: tuple[str, ...]  # vocabulary.yaml env.process_prefixes: the names worth keeping
+    env_never: tuple[str, ...]  # vocabulary.yaml env.never_read, upper-cased
     exception: tuple[Signature, ...]
     constraint_signature: str | None
     constraints: tuple[tuple[str, re.Pattern[str], frozenset[str] | None], ...]  # id, regex, required literals
@@ -146,14 +157,18 @@ def _compile(kb: Knowledge) -> Patterns:
         if isinstance(c, dict) and c.get("error_pattern")
         for regex in [_constraint_regex(c)]
     )
+    vocab = (kb.tables.get("vocabulary") or {}).get("env") or {}
+    env_triggers = tuple(vocab.get("process_prefixes") or ())
     triggers = {t for s in signatures for t in s.triggers}
+    triggers.update(env_triggers)
     triggers.update(alloc["triggers"], tb["triggers"])
     triggers.update(t for p in phases for t in p.triggers)
     triggers.update(t for trig, _ in rank_hints for t in trig)
     triggers.update(t for _, _, literals in constraints if literals for t in literals)
     by_context: dict[str, list[Signature]] = {}
     for sig in signatures:
-        key = "report" if sig.kind == "memory-report" else sig.context
+        key = _SIDE_KINDS.get(sig.kind, sig.context)
+        _check_side_signature(sig, key)
         by_context.setdefault(key, []).append(sig)
     block = by_context.get("block", [])
     constraint_sigs = by_context.get("constraints", [])
@@ -179,6 +194,10 @@ def _compile(kb: Knowledge) -> Patterns:
         block_fallback=tuple(s for s in block if s.fallback),
         line=tuple(by_context.get("line", [])),
         reports=tuple(by_context.get("report", [])),
+        footprints=tuple(by_context.get("footprint", [])),
+        env=tuple(by_context.get("env", [])),
+        env_triggers=env_triggers,
+        env_never=tuple(str(n).upper() for n in vocab.get("never_read") or ()),
         exception=tuple(by_context.get("traceback-exception", [])),
         constraint_signature=constraint_sigs[0].id if constraint_sigs else None,
         constraints=constraints,
@@ -208,7 +227,29 @@ def _signature(entry: dict[str, Any], rx: Any, kinds: dict[str, bool]) -> Signat
         fields=tuple((name, rx(text, f"{sid}.fields.{name}")) for name, text in (entry.get("fields") or {}).items()),
         pair_item=rx(pairs["item"], f"{sid}.pairs.item") if pairs else None,
         pair_keys=dict(pairs.get("keys", {})),
+        pair_units=dict(pairs.get("units", {})),
     )
+
+
+def _check_side_signature(sig: Signature, key: str) -> None:
+    """Side-fact signatures must name groups and fields the scanner can fill (a KB typo fails loudly)."""
+    where = f"signatures.yaml: {sig.id}"
+    if key == "env":
+        if sig.regex is None or not {"name", "value"} <= set(sig.regex.groupindex):
+            raise KnowledgeError(f"{where}: an env-export regex needs the groups 'name' and 'value'")
+        return
+    if key not in ("report", "footprint"):
+        return
+    if sig.pair_item is None or sig.regex is None or "pairs" not in sig.regex.groupindex:
+        raise KnowledgeError(f"{where}: needs a 'pairs' group and a pairs.item regex")
+    for printed, spec in sig.pair_keys.items():
+        if key == "report" and spec["field"] not in _REPORT_FIELDS:
+            raise KnowledgeError(f"{where}: pairs key {printed!r}: {spec['field']!r} is not a MemoryReport field")
+    for unit in [sig.number_unit, *(s.get("unit") for s in sig.pair_keys.values()), *sig.pair_units.values()]:
+        try:
+            unit_factor(unit) if unit else None
+        except ValueError:
+            raise KnowledgeError(f"{where}: unknown unit {unit!r}") from None
 
 
 def _phase_rule(entry: dict[str, Any], rx: Any) -> PhaseRule:
@@ -457,7 +498,9 @@ class _Scanner:
         self._overflow_ranks: set[int] = set()
         self._overflow_kinds: dict[str, None] = {}
         self._overflow_sigs: dict[str, None] = {}
-        self.report: dict[str, float] = {}
+        self.reports: dict[int | None, MemoryReport] = {}
+        self.theoretical: dict[str, float] = {}
+        self.env: dict[str, str] = {}
         self.constraint_ids: dict[str, None] = {}
         self.snapshot_path: str | None = None
 
@@ -613,12 +656,19 @@ class _Scanner:
                         return
 
     def _side_facts(self, text: str, rank: int | None, present: set[str]) -> None:
-        """Memory reports, checkpoint progress lines, rank hints and constraint errors."""
+        """Memory reports, footprints, exported variables, checkpoint progress, rank hints, constraint errors."""
         p = self.p
         for sig in p.reports if present else ():
             if not present.isdisjoint(sig.triggers) and sig.regex is not None:
-                for m in sig.regex.finditer(text):
-                    self._report(sig, m)
+                for m in sig.regex.finditer(text):  # loggers sometimes glue two ranks' reports together
+                    self._report(sig, m, rank)
+        for sig in p.footprints if present else ():
+            if not present.isdisjoint(sig.triggers) and sig.regex is not None:
+                m = sig.regex.search(text)
+                if m:
+                    self.theoretical = self._pairs(sig, m.group("pairs")) or self.theoretical
+        if present and not present.isdisjoint(p.env_triggers):
+            self._env_line(text)
         for rule in p.phases if present else ():
             if rule.log_start is not None and not present.isdisjoint(rule.triggers):
                 if rule.log_end is not None and rule.log_end.search(text):
@@ -683,21 +733,52 @@ class _Scanner:
                 out[f"{name}_bytes"] = parse_size(found.group(1))
         return _derive_event_numbers(out, others), msg_rank
 
-    def _report(self, sig: Signature, m: re.Match[str]) -> None:
+    def _report(self, sig: Signature, m: re.Match[str], prefix_rank: int | None) -> None:
+        """Keep the latest report of the rank the line names (else its prefix's), for a bounded set of ranks."""
+        groups = m.groupdict()
+        rank = int(groups["rank"]) if groups.get("rank") else prefix_rank
+        if rank not in self.reports and len(self.reports) >= self.prm["max_report_ranks"]:
+            return
+        values = self._pairs(sig, m.group("pairs"))
+        if not values:
+            return
+        iteration = int(groups["iteration"]) if groups.get("iteration") else None
+        counts = {k: int(v) for k, v in values.items() if not k.endswith("_bytes")}
+        self.reports[rank] = MemoryReport(rank=rank, line=self.lineno, iteration=iteration, **{**values, **counts})
+
+    def _pairs(self, sig: Signature, text: str | None) -> dict[str, float]:
+        """``key: value`` items of a report or footprint line -> {field: bytes or count}; see signatures.yaml §7."""
         values: dict[str, float] = {}
-        for name in REPORT_FIELDS:
-            if name in m.groupdict() and m.group(name) is not None:
-                values[name] = parse_size(m.group(name), sig.number_unit)
-        if sig.pair_item is not None and m.groupdict().get("pairs"):
-            for pair in sig.pair_item.finditer(m.group("pairs")):
-                spec = sig.pair_keys.get(pair.group("key"))
-                if spec:
-                    unit = spec.get("unit")
-                    value = pair.group("value")
-                    values[spec["field"]] = parse_size(value, unit) if unit else float(value)
-        for name, value in values.items():
-            if value > self.report.get(name, -1.0):
-                self.report[name] = value
+        if sig.pair_item is None or not text:
+            return values
+        for pair in sig.pair_item.finditer(text):
+            spec = sig.pair_keys.get(pair.group("key").strip())
+            if not spec:
+                continue
+            printed = pair.groupdict().get("unit")
+            unit = spec.get("unit") or (sig.pair_units.get(printed) if printed else None) or sig.number_unit
+            if printed and unit is None:
+                continue  # a unit the table does not map: better no number than a wrong one
+            value = parse_size(pair.group("value"), unit) if unit else float(pair.group("value"))
+            values[spec["field"]] = values.get(spec["field"], 0.0) + value
+        return values
+
+    def _env_line(self, text: str) -> None:
+        """A variable the log shows set; only names the vocabulary reads, never secret-looking ones."""
+        for sig in self.p.env:
+            m = sig.regex.search(text) if sig.regex else None
+            if not m:
+                continue
+            name, value = m.group("name"), m.group("value") or ""
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                value = value[1:-1]
+            upper = name.upper()
+            if (not name.startswith(self.p.env_triggers) or any(n in upper for n in self.p.env_never)
+                    or len(value) > self.prm["max_text_chars"]):
+                return
+            if name in self.env or len(self.env) < self.prm["max_env_vars"]:
+                self.env[name] = value
+            return
 
     def _crash(self, error: str, rank: int | None, phase: str | None) -> None:
         for sig in self.p.exception:
@@ -849,12 +930,9 @@ def _assemble(scanner: _Scanner, events: list[OomEvent]) -> LogFacts:
         facts.first_error_rank = first[0].rank
     facts.constraint_errors = list(scanner.constraint_ids)
     facts.snapshot_path = scanner.snapshot_path
-    report = scanner.report
-    facts.memory_report_max_allocated_bytes = report.get("max_allocated")
-    facts.memory_report_max_reserved_bytes = report.get("max_reserved")
-    facts.memory_report_max_inactive_bytes = report.get("max_inactive")
-    if "alloc_retries" in report:
-        facts.memory_report_alloc_retries = int(report["alloc_retries"])
+    facts.memory_reports = sorted(scanner.reports.values(), key=lambda r: (r.rank is None, r.rank or 0))
+    facts.theoretical_bytes = dict(scanner.theoretical)
+    facts.env = dict(scanner.env)
     return facts
 
 

@@ -1,16 +1,9 @@
-"""Read allocator statistics: a ``torch.cuda.memory_stats()`` JSON dump and Megatron/Bridge memory log lines.
+"""Allocator statistics as ``stats.<key>`` facts, from a ``torch.cuda.memory_stats()`` dump or the log.
 
-Both reduce to the same ``stats.<key>`` facts so a rule need not care which one the
-user had.  Units as printed upstream (research/megatron-bridge.md §1, §2.7, and the
-``report_memory`` functions of Megatron-LM ``megatron/training/utils.py`` and Bridge
-``training/utils/train_utils.py``):
-
-* Megatron-LM ``[Rank N] (after K iterations) memory (MB) | allocated: … | max reserved: …``
-  divides bytes by 1024*1024 (MiB).
-* Bridge ``[Rank N] (after K iterations) memory (GB) | mem-allocated-gigabytes: … |
-  mem-alloc-retires: …`` divides by 1e9 and renames ``-bytes`` keys to ``-gigabytes``.
-* ``Theoretical memory footprints: weight and optimizer=X MB, activation=Y MB, total=Z MB``
-  uses MiB (Bridge may also print GiB with ``GB``).
+Both reduce to the same keys so a rule need not care which one the user had.  The log
+side is not read here: ``inputs/oom_log.parse_log`` already keeps each rank's latest
+memory report and the theoretical footprint line (recognised by knowledge/signatures.yaml,
+converted to bytes there), and ``summarize_reports`` only compares them.
 
 Per-rank comparison is reported as ratios only; what counts as "much higher" is
 for the rules in knowledge/rules.yaml to decide.
@@ -19,17 +12,13 @@ for the rules in knowledge/rules.yaml to decide.
 from __future__ import annotations
 
 import json
-import math
-import re
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-
-MIB = 1024 * 1024
-UNIT_BYTES = {"B": 1, "KB": 1024, "MB": MIB, "GB": 1024**3}  # memory-report / footprint units (binary)
+from ..facts import MemoryReport
 
 # memory_stats() key -> stats fact name
 _STATS_KEYS = {
@@ -53,31 +42,25 @@ _STATS_KEYS = {
     "max_split_size": "max_split_size",
 }
 
-# log field -> per-rank key.  Megatron-LM names first, then Bridge's mem-* names (after unit suffix removal).
-_LOG_FIELDS = {
-    "allocated": "allocated_current_bytes",
-    "max allocated": "allocated_peak_bytes",
-    "reserved": "reserved_current_bytes",
-    "max reserved": "reserved_peak_bytes",
-    "device usage": "device_used_bytes",
-    "mem-allocated": "allocated_current_bytes",
-    "mem-active": "active_current_bytes",
-    "mem-inactive": "inactive_split_current_bytes",
-    "mem-reserved": "reserved_current_bytes",
-    "mem-max-allocated": "allocated_peak_bytes",
-    "mem-max-active": "active_peak_bytes",
-    "mem-max-inactive": "inactive_split_peak_bytes",
-    "mem-max-reserved": "reserved_peak_bytes",
-    "mem-alloc-retires": "num_alloc_retries",  # sic: Bridge's spelling
-    "mem-alloc-retries": "num_alloc_retries",
-    "mem-allocated-count": "allocation_count",
+# MemoryReport field -> stats fact name (the same numbers memory_stats() gives under _STATS_KEYS)
+_REPORT_KEYS = {
+    "max_reserved_bytes": "reserved_peak_bytes",
+    "max_allocated_bytes": "allocated_peak_bytes",
+    "reserved_bytes": "reserved_current_bytes",
+    "allocated_bytes": "allocated_current_bytes",
+    "max_active_bytes": "active_peak_bytes",
+    "active_bytes": "active_current_bytes",
+    "inactive_bytes": "inactive_split_current_bytes",
+    "max_inactive_bytes": "inactive_split_peak_bytes",
+    "device_used_bytes": "device_used_bytes",
 }
 
-_REPORT = re.compile(r"(?:\[Rank (?P<rank>\d+)\]\s*)?\(?after (?P<iter>\d+) iterations\)? memory \((?P<unit>[KMG]?B)\)"
-                     r"(?P<fields>(?:\s*\|\s*[^|:]+:\s*[^|]+)+)")
-_FIELD = re.compile(r"\|\s*([^|:]+?)\s*:\s*([-+0-9.eE]+)")
-_THEORY = re.compile(r"Theoretical memory footprints:\s*(?P<body>.+)")
-_COMPONENT = re.compile(r"([A-Za-z][A-Za-z ]*?)\s*=\s*([0-9.]+)\s*([KMG]?B)\b")
+# LogFacts.theoretical_bytes key (signatures.yaml theoretical-memory-footprint fields) -> stats fact name
+_THEORY_KEYS = {
+    "weight_and_optimizer": "theoretical_weight_and_optimizer_bytes",
+    "activation": "theoretical_activation_bytes",
+    "total": "theoretical_total_bytes",
+}
 
 
 # --------------------------------------------------------------------------- memory_stats() JSON
@@ -136,90 +119,32 @@ def _derived(s: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-# --------------------------------------------------------------------------- log lines
+# --------------------------------------------------------------------------- log memory reports
 
 
-def read_memory_log_lines(lines: Iterable[str], failing_rank: int | None = None) -> dict[str, Any]:
-    """Per-rank memory reports and theoretical footprints found in log lines (streamed once).
+def summarize_reports(reports: Iterable[MemoryReport], theoretical: Mapping[str, float] | None = None,
+                      failing_rank: int | None = None) -> dict[str, Any]:
+    """Pure: LogFacts.memory_reports / theoretical_bytes -> stats facts ({} when the log had neither).
 
-    The latest report of each rank wins (Bridge reports through the second iteration
-    after a (re)start; peaks only grow).  Lines without a ``[Rank N]`` prefix count as
-    rank None.  ``failing_rank`` (from the OOM message) adds its ratio against peers.
+    ``failing_rank`` (the rank of the OOM message) adds its ratio against its peers.
     """
-    ranks: dict[int | None, dict[str, Any]] = {}
-    theory: dict[str, Any] = {}
-    for lineno, line in enumerate(lines, 1):
-        if "memory (" in line and "iterations" in line:
-            report = _parse_report(line, lineno)
-            if report is not None:
-                prev = ranks.get(report["rank"])
-                if prev is None or report["iteration"] >= prev["iteration"]:
-                    ranks[report["rank"]] = report
-        elif "Theoretical memory footprints" in line:
-            m = _THEORY.search(line)
-            if m:
-                theory = _parse_theory(m.group("body"), lineno)
-    if not ranks and not theory:
+    by_rank = {r.rank: _report_stats(r) for r in reports}
+    out: dict[str, Any] = {}
+    for key, name in _THEORY_KEYS.items():
+        if theoretical and theoretical.get(key) is not None:
+            out[name] = theoretical[key]
+    if by_rank:
+        out.update(_compare_ranks(by_rank, failing_rank))
+    if not out:
         return {}
-    out: dict[str, Any] = {"provided": True, "source": "log"}
-    out.update(theory)
-    if ranks:
-        out.update(_compare_ranks(ranks, failing_rank))
-    return finish(out)
+    return finish({"provided": True, "source": "log", **out})
 
 
-def _parse_report(line: str, lineno: int) -> dict[str, Any] | None:
-    m = _REPORT.search(line)
-    if not m:
-        return None
-    unit = m.group("unit")
-    scale = 1e9 if unit == "GB" else UNIT_BYTES[unit]  # Bridge's memory (GB) report is decimal (/1e9)
-    report: dict[str, Any] = {
-        "rank": int(m.group("rank")) if m.group("rank") else None,
-        "iteration": int(m.group("iter")),
-        "line": lineno,
-    }
-    for name, raw in _FIELD.findall(m.group("fields")):
-        name = name.strip()
-        key_scale = scale
-        for suffix, factor in (("-gigabytes", 1e9), ("-bytes", 1)):
-            if name.endswith(suffix):
-                name, key_scale = name[: -len(suffix)], factor
-        target = _LOG_FIELDS.get(name)
-        if target is None:
-            continue
-        try:
-            value = float(raw)
-        except ValueError:
-            continue
-        if not math.isfinite(value):
-            continue
-        is_bytes = target.endswith("_bytes")
-        report[target] = round(value * key_scale) if is_bytes else int(value)
-    return report
-
-
-def _parse_theory(body: str, lineno: int) -> dict[str, Any]:
-    components = {}
-    for name, val, unit in _COMPONENT.findall(body):
-        try:
-            value = float(val)
-        except ValueError:
-            continue
-        if math.isfinite(value):
-            components[name.strip()] = value * UNIT_BYTES[unit]
-    out: dict[str, Any] = {"theoretical_line": lineno, "theoretical_components": components}
-    if "weight and optimizer" in components:
-        out["theoretical_weight_and_optimizer_bytes"] = components["weight and optimizer"]
-    else:  # Bridge's structured format names dense and routed-expert parts separately
-        parts = [v for k, v in components.items() if k.endswith("parameters and optimizer")]
-        if parts:
-            out["theoretical_weight_and_optimizer_bytes"] = sum(parts)
-    if "activation" in components:
-        out["theoretical_activation_bytes"] = components["activation"]
-    if "total" in components:
-        out["theoretical_total_bytes"] = components["total"]
-    return out
+def _report_stats(report: MemoryReport) -> dict[str, Any]:
+    stats = {name: getattr(report, key) for key, name in _REPORT_KEYS.items() if getattr(report, key) is not None}
+    if report.alloc_retries is not None:
+        stats["num_alloc_retries"] = report.alloc_retries
+    return stats
 
 
 def _ratio_to_peers(ranks: dict[Any, dict[str, Any]], rank: Any, key: str) -> float | None:
@@ -241,16 +166,14 @@ def _compare_ranks(ranks: dict[Any, dict[str, Any]], failing_rank: int | None) -
     out: dict[str, Any] = {
         "rank_count": len(ranks),
         "ranks_reported": numbered,
-        "ranks": {("?" if k is None else str(k)): v for k, v in sorted(ranks.items(), key=lambda kv: str(kv[0]))},
         "peak_rank": peak_rank,
         "peak_on_lowest_rank": bool(numbered) and peak_rank == numbered[0] and len(numbered) > 1,
         "peak_rank_ratio": _ratio_to_peers(ranks, peak_rank, "reserved_peak_bytes"),
         "peak_rank_allocated_ratio": _ratio_to_peers(ranks, peak_rank, "allocated_peak_bytes"),
     }
-    for key in ("reserved_peak_bytes", "allocated_peak_bytes", "reserved_current_bytes", "allocated_current_bytes",
-                "active_peak_bytes", "inactive_split_current_bytes", "inactive_split_peak_bytes", "device_used_bytes"):
-        if peak.get(key) is not None:
-            out[key] = peak[key]
+    for name in _REPORT_KEYS.values():
+        if peak.get(name) is not None:
+            out[name] = peak[name]
     retries = [r["num_alloc_retries"] for r in ranks.values() if r.get("num_alloc_retries") is not None]
     if retries:
         out["num_alloc_retries"] = max(retries)
