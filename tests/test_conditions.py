@@ -15,6 +15,8 @@ from memtune.conditions import evaluate, referenced_facts
     ({"fact": "a.x", "not_in": ["p", "q"]}, {"a.x": "r"}, True),
     ({"fact": "a.x", "contains": "lora"}, {"a.x": ["lora", "fp8"]}, True),
     ({"fact": "a.x", "contains": "lora"}, {"a.x": 5}, False),
+    ({"fact": "a.x", "contains": 8}, {"a.x": "fp8"}, False),
+    ({"fact": "a.x", "contains": "KEY"}, {"a.x": {"KEY": "1"}}, True),
     ({"fact": "a.x", "exists": True}, {"a.x": []}, False),
     ({"fact": "a.x", "exists": False}, {}, True),
     ({"fact": "a.x", "truthy": False}, {"a.x": None}, True),

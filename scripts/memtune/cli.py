@@ -15,7 +15,7 @@ from . import __version__
 from .errors import UserError
 from .knowledge import KnowledgeError
 
-COMMAND_MODULES = ["diagnose", "check", "explain", "kb", "snapshot", "verify", "apply", "estimate"]
+COMMAND_MODULES = ["diagnose", "check", "explain", "kb", "snapshot", "verify", "apply", "estimate", "plan"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -76,7 +76,9 @@ def _apply(op: str, value: Any, operand: Any) -> bool:
     if op == "not_in":
         return value not in operand
     if op == "contains":
-        return operand in value if isinstance(value, (list, tuple, set, str)) else False
+        if isinstance(value, str):
+            return isinstance(operand, str) and operand in value
+        return operand in value if isinstance(value, (list, tuple, set, dict)) else False
     if op == "matches":
         return re.search(operand, str(value)) is not None
     try:

@@ -6,7 +6,9 @@ highest) and its ordered fixes.  Causes
 are ranked by confidence, then by rule order in rules.yaml.  Fixes are taken
 from the fired rules in that same order.  A fix is then moved out of the
 recommendations when (a) some fired rule says to avoid it, (b) a constraint
-blocks it in this situation, or (c) its ``already_applied_when`` holds.
+blocks it in this situation, or (c) its ``already_applied_when`` holds.  A fix's
+``companions`` follow it when their condition holds; a rule's ``fixes_from``
+adds the ``alternatives`` of the constraints named by those facts.
 """
 
 from __future__ import annotations
@@ -66,6 +68,15 @@ def check_constraints(flat: Mapping[str, Any], kb: Knowledge) -> list[Violation]
     ]
 
 
+def _constraint_alternatives(rule: Mapping[str, Any], flat: Mapping[str, Any], kb: Knowledge) -> list[str]:
+    """Fixes a constraint offers instead of the setting it forbids, for the constraints the rule points at."""
+    out: list[str] = []
+    for fact in rule.get("fixes_from", []):
+        for con_id in flat.get(fact) or []:
+            out += kb.by_id.get("constraints", {}).get(con_id, {}).get("alternatives", [])
+    return out
+
+
 def diagnose(flat: Mapping[str, Any], kb: Knowledge) -> Diagnosis:
     violations = check_constraints(flat, kb)
     # Rules may reason over the violations themselves (cause config-incompatibility).
@@ -103,11 +114,18 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge) -> Diagnosis:
     ]
 
     fixes: dict[str, FixAdvice] = {}
+
+    def recommend(fix_id: str, because: str) -> None:
+        if fix_id in avoid or fix_id in applied:
+            return
+        fixes.setdefault(fix_id, FixAdvice(fix_id, len(fixes) + 1)).rules.append(because)
+        for companion in kb.get("fixes", fix_id).get("companions", []):
+            if companion["fix"] not in fixes and evaluate(companion["when"], flat):
+                recommend(companion["fix"], fix_id)
+
     for _, rule in ordered_rules:
-        for fix_id in rule.get("fixes", []):
-            if fix_id in avoid or fix_id in applied:
-                continue
-            fixes.setdefault(fix_id, FixAdvice(fix_id, len(fixes) + 1)).rules.append(rule["id"])
+        for fix_id in [*rule.get("fixes", []), *_constraint_alternatives(rule, flat, kb)]:
+            recommend(fix_id, rule["id"])
 
     return Diagnosis(
         kb_version=kb.version,

@@ -245,6 +245,7 @@ class TrainingConfig:
     cuda_graph_scope: list[str] | None = None
     use_nccl_ub: bool | None = None
     tp_comm_overlap: bool | None = None
+    overlap_moe_expert_parallel_comm: bool | None = None  # EP all-to-all overlap (comm_overlap section)
     # PEFT
     peft: str | None = None  # lora | dora | canonical_lora | None
     peft_dim: int | None = None

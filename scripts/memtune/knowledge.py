@@ -186,6 +186,8 @@ def _reference_problems(kb: Knowledge) -> list[str]:
             if item["fix"] not in fixes:
                 problems.append(f"{where}: avoid names unknown fix {item['fix']!r}")
         check_facts(where, rule.get("when"))
+        for fact in rule.get("fixes_from", []):
+            check_facts(where, {"fact": fact, "exists": True})
     for fix in kb.entries("fixes"):
         where = f"fixes.yaml: {fix['id']}"
         if not fix.get("evidence"):
@@ -194,15 +196,19 @@ def _reference_problems(kb: Knowledge) -> list[str]:
             for ref in fix.get(key, []):
                 if ref not in constraints:
                     problems.append(f"{where}: {key} names unknown constraint {ref!r}")
+        for comp in fix.get("companions", []):
+            if comp["fix"] not in fixes:
+                problems.append(f"{where}: companion names unknown fix {comp['fix']!r}")
+            check_facts(where, comp["when"])
         for ref in fix.get("measurements", []):
             if ref not in measurements:
                 problems.append(f"{where}: unknown measurement {ref!r}")
         check_facts(where, fix.get("already_applied_when"))
     for con in kb.entries("constraints"):
         where = f"constraints.yaml: {con['id']}"
-        for ref in con.get("blocks_fixes", []):
+        for ref in con.get("blocks_fixes", []) + con.get("alternatives", []):
             if ref not in fixes:
-                problems.append(f"{where}: blocks unknown fix {ref!r}")
+                problems.append(f"{where}: names unknown fix {ref!r}")
         check_facts(where, con.get("violated_when"))
         check_facts(where, con.get("blocks_when"))
     for cause in kb.entries("causes"):

@@ -1,0 +1,129 @@
+"""``memtune plan``: the parallel layouts of a model on a cluster that fit, best expected throughput first."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .. import knowledge
+from ..errors import UserError
+from ..facts import TrainingConfig
+
+EPILOG = """examples:
+  memtune plan --model llama3-70b --gpu H100 --gpus 32 --seq-length 4096 --global-batch-size 32 --task sft \\
+      --set mixed_precision=bf16_with_fp8_current_scaling_mixed
+  memtune plan --hf-config config.json --gpu H200 --gpus 64 --seq-length 8192 --global-batch-size 512 --format json
+  memtune plan --config run_config.yaml --gpu H100 --gpus 32 --top 10    (also ranks the config's own layout)
+
+exit codes: 0 plan printed (also when nothing fits), 2 bad input."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "plan", help="rank the layouts (TP/PP/VPP/CP/EP, micro-batch, recompute, offload) that fit in memory",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    model = parser.add_argument_group("model (one of --model, --hf-config, --config)")
+    model.add_argument("--model", help="architecture preset from knowledge/models.yaml, e.g. llama3-70b")
+    model.add_argument("--hf-config", type=Path, help="Hugging Face config.json")
+    model.add_argument("--config", type=Path,
+                       help="Bridge run config YAML or Megatron-LM args (its layout is ranked too)")
+    model.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                       help="Bridge override for the fixed settings, "
+                       "e.g. mixed_precision=bf16_with_fp8_current_scaling_mixed")
+    cluster = parser.add_argument_group("cluster and batch")
+    cluster.add_argument("--gpu", required=True, help="GPU type, e.g. H100, H200, B200, GB200")
+    cluster.add_argument("--gpus", type=int, required=True, help="number of GPUs")
+    cluster.add_argument("--gpus-per-node", type=int,
+                         help="GPUs in one NVLink domain (default: from knowledge/gpus.yaml)")
+    cluster.add_argument("--capacity-gib", type=float, help="usable memory per GPU, when the GPU table has none")
+    cluster.add_argument("--seq-length", type=int, help="sequence length (default: the config's)")
+    cluster.add_argument("--global-batch-size", type=int, help="global batch size (default: the config's)")
+    cluster.add_argument("--task", choices=["pretrain", "sft", "lora"], help="default: the config's, else pretrain")
+    cluster.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                         help="environment of the run, checked against the constraints (repeatable)")
+    search = parser.add_argument_group("search and output")
+    search.add_argument("--headroom", type=float, default=0.05, help="fraction of capacity kept free (default 0.05)")
+    search.add_argument("--expandable-segments", action=argparse.BooleanOptionalAction, default=True,
+                        help="assume PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+                        "(less allocator slack; default on)")
+    search.add_argument("--allow-cross-node-tp", action="store_true", help="also try TP beyond one NVLink domain")
+    search.add_argument("--top", type=int, default=5, help="layouts to show (default 5)")
+    search.add_argument("--all", action="store_true", help="decide every candidate and show all that fit")
+    search.add_argument("--format", choices=["markdown", "json"], default="markdown")
+    search.add_argument("--lang", choices=["en", "zh"], default="en")
+    search.add_argument("--output", type=Path, help="write the answer to this file instead of stdout")
+    parser.set_defaults(func=run)
+
+
+def base_config(args: argparse.Namespace, kb: knowledge.Knowledge) -> TrainingConfig:
+    """The model and fixed settings: a preset, an HF config or a run config, then ``--set`` on top."""
+    from dataclasses import replace
+
+    from ..estimator.models import find, preset
+    from ..inputs.config import apply_overrides, read_config
+    from ..inputs.hf_config import read_hf_config
+
+    given = [a for a in (args.model, args.hf_config, args.config) if a]
+    if not given:
+        raise UserError("plan: give the model with --model NAME, --hf-config FILE or --config FILE")
+    if args.config:
+        cfg = read_config(args.config, args.overrides, kb)
+        if args.model:
+            cfg = replace(cfg, model_name=_find(find, args.model, kb)["id"])
+        return cfg
+    if args.hf_config:
+        cfg = read_hf_config(args.hf_config, kb)
+    else:
+        cfg = preset(_find(find, args.model, kb)["id"], kb)
+    return apply_overrides(cfg, args.overrides, kb)
+
+
+def _find(find, name: str, kb: knowledge.Knowledge) -> dict:
+    try:
+        return find(name, kb)
+    except LookupError as exc:
+        raise UserError(f"--model: {exc}") from None
+
+
+def request_from_args(args: argparse.Namespace, kb: knowledge.Knowledge):
+    from ..inputs.env import read_env
+    from ..inputs.gpu import GIB, lookup_gpu
+    from ..planner import PlanRequest
+
+    base = base_config(args, kb)
+    gpu = lookup_gpu(args.gpu, kb)
+    if args.capacity_gib:
+        gpu.capacity_bytes = args.capacity_gib * GIB
+    seq = args.seq_length or base.seq_length
+    gbs = args.global_batch_size or base.global_batch_size
+    if not seq or not gbs:
+        raise UserError("plan: give --seq-length and --global-batch-size (or a config that sets them)")
+    if args.top < 1:
+        raise UserError(f"--top {args.top}: give 1 or more")
+    task = args.task or (base.task if base.task in ("pretrain", "sft", "lora") else "pretrain")
+    return PlanRequest(
+        base=base, gpu=gpu, gpus=args.gpus, seq_length=int(seq), global_batch_size=int(gbs), task=task,
+        headroom=args.headroom, expandable_segments=args.expandable_segments, gpus_per_node=args.gpus_per_node,
+        allow_cross_node_tp=args.allow_cross_node_tp, env=read_env(args.env, kb=kb),
+        top=None if args.all else args.top,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..planner import plan
+    from ..planner.render import to_dict, to_markdown
+
+    kb = knowledge.load()
+    request = request_from_args(args, kb)
+    data = to_dict(plan(request, kb), request, kb, args.lang)
+    if args.format == "json":
+        text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    else:
+        text = to_markdown(data, kb, args.lang)
+    if args.output:
+        args.output.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0

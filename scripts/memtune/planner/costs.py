@@ -1,0 +1,97 @@
+"""Expected throughput of a layout: the product of the factors in knowledge/costs.yaml that apply to it.
+
+The arithmetic of each ``kind`` is written here once; every constant comes from the table.  A factor
+of 1.0 (TP 1, PP 1, no option) is left out of the reasons, so the reasons list exactly what lowered
+the layout's score.  Parallel factors depend only on the shape and the micro-batch count, option
+factors only on the options, so the search computes each part once and multiplies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One factor that applied: the cost id, its multiplier, and the numbers it was computed from."""
+
+    cost: str
+    factor: float
+    detail: str
+
+
+@dataclass(frozen=True)
+class ShapeContext:
+    """What the parallel factors read besides the layout itself."""
+
+    hidden_size: int
+    num_layers: int
+    seq_length: int
+    gpus_per_node: int
+    moe: bool
+
+
+def _by_kind(costs: Mapping[str, Mapping[str, Any]], kind: str) -> list[Mapping[str, Any]]:
+    return [c for c in costs.values() if c["kind"] == kind]
+
+
+def parallel_reasons(costs: Mapping[str, Mapping[str, Any]], ctx: ShapeContext, *, tp: int, pp: int, vpp: int,
+                     cp: int, ep: int, etp: int, microbatches: int) -> list[Reason]:
+    """Factors of the parallel shape and the schedule."""
+    out: list[Reason] = []
+    for c in _by_kind(costs, "tp-communication"):
+        if tp > 1:
+            ref = c.get("params", {}).get("reference_hidden_size", ctx.hidden_size)
+            f = 1.0 / (1.0 + c["value"] * (tp - 1) * ref / ctx.hidden_size)
+            out.append(Reason(c["id"], f, f"TP {tp}, hidden {ctx.hidden_size}"))
+    for c in _by_kind(costs, "tp-cross-node"):
+        if tp > ctx.gpus_per_node:
+            out.append(Reason(c["id"], c["value"], f"TP {tp} > {ctx.gpus_per_node} GPUs per NVLink domain"))
+    for c in _by_kind(costs, "pipeline-bubble"):
+        if pp > 1:
+            f = 1.0 / (1.0 + (pp - 1) / (vpp * microbatches))
+            out.append(Reason(c["id"], f, f"(PP-1)/(VPP*M) = {pp - 1}/({vpp}*{microbatches})"))
+    for c in _by_kind(costs, "pipeline-p2p"):
+        if pp * vpp > 1:
+            f = 1.0 / (1.0 + c["value"] * (pp * vpp - 1) / ctx.num_layers)
+            out.append(Reason(c["id"], f, f"{pp * vpp - 1} chunk boundaries over {ctx.num_layers} layers"))
+    for c in _by_kind(costs, "cp-communication"):
+        if cp > 1:
+            f = 1.0 / (1.0 + c["value"] * ctx.hidden_size * cp / ctx.seq_length)
+            out.append(Reason(c["id"], f, f"{ctx.seq_length // cp} tokens per CP rank, hidden {ctx.hidden_size}"))
+    for c in _by_kind(costs, "ep-cross-node"):
+        if ctx.moe and ep * etp > ctx.gpus_per_node:
+            out.append(Reason(c["id"], c["value"], f"EP {ep} x ETP {etp} > {ctx.gpus_per_node} GPUs per NVLink domain"))
+    return out
+
+
+def option_reasons(costs: Mapping[str, Mapping[str, Any]], cost_ids: Iterable[str],
+                   tokens_per_gpu: float | None = None) -> list[Reason]:
+    """Factors of the chosen options (each cost counted once even if two options list it).
+
+    ``tokens_per_gpu`` (GBS x seq / (DP x CP)) is needed by the communication-scaled kinds; without it
+    only the constant ``option`` factors are returned, for the search to multiply in per layout.
+    """
+    out = []
+    for cid in dict.fromkeys(cost_ids):
+        c = costs[cid]
+        if c["kind"] == "option":
+            out.append(Reason(cid, c["value"], c["basis"]))
+        elif c["kind"] == "fsdp-communication" and tokens_per_gpu is not None:
+            f = 1.0 / (1.0 + c["value"] / tokens_per_gpu)
+            out.append(Reason(cid, f, f"{tokens_per_gpu:.0f} tokens per GPU per step"))
+    return out
+
+
+def scaled(costs: Mapping[str, Mapping[str, Any]], cost_ids: Iterable[str]) -> tuple[str, ...]:
+    """The ids among ``cost_ids`` whose factor depends on the layout, not on the option alone."""
+    return tuple(cid for cid in dict.fromkeys(cost_ids) if costs[cid]["kind"] != "option")
+
+
+def product(reasons: Iterable[Reason]) -> float:
+    total = 1.0
+    for r in reasons:
+        total *= r.factor
+    return total

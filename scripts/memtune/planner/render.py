@@ -1,0 +1,117 @@
+"""A plan as JSON (for agents) or Markdown (for people).  Lays out; never computes or words advice.
+
+Every sentence comes from knowledge/costs.yaml (cost titles, labels) or constraints.yaml (warnings);
+the numbers come from the PlanResult.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import Any
+
+from ..knowledge import Knowledge
+from .options import load
+from .search import PlannedLayout, PlanRequest, PlanResult
+
+
+def _layout_dict(lay: PlannedLayout, costs: Mapping[str, Mapping[str, Any]], lang: str) -> dict[str, Any]:
+    out = asdict(lay)
+    out["reasons"] = [
+        {"cost": r.cost, "factor": r.factor, "change_pct": (r.factor - 1.0) * 100, "detail": r.detail,
+         "title": costs[r.cost]["title"][lang], "basis": costs[r.cost]["basis"],
+         "source": costs[r.cost]["evidence"][0]["source"]}
+        for r in lay.reasons
+    ]
+    return out
+
+
+def to_dict(result: PlanResult, request: PlanRequest, kb: Knowledge, lang: str = "en") -> dict[str, Any]:
+    """The JSON answer of ``memtune plan --format json``."""
+    costs = load(kb).costs
+    return {
+        "mode": "plan",
+        "kb_version": kb.version,
+        "request": {
+            "model": request.base.model_name, "gpu": request.gpu.name, "gpus": request.gpus,
+            "gpus_per_node": result.gpus_per_node, "seq_length": request.seq_length,
+            "global_batch_size": request.global_batch_size, "task": request.task, "headroom": request.headroom,
+            "expandable_segments": request.expandable_segments, "top": request.top,
+        },
+        "capacity_bytes": result.capacity_bytes,
+        "budget_bytes": result.budget_bytes,
+        "stats": asdict(result.stats),
+        "layouts": [_layout_dict(lay, costs, lang) for lay in result.layouts],
+        "reference": _layout_dict(result.reference, costs, lang) if result.reference else None,
+        "warnings": [_warning(w, kb, lang) for w in result.warnings],
+        "assumptions": result.assumptions,
+    }
+
+
+def _warning(w: Mapping[str, Any], kb: Knowledge, lang: str) -> dict[str, Any]:
+    if w["kind"] == "constraint":
+        con = kb.get("constraints", w["id"])
+        return {"kind": "constraint", "id": w["id"], "title": con["title"][lang], "message": con["message"][lang]}
+    return dict(w)
+
+
+def _gb(value: float | None) -> str:
+    return "?" if value is None else f"{value / 1e9:.1f}"
+
+
+def _shape(lay: Mapping[str, Any]) -> str:
+    parts = [f"TP{lay['tp']}", f"PP{lay['pp']}"]
+    if lay["vpp"] > 1:
+        parts.append(f"VPP{lay['vpp']}")
+    parts += [f"CP{lay['cp']}"] + ([f"EP{lay['ep']}"] if lay["ep"] > 1 else []) + [f"DP{lay['dp']}"]
+    options = [o for o in (lay["recompute"], lay["model_state"], lay["activation_offload"], lay["peft"]) if o]
+    return f"{' '.join(parts)}, MBS {lay['micro_batch_size']} x {lay['num_microbatches']}; {', '.join(options)}"
+
+
+def _layout_md(lay: Mapping[str, Any], t: Mapping[str, str], heading: str) -> list[str]:
+    lines = [f"### {heading}: {_shape(lay)}", ""]
+    fit = t["fits"] if lay["fits"] else t["does-not-fit"]
+    lines.append(f"- {t['relative-throughput']}: {lay['relative_throughput']:.3f}; {fit}")
+    if lay["stages"]:
+        stages = " | ".join(_gb(s["peak_with_overheads_bytes"]) for s in lay["stages"])
+        lines.append(f"- {t['peak']}: {_gb(lay['peak_with_overheads_bytes'])} GB {t['on-stage']} {lay['peak_stage']}; "
+                     f"{t['per-stage']}: {stages} GB")
+    if lay.get("error"):
+        lines.append(f"- {lay['error']}")
+    why = "; ".join(f"{r['title']} {r['change_pct']:+.1f} % ({r['detail']})" for r in lay["reasons"])
+    lines.append(f"- {t['why']}: {why or t['no-cost']}")
+    lines += ["", f"{t['overrides']}:", "", "```", *lay["overrides"], "```"]
+    if lay["env"]:
+        lines += ["", f"{t['env']}:", "", "```", *(f"export {e}" for e in lay["env"]), "```"]
+    return lines + [""]
+
+
+def to_markdown(data: Mapping[str, Any], kb: Knowledge, lang: str = "en") -> str:
+    """The Markdown answer, from the dict ``to_dict`` returns."""
+    t = {k: v[lang] for k, v in load(kb).labels.items()}
+    req, st = data["request"], data["stats"]
+    lines = [
+        f"# {t['title']}: {req['model'] or '?'}, {req['task']}, {req['gpus']} x {req['gpu']}, "
+        f"seq {req['seq_length']}, GBS {req['global_batch_size']}",
+        "",
+        f"{t['budget']}: {_gb(data['budget_bytes'])} GB ({t['capacity']} {_gb(data['capacity_bytes'])} GB, "
+        f"{t['headroom']} {req['headroom'] * 100:.0f} %; "
+        f"{t['expandable-on'] if req['expandable_segments'] else t['expandable-off']}).",
+        f"{t['searched']}: {st['enumerated']}, {t['valid']} {st['valid']}, {t['checked']} {st['memory_checked']}"
+        + (f", {t['fitting']} {st['fitting']}" if st["fitting"] is not None else "") + f" ({st['seconds']:.2f} s).",
+        "",
+    ]
+    if not data["layouts"]:
+        lines += [t["none-fit"], ""]
+    for lay in data["layouts"]:
+        lines += _layout_md(lay, t, f"{lay['rank']}")
+    ref = data["reference"]
+    if ref:
+        where = f"{t['rank']} {ref['rank']}" if ref["rank"] else t["does-not-fit"]
+        lines += _layout_md(ref, t, f"{t['reference']} ({where})")
+    if data["warnings"]:
+        lines += [f"## {t['warnings']}", ""]
+        lines += [f"- {w['title']}: {w['message']}" if "title" in w else f"- {t[w['kind']]}" for w in data["warnings"]]
+        lines.append("")
+    lines += [f"_{t['model-note']}_", ""]
+    return "\n".join(lines)

@@ -1,0 +1,313 @@
+"""memtune plan: the cost table, the PR #3107 acceptance case, properties of the search, the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from memtune.cli import main
+from memtune.estimator.models import preset
+from memtune.facts import GpuFacts, TrainingConfig
+from memtune.inputs.config import apply_overrides
+from memtune.inputs.gpu import lookup_gpu
+from memtune.planner import PlanRequest, plan
+from memtune.planner import costs as cost_model
+from memtune.planner.options import field_of, load, split
+from memtune.planner.search import Planner
+
+GIB = 2**30
+
+# Llama3-70B SFT, 32x H100, seq 4096, GBS 32 as Megatron-Bridge PR #3107 ran it (LLAMA3_70B_SFT_CONFIG_H100_FP8_CS_V1:
+# FP8 current scaling, grad_reduce_in_fp32 False, TE cross-entropy fusion, TE CUDA graphs on the MLP) with the measured
+# layout TP4 PP4 VPP5 DP2 MBS1 and selective recompute [core_attn] (58.8 GB peak, passed with expandable segments).
+# Transcribed from research/peers.md §2.1 M1 and nvidia-skills-memory-facts.md §4 / §8.
+PR3107_FIXED = [
+    "mixed_precision=bf16_with_fp8_current_scaling_mixed",
+    "mixed_precision.grad_reduce_in_fp32=false",
+    "model.cross_entropy_loss_fusion=true",
+    "model.cross_entropy_fusion_impl=te",
+    "model.cuda_graph_impl=transformer_engine",
+    "model.cuda_graph_scope=[mlp]",
+]
+PR3107_LAYOUT = [
+    "model.tensor_model_parallel_size=4",
+    "model.pipeline_model_parallel_size=4",
+    "model.virtual_pipeline_model_parallel_size=5",
+    "train.micro_batch_size=1",
+    "model.recompute_granularity=selective",
+    "model.recompute_modules=[core_attn]",
+    "optimizer.use_distributed_optimizer=true",
+]
+
+
+def _llama70b_request(kb, overrides, top=5):
+    base = apply_overrides(preset("llama3-70b", kb), overrides, kb)
+    return PlanRequest(base=base, gpu=lookup_gpu("H100", kb), gpus=32, seq_length=4096, global_batch_size=32,
+                       task="sft", expandable_segments=True, top=top)
+
+
+# ---------------------------------------------------------------- the knowledge base side
+
+
+def test_cost_table_references_resolve(kb):
+    space = load(kb)
+    fixes = {f["id"]: f for f in kb.entries("fixes")}
+    known_keys = {split(o)[0] for f in fixes.values() for o in f.get("apply", {}).get("bridge_override", [])}
+    measurements = {m["id"] for m in kb.entries("measurements")}
+    for group in space.options.values():
+        for opt in group:
+            assert opt.fix in fixes, opt.id
+            for text in opt.overrides:
+                assert split(text)[0] in known_keys, f"{opt.id}: {text} is not in any fix's bridge_override syntax"
+    for cost in space.costs.values():
+        for ref in cost.get("measurements", []):
+            assert ref in measurements, f"{cost['id']}: unknown measurement {ref}"
+    for fix in kb.tables["costs"]["search"]["layout_fixes"]:
+        assert fix in fixes
+
+
+def test_option_fields_come_from_the_overrides(kb):
+    """An option's meaning is what its overrides set when read like a user's --set."""
+    space = load(kb)
+    by_id = {o.id: o for g in space.options.values() for o in g}
+    assert by_id["full-recompute"].fields["recompute_granularity"] == "full"
+    assert by_id["selective-mlp"].fields["recompute_modules"] == ["mlp"]
+    assert by_id["optimizer-offload-half"].fields["optimizer_offload_fraction"] == 0.5
+    assert by_id["megatron-fsdp"].fields["use_megatron_fsdp"] is True
+    assert field_of("train.micro_batch_size") == "micro_batch_size"
+    assert field_of("ddp.average_in_collective") is None
+
+
+def _tflops(kb, ident):
+    return kb.get("measurements", ident)["after"]["tflops_per_gpu"]
+
+
+def test_fitted_costs_reproduce_their_measurements(kb):
+    """Each PR #3107 arm's throughput relative to the baseline, predicted by the cost model, within 1 point."""
+    space = load(kb)
+    ctx = cost_model.ShapeContext(hidden_size=8192, num_layers=80, seq_length=4096, gpus_per_node=8, moe=False)
+    baseline_tflops = kb.get("measurements", "pr3107-llama3-70b-tp8")["before"]["tflops_per_gpu"]
+
+    def score(tp, pp, m, recompute):
+        parallel = cost_model.parallel_reasons(space.costs, ctx, tp=tp, pp=pp, vpp=5, cp=1, ep=1, etp=tp,
+                                               microbatches=m)
+        return cost_model.product(parallel + cost_model.option_reasons(space.costs, recompute))
+
+    base = score(4, 4, 16, ["recompute-core-attn"])
+    arms = {
+        "pr3107-llama3-70b-pp8": score(4, 8, 32, ["recompute-core-attn"]),
+        "pr3107-llama3-70b-tp8": score(8, 4, 32, ["recompute-core-attn"]),
+        "pr3107-llama3-70b-recompute-mlp": score(4, 4, 16, ["recompute-mlp"]),
+        "pr3107-llama3-70b-recompute-mlp-core-attn": score(4, 4, 16, ["recompute-mlp", "recompute-core-attn"]),
+    }
+    for ident, predicted in arms.items():
+        measured = _tflops(kb, ident) / baseline_tflops
+        assert predicted / base == pytest.approx(measured, abs=0.01), ident
+
+
+def test_tp_cost_falls_with_model_width(kb):
+    space = load(kb)
+    narrow = cost_model.ShapeContext(hidden_size=4096, num_layers=32, seq_length=4096, gpus_per_node=8, moe=False)
+    wide = cost_model.ShapeContext(hidden_size=16384, num_layers=126, seq_length=4096, gpus_per_node=8, moe=False)
+
+    def tp_factor(ctx):
+        reasons = cost_model.parallel_reasons(space.costs, ctx, tp=8, pp=1, vpp=1, cp=1, ep=1, etp=8, microbatches=8)
+        return cost_model.product(r for r in reasons if r.cost == "tp-communication")
+
+    assert tp_factor(narrow) < tp_factor(wide) < 1.0
+
+
+# ---------------------------------------------------------------- the PR #3107 acceptance case
+
+
+@pytest.fixture(scope="module")
+def llama70b(kb):
+    planner = Planner(_llama70b_request(kb, PR3107_FIXED + PR3107_LAYOUT), kb)
+    return planner, planner.run()
+
+
+def test_measured_layout_fits_with_expandable_segments(llama70b):
+    _, result = llama70b
+    ref = result.reference
+    assert ref is not None, result.warnings
+    assert (ref.tp, ref.pp, ref.vpp, ref.dp, ref.micro_batch_size) == (4, 4, 5, 2, 1)
+    assert ref.recompute == "selective-core-attn"
+    assert ref.fits and ref.rank is not None
+    assert ref.peak_with_overheads_bytes <= result.budget_bytes
+    assert len(ref.stages) == 4 and ref.peak_stage in range(4)
+    assert "model.virtual_pipeline_model_parallel_size=5" in ref.overrides
+    assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in ref.env
+    # TE CUDA graphs in the base config: the KB constraint keeps full recompute out, and the
+    # expandable-segments requirement (NCCL_GRAPH_REGISTER=0) is reported.
+    assert all(lay.recompute != "full-recompute" for lay in result.layouts)
+    assert {"kind": "constraint", "id": "cuda-graphs-need-nccl-graph-register-off"} in result.warnings
+
+
+def test_tp8_ranks_below_pp8_with_reasons(llama70b):
+    planner, _ = llama70b
+    same = {"cp": 1, "vpp": 5, "micro_batch_size": 1, "recompute": "selective-core-attn",
+            "model_state": "distributed-optimizer", "activation_offload": None}
+    pp8 = planner.locate(tp=4, pp=8, **same)
+    tp8 = planner.locate(tp=8, pp=4, **same)
+    assert pp8 is not None and tp8 is not None
+    assert pp8 < tp8
+    a, b = planner.describe(pp8), planner.describe(tp8)
+    assert a.fits and b.fits
+    assert a.relative_throughput > b.relative_throughput
+    tp_cost = {lay.tp: next(r.factor for r in lay.reasons if r.cost == "tp-communication") for lay in (a, b)}
+    assert tp_cost[8] < tp_cost[4]
+    assert any(r.cost == "pipeline-bubble" for r in a.reasons)
+
+
+def test_every_option_in_the_answer_has_a_reason(llama70b):
+    _, result = llama70b
+    for lay in result.layouts:
+        total = math.prod(r.factor for r in lay.reasons)
+        assert total == pytest.approx(lay.relative_throughput)
+        if lay.tp > 1:
+            assert any(r.cost == "tp-communication" for r in lay.reasons)
+
+
+def test_overrides_rebuild_the_layout(kb, llama70b):
+    """Applying a layout's printed overrides to the base config gives back that layout."""
+    planner, result = llama70b
+    for lay in result.layouts + [result.reference]:
+        cfg = apply_overrides(planner.base, lay.overrides, kb)
+        assert cfg.tensor_model_parallel_size == lay.tp
+        assert cfg.pipeline_model_parallel_size == lay.pp
+        assert (cfg.virtual_pipeline_model_parallel_size or 1) == lay.vpp
+        assert cfg.micro_batch_size == lay.micro_batch_size
+        assert cfg.sequence_parallel == (lay.tp > 1)
+        assert bool(cfg.use_distributed_optimizer) or bool(cfg.use_megatron_fsdp)
+
+
+# ---------------------------------------------------------------- properties of the search
+
+# A small dense model so that --all stays fast; capacities are chosen where memory binds.
+TINY = TrainingConfig(
+    provided=True, num_layers=8, hidden_size=2048, ffn_hidden_size=5632, num_attention_heads=16,
+    num_query_groups=4, vocab_size=32000, gated_linear_unit=True, normalization="RMSNorm",
+    position_embedding_type="rope", share_embeddings_and_output_weights=False, add_bias_linear=False,
+    hidden_dropout=0.0, attention_dropout=0.0,
+)
+
+
+def _tiny_request(world, seq, gbs, task, capacity_gib, top=None):
+    gpu = GpuFacts(name="test GPU", capacity_bytes=capacity_gib * GIB, nvlink_domain=4)
+    return PlanRequest(base=TINY, gpu=gpu, gpus=world, seq_length=seq, global_batch_size=gbs, task=task, top=top)
+
+
+def _key(lay):
+    return (lay.tp, lay.pp, lay.vpp, lay.cp, lay.ep, lay.micro_batch_size, lay.recompute, lay.model_state,
+            lay.activation_offload, lay.peft)
+
+
+SCENARIO = st.fixed_dictionaries({
+    "world": st.sampled_from([2, 4]),
+    "seq": st.sampled_from([1024, 2048, 4096]),
+    "task": st.sampled_from(["pretrain", "sft"]),
+    "capacity_gib": st.floats(min_value=3.0, max_value=12.0),
+})
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(SCENARIO)
+def test_more_gpus_never_make_fewer_layouts_fit(kb, sc):
+    """Doubling the GPUs doubles DP: sharded state and in-flight micro-batches only shrink.
+
+    The one thing that grows is a new data-parallel NCCL communicator when DP goes from 1 to 2, which can
+    push a layout that fitted by less than its buffers over the budget; the count still never falls.
+    """
+    gbs = 2 * sc["world"] * 8  # every layout stays valid with DP doubled (MBS up to 8)
+    small = plan(_tiny_request(sc["world"], sc["seq"], gbs, sc["task"], sc["capacity_gib"]), kb)
+    large = plan(_tiny_request(2 * sc["world"], sc["seq"], gbs, sc["task"], sc["capacity_gib"]), kb)
+    assert large.stats.fitting >= small.stats.fitting
+    larger = {_key(lay) for lay in large.layouts}
+    assert {_key(lay) for lay in small.layouts if lay.dp > 1} <= larger
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(SCENARIO, st.sampled_from([None, 3]))
+def test_returned_layouts_satisfy_the_divisibility_rules(kb, sc, top):
+    gbs = 64
+    result = plan(_tiny_request(sc["world"], sc["seq"], gbs, sc["task"], sc["capacity_gib"], top=top), kb)
+    for lay in result.layouts:
+        assert lay.fits
+        assert lay.tp * lay.pp * lay.cp * lay.dp == sc["world"]
+        assert TINY.num_attention_heads % lay.tp == 0
+        assert TINY.num_query_groups % lay.tp == 0 or lay.tp % TINY.num_query_groups == 0
+        assert lay.tp <= 4  # the NVLink domain
+        assert TINY.num_layers % lay.pp == 0 and (TINY.num_layers // lay.pp) % lay.vpp == 0
+        assert lay.vpp == 1 or lay.pp > 1
+        assert lay.cp == 1 or sc["seq"] % (2 * lay.cp) == 0
+        assert gbs % (lay.micro_batch_size * lay.dp) == 0
+        assert lay.num_microbatches == gbs // (lay.micro_batch_size * lay.dp)
+        if lay.activation_offload:  # knowledge/constraints.yaml cpu-offload-requires-pp1 / -no-recompute
+            assert lay.pp == 1 and lay.recompute == "no-recompute"
+        assert lay.peak_with_overheads_bytes <= result.budget_bytes
+    ranks = [lay.rank for lay in result.layouts]
+    assert ranks == sorted(ranks)
+    scores = [lay.relative_throughput for lay in result.layouts]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_inferred_fits_equal_estimating_everything(kb):
+    """The memory-order shortcuts (micro-batch, recompute, offload chains) change no verdict."""
+    for task, capacity in (("pretrain", 5.0), ("lora", 2.5)):
+        req = _tiny_request(4, 2048, 64, task, capacity)
+        fast, slow = Planner(req, kb), Planner(req, kb, exhaustive=True)
+        a, b = fast.run(), slow.run()
+        assert {_key(x) for x in a.layouts} == {_key(x) for x in b.layouts}
+        assert a.stats.memory_checked < b.stats.memory_checked
+
+
+def test_moe_layouts_use_expert_parallelism(kb):
+    gpu = lookup_gpu("H100", kb)
+    req = PlanRequest(base=preset("qwen3-30b-a3b", kb), gpu=gpu, gpus=16, seq_length=4096, global_batch_size=256,
+                      task="pretrain", top=3)
+    result = plan(req, kb)
+    assert result.layouts
+    for lay in result.layouts:
+        assert 128 % lay.ep == 0 and (lay.tp * lay.cp * lay.dp) % (lay.ep * lay.etp) == 0
+        assert any(o.startswith("model.expert_model_parallel_size=") for o in lay.overrides)
+
+
+def test_nothing_fits_is_an_answer(kb):
+    result = plan(_tiny_request(2, 4096, 16, "pretrain", 0.5, top=5), kb)
+    assert result.layouts == [] and result.stats.valid > 0
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def test_cli_json(capsys):
+    code = main(["plan", "--model", "llama3-8b", "--gpu", "H100", "--gpus", "8", "--seq-length", "4096",
+                 "--global-batch-size", "64", "--task", "lora", "--top", "2", "--format", "json"])
+    assert code == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["mode"] == "plan" and len(data["layouts"]) == 2
+    first = data["layouts"][0]
+    assert first["rank"] == 1 and first["fits"] and first["stages"]
+    assert all({"cost", "factor", "title", "source"} <= set(r) for r in first["reasons"])
+
+
+def test_cli_markdown_zh(capsys):
+    code = main(["plan", "--model", "llama3-8b", "--gpu", "H100", "--gpus", "8", "--seq-length", "4096",
+                 "--global-batch-size", "64", "--top", "1", "--lang", "zh"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "并行布局规划" in out and "model.tensor_model_parallel_size=" in out
+
+
+@pytest.mark.parametrize("argv", [
+    ["--model", "no-such-model", "--gpu", "H100", "--gpus", "8", "--seq-length", "4096", "--global-batch-size", "8"],
+    ["--model", "llama3-8b", "--gpu", "H100", "--gpus", "8"],
+    ["--model", "llama3-8b", "--gpu", "H100", "--gpus", "8", "--seq-length", "4096", "--global-batch-size", "8",
+     "--headroom", "1.5"],
+])
+def test_cli_bad_input_exits_2(argv, capsys):
+    assert main(["plan", *argv]) == 2
+    assert capsys.readouterr().err.startswith("memtune: error:")
