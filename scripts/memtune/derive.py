@@ -32,6 +32,7 @@ def derive(config: TrainingConfig, env: EnvFacts) -> dict[str, Any]:
         "world_divisible": world_divisible(config),
         "world_divisible_expert": world_divisible_expert(config),
         "nccl_graph_register_off": nccl_graph_register_off(env),
+        "experts_per_ep_rank": experts_per_ep_rank(config),
     }
 
 
@@ -170,3 +171,10 @@ def nccl_graph_register_off(env: EnvFacts) -> bool | None:
     if value is None:
         return False if env.provided else None
     return str(value).strip() == "0"
+
+
+def experts_per_ep_rank(config: TrainingConfig) -> float | None:
+    """Routed experts each expert-parallel rank stores (their weights, grads and optimizer states)."""
+    if not config.num_moe_experts:
+        return None
+    return config.num_moe_experts / _size(config.expert_model_parallel_size)

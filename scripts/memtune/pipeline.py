@@ -122,8 +122,11 @@ def _fill_from_question(config: TrainingConfig, question: Any) -> TrainingConfig
 
 
 def _recipe_defaults(config: TrainingConfig, kb: Knowledge) -> TrainingConfig:
-    """A layout known only from the question is a Bridge recipe run: assume what recipes turn on."""
-    if config.source != "question":
+    """A Bridge run whose config leaves these unsaid (a question, a partial config) gets the recipes' settings.
+
+    A Megatron-LM argument list is complete: an absent store_true flag there really is off.
+    """
+    if not config.provided or config.source == "megatron-args":
         return config
     defaults = kb.get("estimator", "question-layout-defaults")["value"]
     gaps: dict[str, Any] = {}
