@@ -537,3 +537,15 @@ def test_nvml_garbage_process_size_is_not_trusted(kb):
     assert facts.events[0].process_bytes == pytest.approx(17179869184 * GIB)
     assert facts.process_bytes is None and facts.non_pytorch_bytes is None
     assert facts.fragmentation_ratio == pytest.approx(150 / (7.10 * 1024 + 150))
+
+
+def test_pasted_traceback_excerpt_without_header_still_gives_the_phase(kb):
+    """Users paste the last frames only (no 'Traceback' header, sometimes no line numbers)."""
+    excerpt = (
+        '[rank0]:   File "megatron/core/transformer/module.py", in forward\n'
+        "[rank0]:     outputs = float16_to_fp32(outputs)\n"
+        '[rank0]:   File "megatron/core/transformer/module.py", line 96, in float16_to_fp32\n'
+        "[rank0]:     return conversion_helper(val, float_conversion)\n"
+    )
+    facts = parse_log(excerpt, kb)
+    assert facts.phase == "loss" and not facts.crash and not facts.has_memory_failure

@@ -175,6 +175,6 @@ def nccl_graph_register_off(env: EnvFacts) -> bool | None:
 
 def experts_per_ep_rank(config: TrainingConfig) -> float | None:
     """Routed experts each expert-parallel rank stores (their weights, grads and optimizer states)."""
-    if not config.num_moe_experts:
-        return None
-    return config.num_moe_experts / _size(config.expert_model_parallel_size)
+    if not config.num_moe_experts or config.expert_model_parallel_size is None:
+        return None  # EP not stated: do not pretend it is 1
+    return config.num_moe_experts / config.expert_model_parallel_size

@@ -489,6 +489,7 @@ class _Scanner:
         self._piece_open = False
         self.pending: _Block | None = None
         self.tracebacks: dict[int | None, _Traceback] = {}
+        self.open_traceback_phase: str | None = None  # phase of a traceback the log ends inside
         self._oldest_traceback = 0
         self.window_until = 0
         self.rank_hint: tuple[int, int] | None = None
@@ -567,6 +568,10 @@ class _Scanner:
             self.tracebacks[rank] = _Traceback(start=self.lineno)
             return
         tb = self.tracebacks.get(rank)
+        if tb is None and p.tb_frame.match(text):  # an excerpt that starts mid-traceback
+            if not self.tracebacks:
+                self._oldest_traceback = self.lineno
+            tb = self.tracebacks[rank] = _Traceback(start=self.lineno)
         if tb is not None:
             if self.lineno - tb.start > self.prm["traceback_max_lines"]:
                 del self.tracebacks[rank]
@@ -836,6 +841,11 @@ class _Scanner:
 
     def finish(self) -> LogFacts:
         self._finish_block()
+        for rank, tb in self.tracebacks.items():  # the log ends inside a traceback (a pasted excerpt)
+            phase = self._frames_phase(tb)
+            if phase:
+                self._backfill_phase(rank, phase)
+                self.open_traceback_phase = self.open_traceback_phase or phase
         events = self._drop_explained_crashes(self.events)
         return _assemble(self, events)
 
@@ -914,6 +924,7 @@ def _assemble(scanner: _Scanner, events: list[OomEvent]) -> LogFacts:
         facts.pytorch_format = numbers_ev.format
         facts.phase = facts.phase or numbers_ev.phase
         _derive_log_numbers(facts)
+    facts.phase = facts.phase or scanner.open_traceback_phase
     facts.truncated = bool(allocator) and all(e.truncated for e in allocator)
     facts.host_oom = any(e.kind == "host" for e in events)
     facts.host_oom_confirmed = any(e.kind == "host" and not e.weak for e in events)
