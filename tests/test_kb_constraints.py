@@ -20,27 +20,8 @@ from memtune.facts import EnvFacts, Facts, TrainingConfig
 KNOWLEDGE = Path(__file__).resolve().parents[1] / "knowledge"
 
 # Ids other KB tables and helpers refer to; they must stay.
-REQUIRED_CONSTRAINTS = {
-    "cpu-offload-requires-pp1",
-    "cpu-offload-no-recompute",
-    "cpu-offload-no-cuda-graphs",
-    "expandable-segments-vs-nccl-ub",
-    "cuda-graphs-need-nccl-graph-register-off",
-    "vpp-layer-divisibility",
-    "sp-requires-tp",
-    "lora-regather-eligibility",
-    "fsdp-requires-distributed-optimizer",
-    "optimizer-offload-requires-distributed-optimizer",
-    "mxfp8-param-gather-needs-reuse-grad-buf",
-    "tp-divides-attention-heads",
-    "tp-divides-query-groups",
-    "pp-divides-layers",
-    "cp-divides-sequence",
-    "ep-divides-experts",
-    "full-recompute-needs-method",
-    "async-save-needs-persistent-workers",
-    "world-size-divisible-by-model-parallel",
-}
+_INDEX = yaml.safe_load((KNOWLEDGE / "index.yaml").read_text(encoding="utf-8"))
+REQUIRED_CONSTRAINTS = set(_INDEX["required_ids"]["constraints"])
 
 
 def _table(name: str) -> list[dict[str, Any]]:

@@ -19,27 +19,7 @@ import yaml
 KB = Path(__file__).resolve().parents[1] / "knowledge"
 
 # The constraint ids fixes may name in requires/conflicts (contract with constraints.yaml).
-CONSTRAINT_IDS = {
-    "cpu-offload-requires-pp1",
-    "cpu-offload-no-recompute",
-    "cpu-offload-no-cuda-graphs",
-    "expandable-segments-vs-nccl-ub",
-    "cuda-graphs-need-nccl-graph-register-off",
-    "vpp-layer-divisibility",
-    "sp-requires-tp",
-    "lora-regather-eligibility",
-    "fsdp-requires-distributed-optimizer",
-    "optimizer-offload-requires-distributed-optimizer",
-    "mxfp8-param-gather-needs-reuse-grad-buf",
-    "tp-divides-attention-heads",
-    "tp-divides-query-groups",
-    "pp-divides-layers",
-    "cp-divides-sequence",
-    "ep-divides-experts",
-    "full-recompute-needs-method",
-    "async-save-needs-persistent-workers",
-    "world-size-divisible-by-model-parallel",
-}
+CONSTRAINT_IDS = set(yaml.safe_load((KB / "index.yaml").read_text(encoding="utf-8"))["required_ids"]["constraints"])
 NOT_MEMORY_FIXES = {"change-vpp", "confirm-setting-applied", "find-first-failing-rank"}
 
 

@@ -161,12 +161,10 @@ def _reference_problems(kb: Knowledge) -> list[str]:
     causes, fixes, constraints = _ids(kb, "causes"), _ids(kb, "fixes"), _ids(kb, "constraints")
     measurements = _ids(kb, "measurements")
     known_facts = set(Facts().flatten()) | {f["name"] for f in kb.entries("facts")}
-    for name in kb.index.get("required_ids", {}).get("causes", []):
-        if name not in causes:
-            problems.append(f"causes.yaml: stable cause id {name!r} missing")
-    for name in kb.index.get("required_ids", {}).get("fixes", []):
-        if name not in fixes:
-            problems.append(f"fixes.yaml: stable fix id {name!r} missing")
+    for table, names in kb.index.get("required_ids", {}).items():
+        for name in names:
+            if name not in _ids(kb, table):
+                problems.append(f"{table}.yaml: stable id {name!r} missing")
 
     def check_facts(where: str, cond: Any) -> None:
         if cond is None:
