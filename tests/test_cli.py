@@ -113,3 +113,25 @@ def test_missing_dependency_is_one_clear_line(tmp_path):
     proc = subprocess.run([*LAUNCHER, "kb", "validate"], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 2
     assert "jinja2" in proc.stderr and "requirements.txt" in proc.stderr
+
+
+def test_snapshot_evidence_is_cited_with_its_numbers():
+    report = diagnose_json("--snapshot", str(ROOT / "tests" / "fixtures" / "snapshots" / "dict_oom.pickle"))
+    cause = report["causes"][0]
+    assert cause["id"] == "fragmentation"
+    assert "dict_oom.pickle" in cause["evidence"][0] and "GiB" in cause["evidence"][0]
+    assert report["fixes"][0]["id"] == "expandable-segments"
+
+
+def test_memory_stats_evidence_is_cited_with_its_numbers(tmp_path):
+    # A torch.cuda.memory_stats() dump after a fragmented step: 14 GiB inactive-split, 3 retries.
+    gib = 2**30
+    stats = {"reserved_bytes.all.peak": 78 * gib, "allocated_bytes.all.peak": 60 * gib,
+             "reserved_bytes.all.current": 78 * gib, "allocated_bytes.all.current": 52 * gib,
+             "inactive_split_bytes.all.current": 14 * gib, "num_alloc_retries": 3, "num_ooms": 1}
+    path = tmp_path / "memory_stats.json"
+    path.write_text(json.dumps(stats), encoding="utf-8")
+    report = diagnose_json("--stats", str(path))
+    assert report["causes"][0]["id"] == "fragmentation"
+    evidence = " ".join(report["causes"][0]["evidence"])
+    assert "14.00 GiB" in evidence and "3 cudaMalloc retries" in evidence
