@@ -260,6 +260,7 @@ class TrainingConfig:
     record_memory_history: bool | None = None
     env_vars: dict[str, str] = field(default_factory=dict)  # Bridge ConfigContainer.env_vars (defaults)
     warnings: list[str] = field(default_factory=list)  # unknown / malformed keys, with location
+    assumed: list[str] = field(default_factory=list)  # fields filled with Bridge recipe defaults, not stated
 
 
 @dataclass

@@ -135,7 +135,7 @@ def _recipe_defaults(config: TrainingConfig, kb: Knowledge) -> TrainingConfig:
     tp = config.tensor_model_parallel_size or 1
     if config.sequence_parallel is None and tp > 1 and defaults.get("sequence_parallel_when_tp_above_1"):
         gaps["sequence_parallel"] = True
-    return replace(config, **gaps) if gaps else config
+    return replace(config, **gaps, assumed=[*config.assumed, *gaps]) if gaps else config
 
 
 def _fill_env_from_question(env: EnvFacts, claims: dict[str, Any]) -> EnvFacts:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .conditions import referenced_facts
 from .engine import Diagnosis
 from .knowledge import Knowledge
 from .textfmt import fill
@@ -86,12 +87,20 @@ def build(diag: Diagnosis, flat: Mapping[str, Any], kb: Knowledge, lang: str = "
         "causes": causes,
         "fixes": fixes,
         "avoid": avoid,
-        "already_applied": [{"id": f, "title": kb.get("fixes", f)["title"][lang]} for f in diag.already_applied],
+        "already_applied": [_applied(f, flat, kb, lang) for f in diag.already_applied],
         "violations": violations,
         "fired_rules": diag.fired_rules,
         "estimate": dict(estimate) if estimate else None,
         "facts": used_facts(flat),
     }
+
+
+def _applied(fix_id: str, flat: Mapping[str, Any], kb: Knowledge, lang: str) -> dict[str, Any]:
+    """An already-applied fix; ``assumed`` when that rests on a recipe default rather than the user's config."""
+    fix = kb.get("fixes", fix_id)
+    assumed = {f"config.{name}" for name in flat.get("config.assumed") or []}
+    refs = set(referenced_facts(fix["already_applied_when"]))
+    return {"id": fix_id, "title": fix["title"][lang], "assumed": bool(refs & assumed)}
 
 
 def used_facts(flat: Mapping[str, Any]) -> dict[str, Any]:
