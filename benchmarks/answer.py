@@ -18,8 +18,7 @@ from typing import Any
 import yaml
 from markdown_it import MarkdownIt
 from memtune.errors import UserError
-
-from .recognize import CueSet, Recognizer
+from memtune.recognize import CueSet, Recognizer
 
 GRADING_FILE = Path(__file__).resolve().parent / "grading.yaml"
 KINDS = ("avoid", "neutral", "recommend", "cause")  # heading classification order

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shlex
 import subprocess
 import tempfile
 from contextlib import redirect_stderr, redirect_stdout
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from memtune.errors import UserError
 
 from .answer import Answer
 from .scenario import Scenario, env_items
@@ -115,15 +117,48 @@ def agent_prompt(scenario: Scenario) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def from_agent(scenario: Scenario, command: str, scorer: Scorer, timeout: float) -> Produced:
-    """Run ``command`` (a shell line) with the prompt on stdin; its stdout is the Markdown answer."""
-    env = {**os.environ, "MEMTUNE_SCENARIO": str(scenario.path), "MEMTUNE_SCENARIO_ID": scenario.id}
+# The only variables an agent command inherits, besides MEMTUNE_SCENARIO and MEMTUNE_SCENARIO_ID: enough to find
+# programs, a home directory and a locale. Anything else it needs (an API key, a proxy) it sets up itself, e.g. in a
+# wrapper script given as CMD, so a benchmark run hands the agent nothing it was not asked for.
+AGENT_ENV_PASSED = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")
+
+
+def agent_argv(command: str) -> list[str]:
+    """``command`` split the way a shell would, but never run by one: no pipes, redirects or expansions."""
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise UserError(f"--agent-cmd: {exc}") from None
+    if not argv:
+        raise UserError("--agent-cmd: empty command")
+    return argv
+
+
+def agent_env(scenario: Scenario, pass_env: tuple[str, ...] = ()) -> dict[str, str]:
+    """The agent's whole environment: AGENT_ENV_PASSED, the names the user passes with --agent-env
+    (e.g. an API key), and the scenario's path and id. Nothing else of ours leaks to the agent."""
+    env = {name: os.environ[name] for name in (*AGENT_ENV_PASSED, *pass_env) if name in os.environ}
+    env["MEMTUNE_SCENARIO"] = str(scenario.path)
+    env["MEMTUNE_SCENARIO_ID"] = scenario.id
+    return env
+
+
+def from_agent(scenario: Scenario, command: str, scorer: Scorer, timeout: float,
+               pass_env: tuple[str, ...] = ()) -> Produced:
+    """Run ``command`` (no shell) with the prompt on stdin; its stdout is the Markdown answer."""
     try:
         proc = subprocess.run(
-            command, shell=True, input=agent_prompt(scenario), capture_output=True, text=True, timeout=timeout, env=env
+            agent_argv(command),
+            input=agent_prompt(scenario),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=agent_env(scenario, pass_env),
         )
     except subprocess.TimeoutExpired:
         return Produced(None, f"agent command timed out after {timeout:g} s")
+    except OSError as exc:
+        return Produced(None, f"agent command could not start: {exc}")
     if proc.returncode != 0:
         return Produced(None, f"agent command exited {proc.returncode}: {_last_line(proc.stderr)}")
     return Produced(scorer.read_markdown(proc.stdout), raw={".md": proc.stdout})

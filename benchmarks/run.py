@@ -37,12 +37,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--knowledge", type=Path, metavar="DIR", help="knowledge base for ids and fix patterns")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--answers", type=Path, metavar="DIR", help="score saved answers DIR/<id>.md (or .json)")
-    source.add_argument("--agent-cmd", metavar="CMD", help="shell command: prompt on stdin, Markdown answer on stdout")
+    source.add_argument(
+        "--agent-cmd", metavar="CMD", help="command, run without a shell: prompt on stdin, Markdown answer on stdout"
+    )
     parser.add_argument("--format", choices=["markdown", "json"], default="markdown")
     parser.add_argument("--output", type=Path, help="write the report here instead of stdout")
     parser.add_argument("--only", action="append", default=[], metavar="TEXT", help="scenarios whose id contains TEXT")
     parser.add_argument("--save-answers", type=Path, metavar="DIR", help="keep every answer as DIR/<id>.md/.json")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per --agent-cmd run (default 600)")
+    parser.add_argument("--agent-env", action="append", default=[], metavar="NAME",
+                        help="also pass this environment variable to --agent-cmd (repeatable; e.g. its API key)")
     parser.add_argument("--min-first-fix", type=float, metavar="X", help="fail (exit 1) if first-fix accuracy < X")
     parser.add_argument("--max-violations", type=int, metavar="N", help="fail (exit 1) if violations > N")
     return parser
@@ -57,7 +61,7 @@ def run(args: argparse.Namespace, scenarios: list[Scenario]) -> list[ScenarioSco
         if args.answers:
             produced = producers.from_directory(scenario, args.answers, scorer)
         elif args.agent_cmd:
-            produced = producers.from_agent(scenario, args.agent_cmd, scorer, args.timeout)
+            produced = producers.from_agent(scenario, args.agent_cmd, scorer, args.timeout, tuple(args.agent_env))
         else:
             produced = producers.from_diagnose(scenario)
         if args.save_answers:

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from memtune.errors import UserError
+from memtune.recognize import Recognizer
 
 from .answer import Answer, Grading, from_json, from_markdown
-from .recognize import Recognizer
 from .scenario import Scenario, kb_entries
 
 METRICS = ("first_fix_accuracy", "cause_accuracy", "include_recall", "avoid_recall", "violations", "mentions_recall")

@@ -17,6 +17,15 @@ def kb():
     return knowledge.load()
 
 
+@pytest.fixture(scope="session")
+def snapshot_files(tmp_path_factory):
+    """File name -> path of the fixture snapshot pickles, built by tests/fixtures/snapshots/make_snapshots.py."""
+    sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "snapshots"))
+    import make_snapshots
+
+    return make_snapshots.write(tmp_path_factory.mktemp("snapshots"))
+
+
 @pytest.fixture
 def shared_dir():
     if not SHARED.is_dir():

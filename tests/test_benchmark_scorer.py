@@ -7,6 +7,7 @@ these tests exercise the scorer's logic, not whatever phrases knowledge/fixes.ya
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -16,9 +17,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import run  # noqa: E402
+from memtune.recognize import Recognizer, phrase_regex  # noqa: E402
+
+from benchmarks import producers, run  # noqa: E402
 from benchmarks.answer import Grading, negated  # noqa: E402
-from benchmarks.recognize import Recognizer, phrase_regex  # noqa: E402
 from benchmarks.scenario import Scenario  # noqa: E402
 from benchmarks.score import Scorer, failed, metrics, score  # noqa: E402
 
@@ -339,11 +341,35 @@ def test_runner_errors_and_gates_exit_non_zero(tmp_path, capsys):
     (answers / "a.md").write_text(BAD)
     assert run.main([*base, "--answers", str(answers)]) == 0  # a wrong answer is a score, not an error
     assert run.main([*base, "--answers", str(answers), "--min-first-fix", "0.5"]) == 1
-    assert run.main([*base, "--agent-cmd", "cat >/dev/null; echo '1. expandable segments'"]) == 0
+    assert run.main([*base, "--agent-cmd", _agent("sys.stdin.read(); print('1. expandable segments')")]) == 0
+    assert run.main([*base, "--agent-cmd", "no-such-agent-program-xyz"]) == 1  # cannot start: runner error
+    assert run.main([*base, "--agent-cmd", "my-agent 'unclosed"]) == 2  # cannot be split: bad input
     doc["expect"] = {"first_fix": ["no-such-fix"]}
     (scen / "a.yaml").write_text(yaml.safe_dump(doc))
     assert run.main([*base, "--answers", str(answers)]) == 2
     assert "no-such-fix" in capsys.readouterr().err
+
+
+def _agent(code: str) -> str:
+    """An --agent-cmd line running ``code`` in this Python."""
+    return shlex.join([sys.executable, "-c", "import os, sys; " + code])
+
+
+def test_agent_command_runs_without_a_shell_and_with_a_minimal_environment(scorer, monkeypatch):
+    monkeypatch.setenv("MEMTUNE_TEST_SECRET", "hunter2")
+    seen = (
+        "sys.stdin.read(); print('1. expandable segments'); "
+        "print(os.environ.get('MEMTUNE_SCENARIO_ID'), os.environ.get('MEMTUNE_TEST_SECRET'), sys.argv[1:])"
+    )
+    produced = producers.from_agent(scenario({}, "a"), _agent(seen) + " $HOME ; echo injected", scorer, 30)
+    assert produced.error is None and produced.answer.recommended == ["expandable-segments"]
+    # the scenario id arrives, the unlisted variable does not, and shell syntax reaches the agent as plain words
+    assert "a None ['$HOME', ';', 'echo', 'injected']" in produced.raw[".md"]
+    names = set(producers.agent_env(scenario({}, "a")))
+    assert names <= {*producers.AGENT_ENV_PASSED, "MEMTUNE_SCENARIO", "MEMTUNE_SCENARIO_ID"}
+    # --agent-env opts a named variable in (an API key the agent needs), and only that one
+    passed = producers.agent_env(scenario({}, "a"), ("MEMTUNE_TEST_SECRET",))
+    assert passed["MEMTUNE_TEST_SECRET"] == "hunter2"
 
 
 def test_labelled_lines_are_refiled(scorer):

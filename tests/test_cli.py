@@ -115,8 +115,8 @@ def test_missing_dependency_is_one_clear_line(tmp_path):
     assert "jinja2" in proc.stderr and "requirements.txt" in proc.stderr
 
 
-def test_snapshot_evidence_is_cited_with_its_numbers():
-    report = diagnose_json("--snapshot", str(ROOT / "tests" / "fixtures" / "snapshots" / "dict_oom.pickle"))
+def test_snapshot_evidence_is_cited_with_its_numbers(snapshot_files):
+    report = diagnose_json("--snapshot", str(snapshot_files["dict_oom.pickle"]))
     cause = report["causes"][0]
     assert cause["id"] == "fragmentation"
     assert "dict_oom.pickle" in cause["evidence"][0] and "GiB" in cause["evidence"][0]

@@ -9,6 +9,7 @@ types, broken JSON).  Each hypothesis test is kept small so the whole file runs 
 
 from __future__ import annotations
 
+import copy
 import gzip
 import json
 import os
@@ -23,6 +24,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from memtune import knowledge
 from memtune.errors import UserError
 from memtune.facts import EnvFacts, LogFacts, QuestionFacts, TrainingConfig
 from memtune.inputs.config import (
@@ -39,7 +41,7 @@ from memtune.inputs.hf_config import read_hf_config
 from memtune.inputs.megatron_args import read_megatron_args
 from memtune.inputs.oom_log import parse_log
 from memtune.inputs.question import parse_question
-from memtune.inputs.snapshot import analyze_snapshot, load_snapshot
+from memtune.inputs.snapshot import analyze_snapshot
 from memtune.inputs.stats import read_memory_stats
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,8 +50,21 @@ LOGS = sorted([*(FIX / "logs").glob("*.log"), *(ROOT / "examples").glob("*.log")
 CONFIGS = sorted((FIX / "configs").iterdir())
 YAMLS = [p for p in CONFIGS if p.suffix == ".yaml" and "bad" not in p.name]
 JSONS = [p for p in CONFIGS if p.suffix == ".json"]
-SNAPSHOTS = sorted((FIX / "snapshots").glob("*.pickle"))
-SEED_BYTES = {p: p.read_bytes() for p in [*LOGS, *CONFIGS, *SNAPSHOTS]}
+
+
+def _snapshot_seeds() -> dict[str, Any]:
+    """The fixture snapshots as data (the repository keeps their generator, not the pickles)."""
+    sys.path.insert(0, str(FIX / "snapshots"))
+    import make_snapshots
+
+    return make_snapshots.snapshots()
+
+
+SNAPSHOT_TREES = {Path(name): data for name, data in _snapshot_seeds().items()}
+SNAPSHOTS = sorted(SNAPSHOT_TREES)
+KB = knowledge.load()  # cached; a module global so hypothesis' falsifying examples do not print the whole KB
+SEED_BYTES = {**{p: p.read_bytes() for p in [*LOGS, *CONFIGS]},
+              **{p: pickle.dumps(data, protocol=4) for p, data in SNAPSHOT_TREES.items()}}
 
 FUZZ = settings(max_examples=25, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
@@ -58,6 +73,8 @@ FUZZ = settings(max_examples=25, deadline=None, derandomize=True,
 # Numbers no real config holds: past float range, past Python's 4300-digit int/str limit, negative, NaN.
 HUGE = ["9" * 5000, "1" + "0" * 400, "1e999999", "-1e400", "18446744073709551617", "-9223372036854775809",
         "nan", "inf", "-0", "0x" + "f" * 40, "1_000", "1.5e308"]
+# Built lazily (hypothesis may repr a sampled element, and repr of a 5000-digit int raises ValueError).
+HUGE_INTS = st.sampled_from([(10, 5000), (10, 400), (2, 64), (-2, 63)]).map(lambda bp: bp[0] ** bp[1] + 1)
 # A memory_stats() dump in its flat form, with figures in the range the stats tests use.
 STATS_SEED = {"reserved_bytes.all.peak": 75161927680, "reserved_bytes.all.current": 68719476736,
               "allocated_bytes.all.peak": 60129542144, "allocated_bytes.all.current": 53687091200,
@@ -164,7 +181,7 @@ def argv_text(data: bytes) -> str:
 # Values of the wrong kind for any slot in a config tree: YAML/JSON can hold every one of these.
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.integers(-(10**30), 10**30),
                     st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20),
-                    st.sampled_from(HUGE), st.sampled_from(HUGE).map(lambda h: int(h) if h.isdigit() else h))
+                    st.sampled_from(HUGE), HUGE_INTS)
 wrong_values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
                                                              st.dictionaries(st.text(max_size=8), inner, max_size=4)),
                             max_leaves=8)
@@ -175,7 +192,7 @@ def retyped(draw: st.DrawFn, tree: Any) -> Any:
     """``tree`` with one to three slots (a section, a key in it, or the whole tree) replaced by a wrong value."""
     if not isinstance(tree, dict) or draw(st.integers(0, 9)) == 0:
         return draw(wrong_values)
-    tree = json.loads(json.dumps(tree, default=str))  # a deep copy that also drops tuples and odd scalars
+    tree = copy.deepcopy(tree)
     for _ in range(draw(st.integers(1, 3))):
         node = tree
         keys = list(node)
@@ -188,10 +205,13 @@ def retyped(draw: st.DrawFn, tree: Any) -> Any:
     return tree
 
 
+_BIG = "__huge_int__"
+
+
 def _int_safe(value: Any) -> Any:
-    """yaml.safe_dump cannot write an int past the str-conversion limit; keep such ints as strings."""
+    """Neither dumper can write an int past Python's 4300-digit limit: mark it, then splice the digits in."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**4000:
-        return "9" * 5000
+        return _BIG
     if isinstance(value, dict):
         return {k: _int_safe(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -210,18 +230,22 @@ JSON_TREES = {p: json.loads(p.read_text(encoding="utf-8")) for p in JSONS}
 def _dump_yaml(tree: Any) -> bytes:
     import yaml
 
-    return yaml.safe_dump(_int_safe(tree), allow_unicode=True).encode("utf-8", "surrogatepass")
+    text = yaml.safe_dump(_int_safe(tree), allow_unicode=True)
+    return text.replace(_BIG, "9" * 5000).encode("utf-8", "surrogatepass")
 
 
 def _dump_json(tree: Any) -> bytes:
-    return json.dumps(tree, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    text = json.dumps(_int_safe(tree), ensure_ascii=False)
+    return text.replace(f'"{_BIG}"', "9" * 5000).encode("utf-8", "surrogatepass")
 
 
 # Inputs that break naive parsers: deep nesting, self-referencing anchors, numbers past every limit.
 HOSTILE_YAML = ["model: &a [*a]\n", "model: " + "[" * 3000 + "]" * 3000 + "\n", "model:\n  num_layers: " + "9" * 5000,
                 "model: !!python/object/apply:os.system ['true']\n", "model: !!binary AAAA\n",
-                "? [a, b]\n: c\nmodel: {}\n", "model: null\ntrain: []\n", "- model\n- train\n", "model: {seq_length: .inf}\n",
-                "model:\n  tensor_model_parallel_size: !!float nan\n", "model: {moe_layer_freq: '[1]*99999999999'}\n"]
+                "? [a, b]\n: c\nmodel: {}\n", "model: null\ntrain: []\n", "- model\n- train\n",
+                "model: {seq_length: .inf}\n", "model:\n  tensor_model_parallel_size: !!float nan\n",
+                "model: {moe_layer_freq: '[1]*99999999999'}\n", "model: {moe_layer_freq: '([1]*9999)*9999*9999'}\n",
+                "model: {pipeline_model_parallel_layout: '(t|)*99999999999'}\n", "model: \x7f\n"]
 HOSTILE_JSON = ["[" * 100000, '{"a":' * 100000, '{"num_hidden_layers": ' + "9" * 5000 + "}", "NaN", "[]", '"x"',
                 '{"num_hidden_layers": 1e999, "model_type": "llama"}', '{"model_type": ["llama"]}',
                 '{"text_config": {"num_hidden_layers": -5, "hidden_size": 0}}', "\ufeff{}", '{"a": 1, "a": 2}']
@@ -232,28 +256,28 @@ HOSTILE_JSON = ["[" * 100000, '{"a":' * 100000, '{"num_hidden_layers": ' + "9" *
 
 @FUZZ
 @given(data=mutants(LOGS), via=st.sampled_from(["path", "text", "lines"]))
-def test_log_parser_survives_mutated_logs(data, via, tmp_path, kb):
+def test_log_parser_survives_mutated_logs(data, via, tmp_path):
     path = tmp_path / "train.log"
     path.write_bytes(data)
     text = data.decode("utf-8", "replace")
     source = {"path": path, "text": text + "\n", "lines": text.split("\n")}[via]
-    holds(lambda: parse_log(source, kb), LogFacts)
+    holds(lambda: parse_log(source, KB), LogFacts)
 
 
 @FUZZ
 @given(text=st.text(max_size=400))
-def test_log_parser_survives_random_text(text, kb):
-    holds(lambda: parse_log(text + "\n", kb), LogFacts)
-    holds(lambda: parse_log(text.splitlines(), kb), LogFacts)
+def test_log_parser_survives_random_text(text):
+    holds(lambda: parse_log(text + "\n", KB), LogFacts)
+    holds(lambda: parse_log(text.splitlines(), KB), LogFacts)
 
 
 @FUZZ
 @given(data=mutants(LOGS[:4]), cut=st.integers(0, 200))
-def test_log_parser_survives_corrupt_gzip(data, cut, tmp_path, kb):
+def test_log_parser_survives_corrupt_gzip(data, cut, tmp_path):
     path = tmp_path / "train.log.gz"
     packed = gzip.compress(data)
     path.write_bytes(packed[: max(len(packed) - cut, 0)] if cut % 2 else packed[:10] + bytes([cut]) + packed[11:])
-    holds(lambda: parse_log(path, kb), LogFacts, names=path.name)
+    holds(lambda: parse_log(path, KB), LogFacts, names=path.name)
 
 
 # --------------------------------------------------------------------------- config readers
@@ -261,28 +285,28 @@ def test_log_parser_survives_corrupt_gzip(data, cut, tmp_path, kb):
 
 @FUZZ
 @given(data=mutants(YAMLS))
-def test_bridge_yaml_survives_mutated_text(data, tmp_path, kb):
+def test_bridge_yaml_survives_mutated_text(data, tmp_path):
     path = tmp_path / "run_config.yaml"
     path.write_bytes(data)
-    holds(lambda: read_bridge_config(path, kb), TrainingConfig, names=path.name)
-    holds(lambda: read_config(path, kb=kb), TrainingConfig, names=path.name)
+    holds(lambda: read_bridge_config(path, KB), TrainingConfig, names=path.name)
+    holds(lambda: read_config(path, kb=KB), TrainingConfig, names=path.name)
 
 
 @FUZZ
 @given(tree=st.sampled_from(YAMLS).flatmap(lambda p: retyped(YAML_TREES[p])))
-def test_bridge_yaml_survives_wrong_types(tree, tmp_path, kb):
+def test_bridge_yaml_survives_wrong_types(tree, tmp_path):
     path = tmp_path / "run_config.yaml"
     path.write_bytes(_dump_yaml(tree))
-    holds(lambda: read_bridge_config(path, kb), TrainingConfig, names=path.name)
-    holds(lambda: read_config(path, kb=kb), TrainingConfig, names=path.name)
+    holds(lambda: read_bridge_config(path, KB), TrainingConfig, names=path.name)
+    holds(lambda: read_config(path, kb=KB), TrainingConfig, names=path.name)
 
 
-@pytest.mark.parametrize("text", HOSTILE_YAML)
-def test_bridge_yaml_hostile_inputs(text, tmp_path, kb):
+@pytest.mark.parametrize("text", HOSTILE_YAML, ids=range(len(HOSTILE_YAML)))
+def test_bridge_yaml_hostile_inputs(text, tmp_path):
     path = tmp_path / "hostile.yaml"
     path.write_text(text, encoding="utf-8")
-    holds(lambda: read_bridge_config(path, kb), TrainingConfig, names=path.name)
-    holds(lambda: read_config(path, kb=kb), TrainingConfig, names=path.name)
+    holds(lambda: read_bridge_config(path, KB), TrainingConfig, names=path.name)
+    holds(lambda: read_config(path, kb=KB), TrainingConfig, names=path.name)
 
 
 _override_keys = st.one_of(
@@ -304,8 +328,8 @@ overrides = st.one_of(
 
 @FUZZ
 @given(items=st.lists(overrides, max_size=4))
-def test_overrides_survive_random_items(items, kb):
-    holds(lambda: apply_overrides(TrainingConfig(), items, kb), TrainingConfig)
+def test_overrides_survive_random_items(items):
+    holds(lambda: apply_overrides(TrainingConfig(), items, KB), TrainingConfig)
 
 
 # --------------------------------------------------------------------------- Megatron-LM args
@@ -318,24 +342,29 @@ MLM_SEEDS = [p for p in CONFIGS if p.suffix == ".sh"] + [p for p in YAMLS if p.n
 
 @FUZZ
 @given(text=st.one_of(mutants(MLM_SEEDS).map(argv_text), _arg_lines, st.text(max_size=200)))
-def test_megatron_args_survive_random_and_mutated_text(text, kb):
-    holds(lambda: read_megatron_args(text, "<args>", kb), TrainingConfig)
+def test_megatron_args_survive_random_and_mutated_text(text):
+    holds(lambda: read_megatron_args(text, "<args>", KB), TrainingConfig)
 
 
 @FUZZ
 @given(data=mutants(MLM_SEEDS))
-def test_launch_script_survives_mutation_via_read_config(data, tmp_path, kb):
+def test_launch_script_survives_mutation_via_read_config(data, tmp_path):
     path = tmp_path / "launch.sh"
     path.write_bytes(data)
-    holds(lambda: read_config(path, kb=kb), TrainingConfig, names=path.name)
+    holds(lambda: read_config(path, kb=KB), TrainingConfig, names=path.name)
 
 
-@pytest.mark.parametrize("text", ["--num-layers " + "9" * 5000, "--hidden-size 1e999 --num-layers -1",
-                                  "--seq-length $((1<<999))", "X=$((9**9**9)) --num-layers $X", "--num-layers ${X:-",
-                                  '--moe-layer-freq "([0]*3+[1]*99999999999)"', "python3 -c '\n", "\\\n" * 50,
-                                  "--pipeline-model-parallel-layout '" + "E" * 10000 + "'"])
-def test_megatron_args_hostile_inputs(text, kb):
-    holds(lambda: read_megatron_args(text, "<args>", kb), TrainingConfig)
+# Arguments past every limit: 5000-digit values, shell arithmetic, layouts and list expressions that explode.
+HOSTILE_ARGS = ["--num-layers " + "9" * 5000, "--moe-layer-freq " + "9" * 5000, "--hidden-size 1e999 --num-layers -1",
+                "--seq-length $((1<<999))", "X=$((9**9**9)) --num-layers $X", "--num-layers ${X:-",
+                '--moe-layer-freq "([0]*3+[1]*99999999999)"', "python3 -c '\n", "\\\n" * 50,
+                "--pipeline-model-parallel-layout '" + "E" * 10000 + "'",
+                "--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout '(((t|)*1000)*1000)*1000'"]
+
+
+@pytest.mark.parametrize("text", HOSTILE_ARGS, ids=range(len(HOSTILE_ARGS)))
+def test_megatron_args_hostile_inputs(text):
+    holds(lambda: read_megatron_args(text, "<args>", KB), TrainingConfig)
 
 
 # --------------------------------------------------------------------------- HF config.json
@@ -343,19 +372,19 @@ def test_megatron_args_hostile_inputs(text, kb):
 
 @FUZZ
 @given(data=st.one_of(mutants(JSONS), st.sampled_from(JSONS).flatmap(lambda p: retyped(JSON_TREES[p]).map(_dump_json))))
-def test_hf_config_survives_mutation(data, tmp_path, kb):
+def test_hf_config_survives_mutation(data, tmp_path):
     path = tmp_path / "config.json"
     path.write_bytes(data)
-    holds(lambda: read_hf_config(path, kb), TrainingConfig, names=path.name)
-    holds(lambda: read_config(path, kb=kb), TrainingConfig, names=path.name)
+    holds(lambda: read_hf_config(path, KB), TrainingConfig, names=path.name)
+    holds(lambda: read_config(path, kb=KB), TrainingConfig, names=path.name)
 
 
-@pytest.mark.parametrize("text", HOSTILE_JSON)
-def test_hf_config_hostile_inputs(text, tmp_path, kb):
+@pytest.mark.parametrize("text", HOSTILE_JSON, ids=range(len(HOSTILE_JSON)))
+def test_hf_config_hostile_inputs(text, tmp_path):
     path = tmp_path / "config.json"
     path.write_text(text, encoding="utf-8")
-    holds(lambda: read_hf_config(path, kb), TrainingConfig, names=path.name)
-    holds(lambda: read_config(path, kb=kb), TrainingConfig, names=path.name)
+    holds(lambda: read_hf_config(path, KB), TrainingConfig, names=path.name)
+    holds(lambda: read_config(path, kb=KB), TrainingConfig, names=path.name)
 
 
 # --------------------------------------------------------------------------- memory_stats JSON
@@ -373,8 +402,11 @@ def test_memory_stats_survive_mutation(data, tmp_path):
     holds(lambda: read_memory_stats(path), dict, names=path.name)
 
 
-@pytest.mark.parametrize("text", [*HOSTILE_JSON, '{"num_ooms": ' + "9" * 5000 + "}", '{"num_ooms": Infinity}',
-                                  '{"reserved_bytes.all.peak": -1, "allocated_bytes.all.peak": 1e308}'])
+HOSTILE_STATS = [*HOSTILE_JSON, '{"num_ooms": ' + "9" * 5000 + "}", '{"num_ooms": Infinity}',
+                 '{"reserved_bytes.all.peak": -1, "allocated_bytes.all.peak": 1e308}']
+
+
+@pytest.mark.parametrize("text", HOSTILE_STATS, ids=range(len(HOSTILE_STATS)))
 def test_memory_stats_hostile_inputs(text, tmp_path):
     path = tmp_path / "memory_stats.json"
     path.write_text(text, encoding="utf-8")
@@ -382,13 +414,6 @@ def test_memory_stats_hostile_inputs(text, tmp_path):
 
 
 # --------------------------------------------------------------------------- snapshot pickle
-
-
-def _snapshot_tree(path: Path) -> Any:
-    return load_snapshot(path)
-
-
-SNAPSHOT_TREES = {p: _snapshot_tree(p) for p in SNAPSHOTS}
 
 
 @st.composite
@@ -409,7 +434,7 @@ def retyped_snapshot(draw: st.DrawFn) -> bytes:
         node = node[key]
     else:
         tree = draw(wrong_values) if draw(st.integers(0, 5)) == 0 else tree
-    return pickle.dumps(tree, protocol=draw(st.integers(0, pickle.HIGHEST_PROTOCOL)))
+    return pickle.dumps(tree, protocol=draw(st.integers(2, pickle.HIGHEST_PROTOCOL)))
 
 
 @FUZZ
@@ -420,13 +445,12 @@ def test_snapshot_survives_mutation(data, tmp_path):
     holds(lambda: analyze_snapshot(path), dict, names=path.name)
 
 
-def _deep(depth: int) -> list[Any]:
-    root: list[Any] = []
-    node = root
-    for _ in range(depth):
-        node.append([])
-        node = node[0]
-    return root
+def _key(name: str) -> bytes:
+    return b"X" + len(name).to_bytes(4, "little") + name.encode()  # BINUNICODE
+
+
+def _deep_list(depth: int) -> bytes:
+    return b"]" * depth + b"a" * (depth - 1)  # EMPTY_LIST x depth, then APPEND each into the one below
 
 
 @pytest.mark.parametrize("build", [
@@ -449,9 +473,12 @@ def test_snapshot_hostile_inputs(build, tmp_path):
 
 
 def test_snapshot_deeply_nested_segments(tmp_path):
+    # {"segments": [{"blocks": [[[...]]]}], "device_traces": [[[[...]]]]}, nested deeper than Python's stack
+    deep = _deep_list(50000)
+    data = (b"\x80\x02}" + _key("segments") + b"]}" + _key("blocks") + deep + b"sas"
+            + _key("device_traces") + b"]" + deep + b"as.")
     path = tmp_path / "snapshot.pickle"
-    data = {"segments": [{"blocks": _deep(900)}], "device_traces": [_deep(900)]}
-    path.write_bytes(pickle.dumps(data))
+    path.write_bytes(data)
     holds(lambda: analyze_snapshot(path), dict, names=path.name)
 
 
@@ -461,8 +488,8 @@ def test_snapshot_deeply_nested_segments(tmp_path):
 @FUZZ
 @given(text=st.one_of(st.text(max_size=200), st.sampled_from(QUESTIONS).flatmap(lambda q: mutated(q.encode()))
                       .map(argv_text)))
-def test_question_survives_random_and_mutated_text(text, kb):
-    holds(lambda: parse_question(text, kb), QuestionFacts)
+def test_question_survives_random_and_mutated_text(text):
+    holds(lambda: parse_question(text, KB), QuestionFacts)
 
 
 _env_pairs = st.one_of(
@@ -479,8 +506,8 @@ _env_pairs = st.one_of(
 
 @FUZZ
 @given(pairs=st.lists(_env_pairs, max_size=4))
-def test_env_pairs_survive_random_and_mutated_items(pairs, kb):
-    holds(lambda: read_env(pairs, kb=kb), EnvFacts)
+def test_env_pairs_survive_random_and_mutated_items(pairs):
+    holds(lambda: read_env(pairs, kb=KB), EnvFacts)
 
 
 # --------------------------------------------------------------------------- the CLI end to end
@@ -500,8 +527,14 @@ def _cli_cases(tmp: Path) -> list[list[str]]:
     log.write_bytes(gzip.compress(SEED_BYTES[LOGS[0]])[:40])
     yaml_alias = tmp / "alias.yaml"
     yaml_alias.write_text("model: &a [*a]\n", encoding="utf-8")
+    layout = tmp / "layout.yaml"  # a layout that expands to 2e9 symbols: the estimator must never see it
+    layout.write_text("model:\n  pipeline_model_parallel_size: 2\n"
+                      "  pipeline_model_parallel_layout: '(((t|)*1000)*1000)*1000'\n"
+                      "  num_layers: 4\n  hidden_size: 1024\n  num_attention_heads: 8\n  vocab_size: 32000\n"
+                      "  seq_length: 2048\ntrain:\n  micro_batch_size: 1\n  global_batch_size: 8\n", encoding="utf-8")
     return [["--config", str(config)], ["--config", str(deep)], ["--stats", str(stats)], ["--snapshot", str(snap)],
-            ["--log", str(log)], ["--config", str(yaml_alias)], ["--set", "model.num_layers=[[1]", "--env", "=x"]]
+            ["--log", str(log)], ["--config", str(yaml_alias)], ["--config", str(layout), "--gpu", "H100"],
+            ["--set", "model.num_layers=[[1]", "--env", "=x"], ["--question", "TP" + "9" * 5000 + " on 1e999 H100"]]
 
 
 def test_cli_turns_damaged_inputs_into_exit_2_without_traceback(tmp_path):

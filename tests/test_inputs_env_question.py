@@ -102,10 +102,25 @@ def test_env_process_only_when_asked_and_never_secrets(monkeypatch, vkb):
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
     monkeypatch.setenv("NCCL_API_KEY", "do-not-read")
     monkeypatch.setenv("HOME_SOMETHING", "irrelevant")
+    monkeypatch.setenv("TORCH_UNLISTED_SETTING", "1")  # a memory-ish prefix is not enough: only listed names
     assert read_env(["NCCL_DEBUG=INFO"], kb=vkb).expandable_segments is False
     env = read_env([], from_process=True, kb=vkb)
     assert env.expandable_segments is True
-    assert "NCCL_API_KEY" not in env.variables and "HOME_SOMETHING" not in env.variables
+    assert "PYTORCH_CUDA_ALLOC_CONF" in env.variables and set(env.variables) <= _listed(vkb)
+    assert not {"NCCL_API_KEY", "HOME_SOMETHING", "TORCH_UNLISTED_SETTING"} & set(env.variables)
+
+
+def _listed(vkb) -> set[str]:
+    return set(vkb.tables["vocabulary"]["env"]["process_names"])
+
+
+def test_env_process_names_cover_the_allocator_and_every_variable_a_fix_sets(vkb):
+    """--env-from-process must see every variable the diagnosis reasons about, or it would call a set one unset."""
+    fixes = yaml.safe_load((KB_DIR / "fixes.yaml").read_text(encoding="utf-8"))["fixes"]
+    set_by_fixes = {line.split("=", 1)[0] for fix in fixes for line in (fix.get("apply") or {}).get("env") or ()}
+    assert set_by_fixes >= {"PYTORCH_CUDA_ALLOC_CONF", "NCCL_GRAPH_REGISTER"}  # the lookup above found them
+    wanted = set_by_fixes | set(vkb.tables["vocabulary"]["env"]["alloc_conf_vars"])
+    assert wanted - _listed(vkb) == set()
 
 
 def test_env_source_precedence(monkeypatch, vkb):

@@ -29,19 +29,19 @@ def built():
 
 
 @pytest.mark.parametrize("name,layout", [("dict_oom.pickle", "dict"), ("list_legacy.pickle", "list")])
-def test_fixture_files_match_their_generator(name, layout, built):
-    assert load_snapshot(FIXTURES / name) == built[layout]
+def test_fixture_files_load_back_as_their_generator_built_them(name, layout, built, snapshot_files):
+    assert load_snapshot(snapshot_files[name]) == built[layout]
 
 
 @pytest.mark.parametrize("name,layout", [("dict_oom.pickle", "dict"), ("list_legacy.pickle", "list")])
-def test_layout_numbers(name, layout, built):
-    summary = analyze_snapshot(FIXTURES / name)
+def test_layout_numbers(name, layout, built, snapshot_files):
+    summary = analyze_snapshot(snapshot_files[name])
     for key, expected in make_snapshots.EXPECTED[layout].items():
         assert summary[key] == expected, key
 
 
-def test_totals_add_up_per_type_and_pool():
-    s = analyze_snapshot(FIXTURES / "dict_oom.pickle")
+def test_totals_add_up_per_type_and_pool(snapshot_files):
+    s = analyze_snapshot(snapshot_files["dict_oom.pickle"])
     for key in ("reserved_bytes", "allocated_bytes", "active_bytes", "inactive_split_bytes", "releasable_bytes"):
         assert sum(v[key] for v in s["segment_types"].values()) == s[key]
         assert sum(v[key] for v in s["pools"].values()) == s[key]
@@ -50,13 +50,13 @@ def test_totals_add_up_per_type_and_pool():
     assert s["graph_pool_share"] == pytest.approx(24 / 86)
 
 
-def test_sites_prefer_megatron_module_names():
-    sites = analyze_snapshot(FIXTURES / "dict_oom.pickle")["top_sites"]
+def test_sites_prefer_megatron_module_names(snapshot_files):
+    sites = analyze_snapshot(snapshot_files["dict_oom.pickle"])["top_sites"]
     assert sites[0] == {"site": "megatron.core.transformer.dot_product_attention:forward:210",
                         "module": "megatron.core.transformer.dot_product_attention", "bytes": 32 * MIB, "blocks": 2}
     assert sites[1]["module"] == "megatron.core.tensor_parallel.layers"
     assert sites[2]["site"] == "train.py:build_buffers:55" and sites[2]["module"] is None
-    assert len(analyze_snapshot(FIXTURES / "dict_oom.pickle", top=1)["top_sites"]) == 1
+    assert len(analyze_snapshot(snapshot_files["dict_oom.pickle"], top=1)["top_sites"]) == 1
 
 
 def _oom_variant(built, size_mib: float, device_free_mib: float) -> dict:
@@ -165,8 +165,8 @@ def test_malformed_files_name_the_problem(tmp_path, content, message):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cut=st.integers(min_value=0), flips=st.lists(st.tuples(st.integers(min_value=0), st.integers(0, 255)),
                                                    max_size=4))
-def test_mutated_snapshots_never_crash(tmp_path, cut, flips):
-    data = bytearray((FIXTURES / "dict_oom.pickle").read_bytes())
+def test_mutated_snapshots_never_crash(tmp_path, snapshot_files, cut, flips):
+    data = bytearray(snapshot_files["dict_oom.pickle"].read_bytes())
     for pos, value in flips:
         data[pos % len(data)] = value
     path = tmp_path / "mutated.pickle"

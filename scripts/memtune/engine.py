@@ -57,6 +57,7 @@ class Diagnosis:
     already_applied: list[str]
     violations: list[Violation]
     fired_rules: list[str]
+    facts: dict[str, Any] = field(default_factory=dict)  # the facts the rules saw, derived ones included
 
 
 def check_constraints(flat: Mapping[str, Any], kb: Knowledge) -> list[Violation]:
@@ -98,20 +99,27 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge) -> Diagnosis:
     cause_rank = {c.id: i for i, c in enumerate(ranked_causes)}
     ordered_rules = sorted(fired, key=lambda pr: (cause_rank[pr[1]["cause"]], -float(pr[1]["confidence"]), pr[0]))
 
-    avoid: dict[str, AvoidAdvice] = {}
-    for _, rule in ordered_rules:
-        for item in rule.get("avoid", []):
-            avoid.setdefault(item["fix"], AvoidAdvice(item["fix"], rule["id"], "rule", item["reason"]))
-    for con in kb.entries("constraints"):
-        if con.get("blocks_when") and evaluate(con["blocks_when"], flat):
-            for fix_id in con.get("blocks_fixes", []):
-                avoid.setdefault(fix_id, AvoidAdvice(fix_id, con["id"], "constraint", con["message"]))
-
     applied = [
         fix["id"]
         for fix in kb.entries("fixes")
         if fix.get("already_applied_when") and evaluate(fix["already_applied_when"], flat)
     ]
+    rule_fixes = {rule["id"]: [*rule.get("fixes", []), *_constraint_alternatives(rule, flat, kb)]
+                  for _, rule in fired}
+
+    avoid: dict[str, AvoidAdvice] = {}
+    for _, rule in ordered_rules:
+        for item in rule.get("avoid", []):
+            avoid.setdefault(item["fix"], AvoidAdvice(item["fix"], rule["id"], "rule", item["reason"]))
+    # A constraint's blocked fix is worth a warning only if something put it on the table: a fired
+    # rule, the user's question, or the config itself (then it has to be turned off).
+    proposed = {f for ids in rule_fixes.values() for f in ids}
+    proposed |= {*(flat.get("question.mentioned_fixes") or []), *applied}
+    for con in kb.entries("constraints"):
+        if con.get("blocks_when") and evaluate(con["blocks_when"], flat):
+            for fix_id in con.get("blocks_fixes", []):
+                if fix_id in proposed:
+                    avoid.setdefault(fix_id, AvoidAdvice(fix_id, con["id"], "constraint", con["message"]))
 
     fixes: dict[str, FixAdvice] = {}
 
@@ -124,7 +132,7 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge) -> Diagnosis:
                 recommend(companion["fix"], fix_id)
 
     for _, rule in ordered_rules:
-        for fix_id in [*rule.get("fixes", []), *_constraint_alternatives(rule, flat, kb)]:
+        for fix_id in rule_fixes[rule["id"]]:
             recommend(fix_id, rule["id"])
 
     return Diagnosis(
@@ -135,4 +143,5 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge) -> Diagnosis:
         already_applied=applied,
         violations=violations,
         fired_rules=[rule["id"] for _, rule in fired],
+        facts=flat,
     )

@@ -290,6 +290,7 @@ class QuestionFacts:
     gpu_name: str | None = None
     gpu_nominal_gb: float | None = None  # "8x 80 GB GPUs" with no GPU model named
     layout: dict[str, Any] = field(default_factory=dict)  # TrainingConfig field -> value
+    mentioned_fixes: list[str] = field(default_factory=list)  # fixes.yaml ids the question names (recognizers)
     env: dict[str, Any] = field(default_factory=dict)  # EnvFacts field -> value the user stated
 
 

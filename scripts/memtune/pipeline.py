@@ -8,6 +8,7 @@ numbers the question mentions only fill gaps; --env beats env_vars in the config
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from .knowledge import Knowledge
 class Inputs:
     """What the user passed on the command line (paths are read here, nowhere else)."""
 
-    log: Path | None = None
+    log: Path | Iterable[str] | None = None  # a path, or the lines of stdin
     config: Path | None = None
     overrides: list[str] = field(default_factory=list)
     env: list[str] = field(default_factory=list)
@@ -46,14 +47,15 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
     facts = Facts()
     if inputs.question:
         facts.question = parse_question(inputs.question, kb)
+        facts.question.mentioned_fixes = _mentioned_fixes(inputs.question, kb)
     if inputs.log:
         from .inputs.oom_log import parse_log
 
         facts.log = parse_log(inputs.log, kb)
 
-    config = read_config(inputs.config, inputs.overrides) if inputs.config else TrainingConfig()
+    config = read_config(inputs.config, inputs.overrides, kb=kb) if inputs.config else TrainingConfig()
     if not inputs.config and inputs.overrides:
-        config = apply_overrides(config, inputs.overrides)
+        config = apply_overrides(config, inputs.overrides, kb=kb)
     config = _fill_from_question(config, facts.question)
     config = _recipe_defaults(_fill_architecture(config, kb), kb)
     facts.config = config
@@ -64,11 +66,13 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
                          log_text_env=facts.log.env or None, config_env=env_from_config(config), kb=kb)
     facts.env = _fill_env_from_question(facts.env, facts.question.env)
 
-    gpu_name = inputs.gpu or facts.question.gpu_name
-    if gpu_name:
-        facts.gpu = lookup_gpu(gpu_name, kb)
+    # What the user names explicitly, then what the OOM message measured, then what the question says.
+    if inputs.gpu:
+        facts.gpu = lookup_gpu(inputs.gpu, kb)
     elif facts.log.capacity_bytes:
         facts.gpu = lookup_gpu(facts.log.capacity_bytes, kb)
+    elif facts.question.gpu_name:
+        facts.gpu = lookup_gpu(facts.question.gpu_name, kb)
     elif facts.question.gpu_nominal_gb:
         facts.gpu = _gpu_by_size(facts.question.gpu_nominal_gb, kb)
 
@@ -81,6 +85,18 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
     facts.estimate = _estimate(facts, kb, inputs.num_microbatches)
     facts.derived = derive(facts.config, facts.env)
     return facts
+
+
+def _mentioned_fixes(text: str, kb: Knowledge) -> list[str]:
+    """Fixes the user asks about ("would CPU offloading help?"), through each fix's own recognizers.
+
+    The engine uses them to warn about a blocked fix the user is considering, even when no rule
+    would have proposed it.
+    """
+    from .recognize import Recognizer
+
+    recognizer = Recognizer.from_recognize(kb.entries("fixes"), "knowledge/fixes.yaml")
+    return list(dict.fromkeys(m.ident for m in recognizer.find(text)))
 
 
 def _gpu_by_size(nominal_gb: float, kb: Knowledge) -> Any:

@@ -34,6 +34,7 @@ def _sources(entry: Mapping[str, Any]) -> list[str]:
 def build(diag: Diagnosis, flat: Mapping[str, Any], kb: Knowledge, lang: str = "en",
           estimate: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The diagnosis as plain data in one language (the JSON output)."""
+    flat = diag.facts or flat  # what the rules saw, violations included
     rules = kb.by_id.get("rules", {})
     causes = []
     for finding in diag.causes:

@@ -33,7 +33,8 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--question", help="the user's question in free text (English or Chinese)")
     parser.add_argument("--snapshot", type=Path, help="PyTorch memory snapshot pickle (restricted unpickler)")
     parser.add_argument("--stats", type=Path, help="torch.cuda.memory_stats() JSON dump")
-    parser.add_argument("--num-microbatches", type=int, help="micro-batches per step (default: from GBS / (MBS x DP))")
+    parser.add_argument("--num-microbatches", type=positive_int,
+                        help="micro-batches per step (default: from GBS / (MBS x DP))")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,31 +43,44 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_input_arguments(parser)
     parser.add_argument("--format", choices=["markdown", "json"], default="markdown")
     parser.add_argument("--lang", choices=["en", "zh"], help="answer language (default: the question's, else en)")
-    parser.add_argument("--output", type=Path, help="write the answer to this file instead of stdout")
+    parser.add_argument("--output", type=Path, help="write the answer to this new file (never overwrites)")
     parser.set_defaults(func=run)
 
 
 def inputs_from_args(args: argparse.Namespace) -> pipeline.Inputs:
     log = args.log
-    if log is not None and str(log) == "-":
-        log = _stdin_to_temp()
-    for label, path in (("--log", log), ("--config", args.config), ("--snapshot", args.snapshot),
-                        ("--stats", args.stats)):
+    stdin = log is not None and str(log) == "-"
+    for label, path in (("--log", None if stdin else log), ("--config", args.config),
+                        ("--snapshot", args.snapshot), ("--stats", args.stats)):
         if path is not None and not Path(path).is_file():
             raise UserError(f"{label} {path}: no such file")
+    if stdin:
+        log = sys.stdin  # read streaming, never copied to disk
     return pipeline.Inputs(log=log, config=args.config, overrides=args.overrides, env=args.env,
                            env_from_process=args.env_from_process, gpu=args.gpu, question=args.question,
                            snapshot=args.snapshot, stats=args.stats, num_microbatches=args.num_microbatches)
 
 
-def _stdin_to_temp() -> Path:
-    import tempfile
+def write_new_file(path: Path, text: str) -> None:
+    """--output writes a new file only: an existing one is never overwritten (nothing the tool touches is lost)."""
+    try:
+        with open(path, "x", encoding="utf-8") as fh:
+            fh.write(text)
+    except FileExistsError:
+        raise UserError(f"--output {path}: file exists; choose a new path") from None
+    except OSError as exc:
+        raise UserError(f"--output {path}: cannot write ({exc.strerror})") from None
 
-    tmp = tempfile.NamedTemporaryFile("w", suffix=".log", delete=False, encoding="utf-8")
-    with tmp:
-        for line in sys.stdin:
-            tmp.write(line)
-    return Path(tmp.name)
+
+def positive_int(text: str) -> int:
+    """argparse type: a count that must be at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
 
         text = render_markdown(rep, kb)
     if args.output:
-        args.output.write_text(text, encoding="utf-8")
+        write_new_file(args.output, text)
     else:
         sys.stdout.write(text)
     return 0

@@ -123,7 +123,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         text = to_markdown(data, kb, args.lang)
     if args.output:
-        args.output.write_text(text, encoding="utf-8")
+        from .diagnose import write_new_file
+
+        write_new_file(args.output, text)
     else:
         sys.stdout.write(text)
     return 0

@@ -157,13 +157,16 @@ def layer_freq(value: Any) -> Any:
     if value is None or isinstance(value, (int, list)) and not isinstance(value, bool):
         return value
     text = str(value).strip()
-    if re.fullmatch(r"\d+", text):
+    if re.fullmatch(r"\d{1,4000}", text):  # int() refuses > 4300 digits
         return int(text)
     try:
         result = _eval_list(ast.parse(text, mode="eval").body)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, TypeError, RecursionError):
         return text
     return result
+
+
+_MAX_EXPANDED = 1 << 20  # far above any layer count; bounds list expressions and layouts, not a model fact
 
 
 def _eval_list(node: ast.AST) -> Any:
@@ -173,6 +176,10 @@ def _eval_list(node: ast.AST) -> Any:
         return [_eval_list(e) for e in node.elts]
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
         left, right = _eval_list(node.left), _eval_list(node.right)
+        if isinstance(node.op, ast.Mult) and isinstance(left, list) != isinstance(right, list):
+            items, times = (left, right) if isinstance(left, list) else (right, left)
+            if len(items) * times > _MAX_EXPANDED:  # [1]*99999999999 would exhaust memory
+                raise ValueError("list expression too long")
         return left + right if isinstance(node.op, ast.Add) else left * right
     raise ValueError("not a list expression")
 
@@ -204,7 +211,9 @@ def coerce(name: str, value: Any, where: str) -> Any:
     if name == "cuda_graph_scope":
         return _graph_scope(value)
     if name == "pipeline_model_parallel_layout" and isinstance(value, list):
-        return _layout_text(value)
+        value = _layout_text(value)
+    if name == "pipeline_model_parallel_layout" and isinstance(value, str) and _layout_chars(value) > _MAX_EXPANDED:
+        raise UserError(f"{where}: expands to over {_MAX_EXPANDED} layer symbols, which no model has")
     if kind == "bool":
         return as_bool(value, where)
     if kind == "int":
@@ -214,15 +223,15 @@ def coerce(name: str, value: Any, where: str) -> Any:
             return value
         if isinstance(value, float) and value.is_integer():
             return int(value)
-        if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+        if isinstance(value, str) and re.fullmatch(r"\s*-?\d{1,4000}\s*", value):  # int() refuses > 4300 digits
             return int(value)
         raise UserError(f"{where}: expected an integer, got {value!r}")
     if kind == "float":
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
         try:
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return float(value)
             return float(str(value))
-        except ValueError:
+        except (ValueError, OverflowError):  # OverflowError: an int past float range
             raise UserError(f"{where}: expected a number, got {value!r}") from None
     if kind == "str":
         value = _object_value(value)
@@ -252,6 +261,27 @@ def _layout_text(stages: list[Any]) -> str:
     """A layout given as a list of stages (lists of layer names) -> the string form, e.g. ``Et|tt|tL``."""
     return "|".join("".join(_LAYOUT_LETTERS.get(str(layer).rsplit(".", 1)[-1].lower(), str(layer)) for layer in stage)
                     if isinstance(stage, list) else str(stage) for stage in stages)
+
+
+def _layout_chars(text: str) -> int:
+    """Length of a layout once its ``(...)*N`` / ``tN`` repeats are expanded, counted without expanding it."""
+    stack, last = [0], 0
+    for m in re.finditer(r"\*?\d+|.", text):
+        tok = m.group()
+        if tok == "(":
+            stack.append(0)
+            last = 0
+        elif tok == ")" and len(stack) > 1:
+            last = stack.pop()
+            stack[-1] += last
+        elif tok[-1].isdigit():
+            digits = tok.lstrip("*")
+            stack[-1] += last * ((int(digits) if len(digits) < 10 else 10**10) - 1)
+            last = 0
+        else:
+            stack[-1] += 1
+            last = 1
+    return sum(stack)
 
 
 def as_bool(value: Any, where: str) -> bool:
@@ -339,7 +369,7 @@ def _node_value(node: yaml.Node, loader: _Loader) -> Any:
         if tag.startswith("tag:yaml.org,2002:") and "python/" not in tag:
             try:
                 return loader.construct_object(node, deep=True)
-            except yaml.YAMLError:
+            except (yaml.YAMLError, ValueError):  # ValueError: an int past Python's 4300-digit limit
                 return node.value
         if "python/name:" in tag or "python/module:" in tag:
             return tag.split(":", 3)[-1] if not node.value else node.value
@@ -359,9 +389,15 @@ def _node_value(node: yaml.Node, loader: _Loader) -> Any:
 
 def load_yaml_tree(text: str, path: str) -> tuple[Any, dict[tuple[str, ...], int]]:
     """Parse YAML tolerating unknown tags; returns (value, {key path: 1-based line}) for two levels."""
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)
+    except yaml.reader.ReaderError as exc:  # a control character YAML does not allow
+        line = text.count("\n", 0, max(exc.position, 0)) + 1
+        raise UserError(f"{path}:{line}: invalid YAML: {exc.reason} (#x{exc.character:04x})") from None
     try:
         node = loader.get_single_node()
+    except RecursionError:
+        raise UserError(f"{path}: invalid YAML: nested too deeply") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark else ""
@@ -377,7 +413,10 @@ def load_yaml_tree(text: str, path: str) -> tuple[Any, dict[tuple[str, ...], int
             if isinstance(v, yaml.MappingNode):
                 for k2, _ in v.value:
                     lines[(str(k.value), str(k2.value))] = k2.start_mark.line + 1
-    return _node_value(node, loader), lines
+    try:
+        return _node_value(node, loader), lines
+    except RecursionError:
+        raise UserError(f"{path}: invalid YAML: nested too deeply or an anchor refers to itself") from None
 
 
 def _class_name(target: Any) -> str | None:
@@ -595,6 +634,8 @@ def _dispatch(text: str, path: Path, kb: Any) -> TrainingConfig:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise UserError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+        except (ValueError, RecursionError):
+            raise UserError(f"{path}: invalid JSON: nested too deeply or a number with thousands of digits") from None
         if isinstance(data, Mapping) and hf_config.looks_like_hf(data):
             return hf_config.hf_from_mapping(data, str(path), kb)
         if isinstance(data, Mapping) and isinstance(data.get("args"), Mapping):

@@ -2,8 +2,8 @@
 
 Values come from up to four places; knowledge/vocabulary.yaml ``env.source_precedence`` says which
 wins (Bridge ``env_vars`` are only defaults, the shell overrides them, the log shows what the run saw,
-``--env`` is the user's last word).  This process's environment is read only when asked, and only
-variables with a memory-relevant prefix, never ones that look like secrets.
+``--env`` is the user's last word).  This process's environment is read only when asked, and then
+only the variables vocabulary.yaml ``env.process_names`` lists by name: nothing else is looked at.
 
 The allocator string (``opt:val,opt2:val2``) is parsed the way PyTorch does it: spaces ignored,
 later options override earlier ones, the first of the ``*ALLOC_CONF`` variables that is set is the
@@ -47,10 +47,8 @@ def parse_pairs(pairs: list[str], label: str = "--env") -> dict[str, str]:
 
 
 def _process_env(vocab: Mapping[str, Any]) -> dict[str, str]:
-    prefixes = tuple(vocab.get("process_prefixes") or ())
-    secret = [s.upper() for s in vocab.get("never_read") or ()]
-    return {k: v for k, v in os.environ.items()
-            if k.startswith(prefixes) and not any(s in k.upper() for s in secret)}
+    """The listed variables that are set: looking up names, not scanning, keeps everything else unread."""
+    return {name: os.environ[name] for name in vocab.get("process_names") or () if name in os.environ}
 
 
 def read_env(pairs: list[str], from_process: bool = False, log_text_env: Mapping[str, str] | None = None,

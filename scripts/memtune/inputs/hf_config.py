@@ -61,13 +61,15 @@ def read_hf_config(path: str | Path, kb: Any = None) -> TrainingConfig:
     """An HF ``config.json`` -> TrainingConfig with the architecture fields set."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise UserError(f"{path}: cannot read ({exc.strerror})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    except (ValueError, RecursionError):
+        raise UserError(f"{path}: invalid JSON: nested too deeply or a number with thousands of digits") from None
     if not isinstance(data, Mapping):
         raise UserError(f"{path}:1: expected a JSON object")
     return hf_from_mapping(data, str(path), kb)
@@ -81,7 +83,8 @@ def hf_from_mapping(data: Mapping[str, Any], path: str = "<config.json>", kb: An
         root = {**text_cfg, **{k: v for k, v in data.items() if k in ("tie_word_embeddings",)}}
     vocab = _vocab(kb)
     model_type = root.get("model_type") or data.get("model_type")
-    family = (vocab.get("model_types") or {}).get(model_type) or {}
+    family = (vocab.get("model_types") or {}).get(model_type) if isinstance(model_type, str) else None
+    family = family or {}
     # Lowest to highest precedence: the config class's defaults, config.json, what the family's bridge pins.
     defaults = family.get("defaults") or {}
     found: dict[str, tuple[Any, str]] = {k: (v, f"{model_type} default") for k, v in defaults.items()}
@@ -100,15 +103,24 @@ def hf_from_mapping(data: Mapping[str, Any], path: str = "<config.json>", kb: An
             b.set("moe_shared_expert_intermediate_size", width * root["n_shared_experts"], "n_shared_experts")
     if root.get("kv_lora_rank") is not None:
         b.set("multi_latent_attention", True, "kv_lora_rank")
-    freq = _moe_layers(root, b.values.get("num_layers"))
+    try:
+        freq = _moe_layers(root, b.values.get("num_layers"))
+    except (TypeError, ValueError, ZeroDivisionError):
+        raise UserError(f"{path}: first_k_dense_replace / moe_layer_freq / decoder_sparse_step / mlp_only_layers: "
+                        "expected whole numbers (steps above 0) and a list of layer numbers") from None
     if freq is not None and b.values.get("num_moe_experts"):
         b.set("moe_layer_freq", freq, "first_k_dense_replace / decoder_sparse_step")
     if _gated(root, vocab) and b.values.get("gated_linear_unit") is None:
         b.set("gated_linear_unit", True, "hidden_act")
-    name = data.get("_name_or_path") or (data.get("architectures") or [None])[0] or data.get("model_type")
+    archs = data.get("architectures")
+    arch = archs[0] if isinstance(archs, list) and archs else None
+    name = data.get("_name_or_path") or arch or data.get("model_type")
     if name:
         b.set("model_name", name, "_name_or_path")
     return b.build()
+
+
+_MAX_LAYERS = 1 << 16  # bounds the per-layer pattern below; models have a few hundred layers at most
 
 
 def _moe_layers(cfg: Mapping[str, Any], num_layers: int | None) -> Any:
@@ -117,7 +129,7 @@ def _moe_layers(cfg: Mapping[str, Any], num_layers: int | None) -> Any:
     DeepSeek: layer i is MoE when i >= first_k_dense_replace and i % moe_layer_freq == 0.
     Qwen-MoE: layer i is MoE when i is not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0.
     """
-    if not isinstance(num_layers, int):
+    if not isinstance(num_layers, int) or num_layers > _MAX_LAYERS:
         return None
     if "first_k_dense_replace" in cfg:
         k, step = int(cfg.get("first_k_dense_replace") or 0), int(cfg.get("moe_layer_freq") or 1)

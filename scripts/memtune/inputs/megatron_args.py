@@ -362,6 +362,8 @@ class _Reader:
         if values is not None and any("$" in v for v in values):
             self.b.warn(f"{where}: {key} {' '.join(values)}: unresolved shell variable; value left unknown")
             return
+        if values == [] and kind in ("auxflag", "const", "bool"):  # an empty list in a MODEL_ARGS mapping
+            raise UserError(f"{where}: {key}: expected true or false, got an empty list")
         if kind == "auxflag":
             self.aux[name] = values is None or values[0].lower() in ("true", "1")
             return
@@ -433,11 +435,29 @@ def _virtual_stages(values: Mapping[str, Any], aux: Mapping[str, Any]) -> int | 
     return None if vpp == 1 else vpp
 
 
+_MAX_LAYOUT_CHARS = 1 << 20  # expanded layout size; real ones are a few hundred characters
+
+
 def layout_stages(layout: str) -> int | None:
-    """Number of PP x VPP stages in a pipeline_model_parallel_layout such as ``Et|(tt|)*6mL``."""
+    """Number of PP x VPP stages in a pipeline_model_parallel_layout such as ``Et|(tt|)*6mL``.
+
+    None when there is no layout or it would expand past _MAX_LAYOUT_CHARS (``(t|)*99999999999``).
+    """
+    budget = [_MAX_LAYOUT_CHARS]
+
+    def repeat(m: re.Match[str]) -> str:
+        times = int(m.group(2)) if len(m.group(2)) <= 7 else _MAX_LAYOUT_CHARS + 1
+        budget[0] -= len(m.group(1)) * times
+        if budget[0] < 0:
+            raise ValueError("layout too long")
+        return m.group(1) * times
+
     text = layout.replace(",", "")
-    text = re.sub(r"\(([^)]+)\)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
-    text = re.sub(r"(.)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
+    try:
+        text = re.sub(r"\(([^)]+)\)\*(\d+)", repeat, text)
+        text = re.sub(r"(.)\*(\d+)", repeat, text)
+    except ValueError:
+        return None
     return len(text.split("|")) if text else None
 
 

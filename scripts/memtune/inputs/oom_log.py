@@ -21,6 +21,7 @@ from __future__ import annotations
 import gzip
 import re
 import sys
+import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
@@ -445,10 +446,12 @@ def _scan_chunks(chunks: Iterator[str], scanner: _Scanner, name: str) -> None:
             while len(buf) > max_line:
                 scanner.feed(buf[:max_line], complete=False)
                 buf = buf[max_line:]
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        if buf:
+            scanner.feed(buf)
+    except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
         raise UserError(f"{name}: cannot read log ({exc})") from None
-    if buf:
-        scanner.feed(buf)
+    except ValueError as exc:  # int() of a digit run past Python's 4300-digit limit
+        raise UserError(f"{name}:{scanner.lineno}: cannot read this line ({str(exc).split(';')[0]})") from None
 
 
 # --------------------------------------------------------------------------- scanner state

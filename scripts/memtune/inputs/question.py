@@ -30,6 +30,9 @@ def _vocab(kb: Any) -> Mapping[str, Any]:
     return kb.tables.get("vocabulary") or {}
 
 
+_ABSURD_DIGITS = re.compile(r"\d{100,}")  # no figure in a question is this long: read it as no number
+
+
 def parse_question(text: str | None, kb: Any = None) -> QuestionFacts:
     """Read what a question states; anything it does not state stays unknown."""
     if not text or not text.strip():
@@ -40,6 +43,7 @@ def parse_question(text: str | None, kb: Any = None) -> QuestionFacts:
         kb = knowledge.load()
     vocab = _vocab(kb)
     q = QuestionFacts(provided=True, text=text, lang=_language(text, vocab))
+    text = _ABSURD_DIGITS.sub(lambda m: "#" * len(m.group()), text)  # int() refuses > 4300 digits
     gpus = list(find_gpus(text, kb))
     if gpus:
         q.gpu_name = gpus[0][2]["name"]

@@ -77,6 +77,8 @@ def read_memory_stats(path: str | Path) -> dict[str, Any]:
         raise UserError(f"{path}: not a text file (expected memory_stats() JSON)") from None
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    except (ValueError, RecursionError):
+        raise UserError(f"{path}: invalid JSON: nested too deeply or a number with thousands of digits") from None
     return summarize_memory_stats(data, str(path))
 
 
@@ -89,8 +91,8 @@ def summarize_memory_stats(data: Any, source: str = "<memory_stats>") -> dict[st
     if not known:
         raise UserError(f"{source}: no torch.cuda.memory_stats() keys found (e.g. 'reserved_bytes.all.peak')")
     for name, value in known.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise UserError(f"{source}: {name}: expected a number, found {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not -(2**63) <= value < 2**64:
+            raise UserError(f"{source}: {name}: expected a number (a 64-bit count), found {value!r}")
     out: dict[str, Any] = {"provided": True, "source": "memory_stats", "file": Path(source).name, **known}
     out.update(_derived(out))
     return out

@@ -1,4 +1,4 @@
-"""Find knowledge-base ids and cue phrases in free text.
+"""Find knowledge-base ids and cue phrases in free text (a question, or an agent's answer).
 
 The benchmark never hard-codes what a fix looks like in prose: each fix declares
 ``recognize: {literals, patterns, phrases: {en, zh}}`` in knowledge/fixes.yaml and
