@@ -135,3 +135,11 @@ def test_memory_stats_evidence_is_cited_with_its_numbers(tmp_path):
     assert report["causes"][0]["id"] == "fragmentation"
     evidence = " ".join(report["causes"][0]["evidence"])
     assert "14.00 GiB" in evidence and "3 cudaMalloc retries" in evidence
+
+
+def test_user_says_expandable_is_set_but_the_oom_shows_a_fragmented_cache():
+    """The claim fills an allocator setting the log only implied; the evidence then says it did not apply."""
+    report = diagnose_json("--log", str(EXAMPLES / "llama3-70b-fragmentation.log"),
+                           "--question", "I already set expandable_segments:True and it still OOMs")
+    assert report["causes"][0]["id"] == "setting-not-applied"
+    assert report["fixes"][0]["id"] == "confirm-setting-applied"

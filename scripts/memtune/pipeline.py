@@ -155,9 +155,14 @@ def _recipe_defaults(config: TrainingConfig, kb: Knowledge) -> TrainingConfig:
 
 
 def _fill_env_from_question(env: EnvFacts, claims: dict[str, Any]) -> EnvFacts:
-    """What the question says about the environment (EnvFacts field -> value) fills only unknown fields."""
+    """What the question says about the environment (EnvFacts field -> value) fills only unknown fields.
+
+    "Unknown" includes an allocator setting that is off only because no allocator variable was seen
+    (e.g. a log echoing other exports): the user saying "I set expandable_segments" is better evidence.
+    """
     names = {f.name for f in fields(EnvFacts)}
-    gaps = {k: v for k, v in claims.items() if k in names and getattr(env, k) is None}
+    inferred = {"expandable_segments"} if env.alloc_conf is None else set()
+    gaps = {k: v for k, v in claims.items() if k in names and (getattr(env, k) is None or k in inferred)}
     return replace(env, provided=True, **gaps) if gaps else env
 
 
