@@ -143,3 +143,18 @@ def test_user_says_expandable_is_set_but_the_oom_shows_a_fragmented_cache():
                            "--question", "I already set expandable_segments:True and it still OOMs")
     assert report["causes"][0]["id"] == "setting-not-applied"
     assert report["fixes"][0]["id"] == "confirm-setting-applied"
+
+
+@pytest.mark.parametrize("args", [
+    ["--log", str(EXAMPLES / "llama3-70b-fragmentation.log"), "--gpu", "H100-80GB"],
+    ["--log", str(EXAMPLES / "not-an-oom.log"), "--lang", "zh"],
+    ["--log", str(EXAMPLES / "host-oom-dataloader.log")],
+    ["--question", "Llama3-70B SFT on 32xH100, TP4 PP4 VPP5, seq 4096, OOMs", "--set", "model.sequence_parallel=false"],
+    ["--config", str(ROOT / "tests" / "fixtures" / "configs" / "bridge_lora_sft_dump.yaml"), "--gpu", "H100"],
+])
+def test_json_answer_follows_its_published_schema(args):
+    """knowledge/schema/diagnosis.schema.json is the contract agents and the benchmark rely on."""
+    import jsonschema
+
+    schema = json.loads((ROOT / "knowledge" / "schema" / "diagnosis.schema.json").read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator(schema).validate(diagnose_json(*args))
