@@ -359,7 +359,8 @@ HOSTILE_ARGS = ["--num-layers " + "9" * 5000, "--moe-layer-freq " + "9" * 5000, 
                 "--seq-length $((1<<999))", "X=$((9**9**9)) --num-layers $X", "--num-layers ${X:-",
                 '--moe-layer-freq "([0]*3+[1]*99999999999)"', "python3 -c '\n", "\\\n" * 50,
                 "--pipeline-model-parallel-layout '" + "E" * 10000 + "'",
-                "--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout '(((t|)*1000)*1000)*1000'"]
+                "--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout '(((t|)*1000)*1000)*1000'",
+                "--pipeline-model-parallel-layout \u00b2", "--first-k-dense-replace \u0663"]
 
 
 @pytest.mark.parametrize("text", HOSTILE_ARGS, ids=range(len(HOSTILE_ARGS)))
@@ -455,7 +456,8 @@ def _deep_list(depth: int) -> bytes:
 
 @pytest.mark.parametrize("build", [
     lambda: b"\x80\x04" + b"]" * 200000 + b".",  # deep-nesting opcodes without a single close
-    lambda: pickle.dumps({"segments": [{"blocks": [{"size": 10**5000}]}]}),
+    lambda: pickle.dumps({"segments": [{"blocks": [{"size": 10**5000, "state": "active_allocated"}],
+                                        "total_size": 10**5000, "segment_type": 10**5000}]}),
     lambda: pickle.dumps({"segments": "not a list", "device_traces": [[{"action": "oom", "size": -1}]]}),
     lambda: pickle.dumps({"segments": [{"total_size": float("nan"), "blocks": None, "device": "x"}]}),
     lambda: b"\x80\x05\x95" + (2**63).to_bytes(8, "little") + b"N.",  # FRAME claiming 8 EB

@@ -266,16 +266,15 @@ def _layout_text(stages: list[Any]) -> str:
 def _layout_chars(text: str) -> int:
     """Length of a layout once its ``(...)*N`` / ``tN`` repeats are expanded, counted without expanding it."""
     stack, last = [0], 0
-    for m in re.finditer(r"\*?\d+|.", text):
-        tok = m.group()
+    for m in re.finditer(r"\*?(\d+)|.", text):
+        tok, digits = m.group(), m.group(1)
         if tok == "(":
             stack.append(0)
             last = 0
         elif tok == ")" and len(stack) > 1:
             last = stack.pop()
             stack[-1] += last
-        elif tok[-1].isdigit():
-            digits = tok.lstrip("*")
+        elif digits:
             stack[-1] += last * ((int(digits) if len(digits) < 10 else 10**10) - 1)
             last = 0
         else:

@@ -105,7 +105,7 @@ def hf_from_mapping(data: Mapping[str, Any], path: str = "<config.json>", kb: An
         b.set("multi_latent_attention", True, "kv_lora_rank")
     try:
         freq = _moe_layers(root, b.values.get("num_layers"))
-    except (TypeError, ValueError, ZeroDivisionError):
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError):
         raise UserError(f"{path}: first_k_dense_replace / moe_layer_freq / decoder_sparse_step / mlp_only_layers: "
                         "expected whole numbers (steps above 0) and a list of layer numbers") from None
     if freq is not None and b.values.get("num_moe_experts"):

@@ -71,7 +71,12 @@ def load_snapshot(path: str | Path) -> Any:
 
 def analyze_snapshot(path: str | Path, top: int = 10) -> dict[str, Any]:
     """Summary of the snapshot at ``path``; keys become ``snapshot.<key>`` facts."""
-    return summarize(load_snapshot(path), str(path), top=top)
+    data = load_snapshot(path)
+    try:
+        return summarize(data, str(path), top=top)
+    except (OverflowError, ValueError) as exc:  # an int far past 64 bits: a damaged file, not what PyTorch writes
+        reason = str(exc).split(";")[0]
+        raise UserError(f"{path}: not a readable snapshot (a number is out of range: {reason})") from None
 
 
 # --------------------------------------------------------------------------- data model
