@@ -10,6 +10,9 @@ the number is not flattering by construction:
                estimated, or inferred from a neighbour that needs more / less memory);
 * estimate   - milliseconds per estimator call, and how many calls each mode made.
 
+Every run starts with the estimator's caches empty (estimator/static.py keeps the per-shape parts of
+estimates for the life of the process), so the rates are those of a fresh ``memtune plan`` process.
+
     python3 benchmarks/bench_plan.py                 # the built-in scenarios, Markdown table
     python3 benchmarks/bench_plan.py --format json
     python3 benchmarks/bench_plan.py --repeat 3      # best of three runs per scenario
@@ -30,6 +33,7 @@ if str(ROOT / "scripts") not in sys.path:
 
 from memtune import knowledge  # noqa: E402
 from memtune.estimator.models import preset  # noqa: E402
+from memtune.estimator.static import clear_caches  # noqa: E402
 from memtune.inputs.config import apply_overrides  # noqa: E402
 from memtune.inputs.gpu import lookup_gpu  # noqa: E402
 from memtune.planner import PlanRequest, plan  # noqa: E402
@@ -54,8 +58,10 @@ def _request(kb: knowledge.Knowledge, sc: dict[str, Any], top: int | None) -> Pl
 
 
 def _best(kb: knowledge.Knowledge, sc: dict[str, Any], top: int | None, repeat: int):
+    """Best of ``repeat`` runs, each with the estimator's caches emptied first (as in a fresh process)."""
     runs = []
     for _ in range(repeat):
+        clear_caches()
         start = time.perf_counter()
         result = plan(_request(kb, sc, top), kb)
         runs.append((time.perf_counter() - start, result))

@@ -9,8 +9,9 @@ from memtune.errors import UserError
 from memtune.estimator import estimate, summarize
 from memtune.estimator.activations import layer_activations
 from memtune.estimator.constants import constants
-from memtune.estimator.memory import _act_context, resolve
 from memtune.estimator.params import arch_from_config
+from memtune.estimator.rank_activations import _act_context, act_inputs
+from memtune.estimator.setup import resolve
 from memtune.facts import GpuFacts, TrainingConfig
 
 # Per layer: 2304 TP-sharded + 32 replicated parameters (see test_estimator_params.TINY).
@@ -87,8 +88,9 @@ def test_lora_trains_only_adapters(kb):
 def layer(kb, **over):
     cfg = replace(TINY, **over)
     c = constants(kb)
-    s = resolve(cfg, c, 4, [])
-    return layer_activations(arch_from_config(cfg, s.tp), _act_context(cfg, s, c))["T"].saved
+    s = resolve(cfg, c, [])
+    ctx = _act_context(cfg, s, c, act_inputs(cfg, cfg.micro_batch_size))
+    return layer_activations(arch_from_config(cfg, s.tp), ctx)["T"].saved
 
 
 def test_layer_activations_hand_computed(kb):

@@ -1,7 +1,8 @@
 """Per-GPU training memory for a layout: ``estimate`` (ours or Bridge 0.6.2 mode) and ``summarize``.
 
-``estimate`` is pure and cheap (the knowledge base is read once per process),
-so the planner can score many layouts per second.  ``summarize`` reduces an
+``estimate`` is pure and cheap (the knowledge base is read once per process, and
+the part of an estimate that only the layout shape decides is cached, see
+static.py), so the planner can score many layouts per second.  ``summarize`` reduces an
 estimate to the ``estimate.*`` facts declared in knowledge/facts.yaml.
 """
 
@@ -10,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import UserError
 from ..facts import EnvFacts, GpuFacts, TrainingConfig
 from ..knowledge import Knowledge
 from .bridge_compat import bridge_estimate
-from .constants import constants, text
+from .constants import constants, english, text
 from .memory import Estimate, StageEstimate, estimate_ours
 from .models import fill_from_preset
 
@@ -48,14 +50,12 @@ def estimate(cfg: TrainingConfig, *, gpu: GpuFacts | str | None = None, mode: st
     ``gpu`` does not change the per-stage bytes (``summarize`` uses its capacity); it is accepted here so that
     callers can pass one context to both.
     """
-    from ..errors import UserError
-
     kb = _kb(kb)
     c = constants(kb)
     cfg = fill_from_preset(cfg, kb)
     if mode == "ours":
         expandable = _expandable(env)
-        return estimate_ours(cfg, c, lambda ident: text(kb, ident), num_microbatches=num_microbatches,
+        return estimate_ours(cfg, c, english(kb), num_microbatches=num_microbatches,
                              expandable_segments=expandable)
     if mode == "bridge":
         return _bridge(cfg, c, kb, num_microbatches)

@@ -26,14 +26,19 @@ named constants in knowledge/estimator.yaml, fitted only on the public cases.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import lru_cache
 
 from .params import HAS_ATTENTION, HAS_DENSE_MLP, HAS_MOE, MAMBA, Arch
 
 
 @dataclass(frozen=True)
 class ActContext:
-    """Everything the per-layer activation terms depend on, resolved once per estimate."""
+    """Everything the per-layer activation terms depend on, resolved once per estimate.
+
+    Hashable, so ``layer_activations`` is computed once per (architecture, context): candidates that differ
+    only in model state, full recompute or layer offload share it.
+    """
 
     tokens: float  # sequence positions of one micro-batch on this CP rank (seq * mbs / cp)
     mbs: int
@@ -59,11 +64,14 @@ class ActContext:
     lora_input_copies: float
     stats_bytes: float
     scan_chunk: int  # Mamba SSD chunk length (megatron-defaults mamba_chunk_size)
-    offload: dict[str, float] = field(default_factory=dict)  # fine-grained offload: module -> fraction moved
+    offload: tuple[tuple[str, float], ...] = ()  # fine-grained offload: (module, fraction moved) pairs
 
     def kept(self, module: str, value: float) -> float:
         """``value`` less the share fine-grained activation offloading moves to host memory."""
-        return value * (1.0 - self.offload.get(module, 0.0))
+        return value * (1.0 - dict(self.offload).get(module, 0.0))
+
+    def offloads(self, module: str) -> bool:
+        return any(name == module for name, _ in self.offload)
 
 
 @dataclass(frozen=True)
@@ -184,7 +192,7 @@ def _moe(a: Arch, c: ActContext) -> tuple[float, float, float]:
     else:
         act_kept = 0.0 if "moe_act" in c.recompute else c.kept("moe_act", act_out)
         experts = c.kept("expert_fc1", fc1_in) + fc1_out + act_kept + unpermute
-        if "fused_group_mlp" in c.offload:
+        if c.offloads("fused_group_mlp"):
             experts = c.kept("fused_group_mlp", experts)
         if "shared_experts" in c.recompute:
             shared = 0.0
@@ -206,8 +214,10 @@ def _mamba(a: Arch, c: ActContext) -> tuple[float, float, float]:
     return full, full, in_proj
 
 
+@lru_cache(maxsize=4096)
 def layer_activations(a: Arch, c: ActContext) -> dict[str, LayerActivations]:
-    """Per-kind activation bytes for every layer kind the model (and its MTP blocks) uses."""
+    """Per-kind activation bytes for every layer kind the model (and its MTP blocks) uses (cached: do not
+    mutate the answer)."""
     keep_core = "core_attn" not in c.recompute
     out: dict[str, LayerActivations] = {}
     for kind in set(a.pattern) | ({a.pattern[-1]} if a.mtp else set()):

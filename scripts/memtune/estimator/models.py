@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import fields, replace
+from operator import itemgetter
 
 from ..facts import TrainingConfig
 from ..knowledge import Knowledge
@@ -39,7 +40,7 @@ def names(kb: Knowledge) -> list[str]:
     return [e["id"] for e in kb.entries("models")]
 
 
-_FILL_CACHE: dict[tuple[int, str], dict | None] = {}
+_FILL_CACHE: dict[tuple[int, str], tuple[dict, itemgetter] | None] = {}
 
 
 def fill_from_preset(cfg: TrainingConfig, kb: Knowledge) -> TrainingConfig:
@@ -56,9 +57,14 @@ def fill_from_preset(cfg: TrainingConfig, kb: Knowledge) -> TrainingConfig:
             entry = find(cfg.model_name, kb)
         except LookupError:
             entry = None
-        _FILL_CACHE[key] = {k: v for k, v in entry["arch"].items() if k in _FIELDS} if entry else None
-    arch = _FILL_CACHE[key]
-    if not arch:
+        arch = {k: v for k, v in entry["arch"].items() if k in _FIELDS} if entry else None
+        # model_name rides along so the getter always answers a tuple, even for a one-field preset
+        _FILL_CACHE[key] = (arch, itemgetter(*arch, "model_name")) if arch else None
+    hit = _FILL_CACHE[key]
+    if not hit:
+        return cfg
+    arch, getter = hit
+    if None not in getter(cfg.__dict__):  # already filled (the planner's configs): skip the per-field walk
         return cfg
     gaps = {k: (list(v) if isinstance(v, list) else v) for k, v in arch.items() if getattr(cfg, k) is None}
     return replace(cfg, **gaps) if gaps else cfg

@@ -16,6 +16,9 @@ from .options import field_of, split
 
 def format_value(value: Any) -> str:
     """A value as Hydra-style overrides spell it (lists without spaces, as fixes.yaml writes them)."""
+    kind = type(value)
+    if kind is int or kind is str or kind is float:  # the common case, first (bool is not int here)
+        return str(value)
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -25,16 +28,31 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-def render(templates: Iterable[str], fields: Mapping[str, Any], resets: Mapping[str, str]) -> list[str]:
-    """``key=value`` lines, first occurrence of a key kept; ``resets`` maps field -> key for turned-off settings."""
-    out: dict[str, str] = {}
+Template = tuple[str, str, "str | None"]  # (override key, literal value, TrainingConfig field the key sets)
+
+
+def parse(templates: Iterable[str]) -> tuple[Template, ...]:
+    """Split templates once (the planner renders the same few lists for thousands of layouts)."""
+    out = []
     for text in templates:
         key, literal = split(text)
-        name = field_of(key)
-        if name is not None and name not in fields:
+        out.append((key, literal, field_of(key)))
+    return tuple(out)
+
+
+def render(templates: Iterable[str], fields: Mapping[str, Any], resets: Mapping[str, str]) -> list[str]:
+    """``key=value`` lines, first occurrence of a key kept; ``resets`` maps field -> key for turned-off settings."""
+    return render_texts(parse(templates), {name: format_value(value) for name, value in fields.items()}, resets)
+
+
+def render_texts(templates: Iterable[Template], texts: Mapping[str, str], resets: Mapping[str, str]) -> list[str]:
+    """``render`` for templates split by ``parse`` and field values already formatted by ``format_value``."""
+    out: dict[str, str] = {}
+    for key, literal, name in templates:
+        if name is not None and name not in texts:
             continue  # a size this layout leaves unset (EP on a dense model)
-        value = format_value(fields[name]) if name is not None else literal
-        out.setdefault(key, value)
+        if key not in out:
+            out[key] = texts[name] if name is not None else literal
     for name, key in resets.items():
-        out.setdefault(key, format_value(fields.get(name)))
+        out.setdefault(key, texts.get(name, "null"))
     return [f"{k}={v}" for k, v in out.items()]

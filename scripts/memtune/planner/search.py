@@ -18,9 +18,10 @@ Order of work, cheapest first:
 
 from __future__ import annotations
 
-import copy
+import gc
 import time
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from itertools import product
 from typing import Any
@@ -28,7 +29,7 @@ from typing import Any
 from ..conditions import evaluate
 from ..derive import derive
 from ..errors import UserError
-from ..estimator import Estimate, estimate, summarize
+from ..estimator import Estimate, estimate
 from ..estimator.models import fill_from_preset
 from ..facts import EnvFacts, Facts, GpuFacts, TrainingConfig
 from ..inputs.config import apply_overrides
@@ -36,7 +37,7 @@ from ..knowledge import Knowledge
 from . import costs as cost_model
 from .feasibility import Feasibility
 from .options import GROUPS, Option, Space, load
-from .overrides import render
+from .overrides import format_value, parse, render_texts
 
 TASKS = ("pretrain", "sft", "lora")
 SIZE_FIELDS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
@@ -61,14 +62,14 @@ class PlanRequest:
     top: int | None = 5  # None: decide every candidate
 
 
-@dataclass
+@dataclass(slots=True)
 class StagePeak:
     pp_rank: int
     allocated_peak_bytes: float
     peak_with_overheads_bytes: float
 
 
-@dataclass
+@dataclass(slots=True)
 class PlannedLayout:
     """One candidate as the answer shows it."""
 
@@ -143,6 +144,11 @@ class _Combo:
     scaled: tuple[str, ...]  # cost ids that also depend on the layout (FSDP traffic per token)
     order: int
 
+    @property
+    def ids(self) -> dict[str, str | None]:
+        """Option id per group (None: off)."""
+        return {g: o.id if o else None for g, o in zip(GROUPS, self.options, strict=True)}
+
 
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
@@ -188,14 +194,28 @@ class Planner:
             gpus_per_node=self.gpn, moe=bool(self.base.num_moe_experts))
         self.combos = self._combos()
         self.neutral = {f: None for g in GROUPS for f in self.space.group_fields[g]}
-        self.proj = [self.feas.projection(c.fields) for c in self.combos]
+        # constraint-cache key parts, interned to small ints so the per-candidate key hashes cheaply
+        self._interned: dict[tuple, int] = {}
+        self.proj = [self._intern(self.feas.projection(c.fields)) for c in self.combos]
         self.upper, self.lower = self._bounds()
+        # per combination: bounds in the order fits() tries them, option ids, and the ids besides model state
+        self.tries = [[(b, True) for b in up] + [(b, False) for b in low]
+                      for up, low in zip(self.upper, self.lower, strict=True)]
+        self.ids = [c.ids for c in self.combos]
+        self.rest = [tuple(i for g, i in ids.items() if g != "model_state") for ids in self.ids]
         self.stats = PlanStats()
         self._fits: dict[tuple[int, int, int], bool] = {}
         self._fail_mbs: dict[tuple[int, int], int] = {}
         self._fit_mbs: dict[tuple[int, int], int] = {}
         self._measured: dict[tuple[int, int, int], PlannedLayout] = {}
         self._estimates: dict[tuple[int, int, int], Estimate | str] = {}
+        # per-request memos of what every layout of a shape / combination shares (see layout())
+        self._reasons: dict[tuple[str, int, float], tuple[cost_model.Reason, ...]] = {}
+        self._templates: dict[int, tuple] = {}
+        self._formatted: dict[tuple, dict[str, str]] = {}
+        self._envs: dict[int, tuple[str, ...]] = {}
+        self._resettable = frozenset(  # fields whose base value a layout may have to turn back
+            n for n in self.space.field_keys if n in self.varied and getattr(self.base, n) is not None)
         self.assumptions: list[str] = []
 
     # --- setup ------------------------------------------------------------------------------------
@@ -210,6 +230,10 @@ class Planner:
         elif req.task != "lora":
             base = replace(base, peft=None)
         return replace(base, task=req.task, provided=True)
+
+    def _intern(self, value: tuple) -> int:
+        """A small int standing for ``value`` (equal values, equal ints) within this request."""
+        return self._interned.setdefault(value, len(self._interned))
 
     def _applicable(self, group: str) -> tuple[Option, ...]:
         return tuple(o for o in self.space.options[group]
@@ -358,32 +382,32 @@ class Planner:
                 if gbs % (mbs * s.dp):
                     continue
                 m = gbs // (mbs * s.dp)
-                reasons = cost_model.parallel_reasons(self.space.costs, self.ctx, tp=s.tp, pp=s.pp, vpp=s.vpp,
-                                                      cp=s.cp, ep=s.ep, etp=s.etp, microbatches=m)
-                shape_factor = cost_model.product(reasons)
+                shape_factor = cost_model.product(self._shape_reasons(si, m))
                 tokens = gbs * self.req.seq_length / (s.dp * s.cp)
                 mfields = {**s.fields, "micro_batch_size": mbs}
-                sproj = self.feas.shape_projection(s.key, s.fields)
+                sproj = self._intern(self.feas.shape_projection(s.key, s.fields))
                 mbs_key = mbs if "micro_batch_size" in self.feas.varied_names else None
                 blocked: dict[tuple, bool] = {}
+                enumerated = valid = 0
                 for combos in (regular, fallback):
                     for c in combos:
-                        rest = tuple(o.id if o else None
-                                     for g, o in zip(GROUPS, c.options, strict=True) if g != "model_state")
+                        rest = self.rest[c.order]
                         if combos is fallback and not blocked.get(rest, True):
                             continue  # another model-state choice works for these options
-                        self.stats.enumerated += 1
+                        enumerated += 1
                         if self.feas.violations((sproj, mbs_key, self.proj[c.order]), s.key,
                                                 lambda c=c, mf=mfields: {**mf, **c.fields}):
                             blocked.setdefault(rest, True)
                             continue
                         blocked[rest] = False
-                        self.stats.valid += 1
+                        valid += 1
                         factor = shape_factor * c.factor
                         if c.scaled:
                             factor *= cost_model.product(cost_model.option_reasons(self.space.costs, c.scaled, tokens))
                         key = (-factor, s.tp, s.pp, s.cp, s.ep, s.vpp, -mbs, c.order)
                         out.append((key, si, mbs, c.order))
+                self.stats.enumerated += enumerated
+                self.stats.valid += valid
         out.sort()
         return out
 
@@ -392,39 +416,78 @@ class Planner:
     def layout(self, si: int, mbs: int, ci: int) -> PlannedLayout:
         s, c = self.shape_list[si], self.combos[ci]
         m = self.req.global_batch_size // (mbs * s.dp)
-        reasons = cost_model.parallel_reasons(self.space.costs, self.ctx, tp=s.tp, pp=s.pp, vpp=s.vpp, cp=s.cp,
-                                              ep=s.ep, etp=s.etp, microbatches=m)
-        tokens = self.req.global_batch_size * self.req.seq_length / (s.dp * s.cp)
-        reasons += cost_model.option_reasons(self.space.costs, c.cost_ids, tokens)
-        picked = dict(zip(GROUPS, c.options, strict=True))
-        fields = {**s.fields, "micro_batch_size": mbs, **c.fields}
+        reasons = [*self._shape_reasons(si, m), *self._option_reasons(si, ci)]
+        ids = self.ids[ci]
         return PlannedLayout(
             tp=s.tp, pp=s.pp, vpp=s.vpp, cp=s.cp, ep=s.ep, etp=s.etp, dp=s.dp, micro_batch_size=mbs,
-            num_microbatches=m, recompute=picked["recompute"].id, model_state=picked["model_state"].id,
-            activation_offload=picked["activation_offload"].id if picked["activation_offload"] else None,
-            peft=picked["peft"].id if picked["peft"] else None,
+            num_microbatches=m, recompute=ids["recompute"], model_state=ids["model_state"],
+            activation_offload=ids["activation_offload"], peft=ids["peft"],
             relative_throughput=cost_model.product(reasons), reasons=reasons,
-            overrides=self._overrides(fields, c), env=self._env(c),
+            overrides=self._overrides(si, mbs, ci), env=list(self._env(c)),
         )
 
-    def _overrides(self, fields: Mapping[str, Any], combo: _Combo) -> list[str]:
-        templates = list(self.space.layout_overrides)
-        for opt in combo.options:
-            if opt is not None:
-                templates += opt.overrides
-        keys = self.space.field_keys
-        resets = {name: keys[name] for name, value in fields.items()
-                  if name in keys and name in self.varied and getattr(self.base, name) not in (None, value)}
-        return render(templates, fields, resets)
+    def _shape_reasons(self, si: int, microbatches: int) -> tuple[cost_model.Reason, ...]:
+        """Parallel factors of a shape at a micro-batch count (``--all`` shows thousands of layouts per shape)."""
+        key = ("shape", si, microbatches)
+        hit = self._reasons.get(key)
+        if hit is None:
+            s = self.shape_list[si]
+            hit = self._reasons[key] = tuple(cost_model.parallel_reasons(
+                self.space.costs, self.ctx, tp=s.tp, pp=s.pp, vpp=s.vpp, cp=s.cp, ep=s.ep, etp=s.etp,
+                microbatches=microbatches))
+        return hit
 
-    def _env(self, combo: _Combo) -> list[str]:
-        lines: list[str] = []
-        if self.req.expandable_segments:
-            lines += self.kb.get("fixes", "expandable-segments")["apply"].get("env", [])
-        for opt in combo.options:
-            if opt is not None and opt.group == "activation_offload":
-                lines += self.kb.get("fixes", opt.fix)["apply"].get("env", [])
-        return list(dict.fromkeys(lines))
+    def _option_reasons(self, si: int, ci: int) -> tuple[cost_model.Reason, ...]:
+        """Option factors of a combination on a shape (the FSDP ones scale with the shape's tokens per GPU, so
+        shapes with the same DP x CP share them)."""
+        s = self.shape_list[si]
+        tokens = self.req.global_batch_size * self.req.seq_length / (s.dp * s.cp)
+        key = ("options", ci, tokens)
+        hit = self._reasons.get(key)
+        if hit is None:
+            hit = self._reasons[key] = tuple(
+                cost_model.option_reasons(self.space.costs, self.combos[ci].cost_ids, tokens))
+        return hit
+
+    def _overrides(self, si: int, mbs: int, ci: int) -> list[str]:
+        """The layout's Bridge overrides; templates are split once per combination and shape / option values
+        formatted once per shape / combination, since ``--all`` renders tens of thousands of layouts."""
+        s, combo = self.shape_list[si], self.combos[ci]
+        templates = self._templates.get(ci)
+        if templates is None:
+            texts = list(self.space.layout_overrides)
+            for opt in combo.options:
+                if opt is not None:
+                    texts += opt.overrides
+            templates = self._templates[ci] = parse(texts)
+        values = {**self._texts(("shape", si), s.fields), "micro_batch_size": format_value(mbs),
+                  **self._texts(("combo", ci), combo.fields)}
+        resets: dict[str, str] = {}
+        if self._resettable:  # usually empty: a preset leaves every varied field unset
+            keys = self.space.field_keys
+            fields = {**s.fields, "micro_batch_size": mbs, **combo.fields}
+            resets = {name: keys[name] for name, value in fields.items()
+                      if name in self._resettable and getattr(self.base, name) not in (None, value)}
+        return render_texts(templates, values, resets)
+
+    def _texts(self, key: tuple, fields: Mapping[str, Any]) -> dict[str, str]:
+        """``format_value`` of each of a shape's or a combination's fields, formatted once."""
+        hit = self._formatted.get(key)
+        if hit is None:
+            hit = self._formatted[key] = {name: format_value(value) for name, value in fields.items()}
+        return hit
+
+    def _env(self, combo: _Combo) -> tuple[str, ...]:
+        hit = self._envs.get(combo.order)
+        if hit is None:
+            lines: list[str] = []
+            if self.req.expandable_segments:
+                lines += self.kb.get("fixes", "expandable-segments")["apply"].get("env", [])
+            for opt in combo.options:
+                if opt is not None and opt.group == "activation_offload":
+                    lines += self.kb.get("fixes", opt.fix)["apply"].get("env", [])
+            hit = self._envs[combo.order] = tuple(dict.fromkeys(lines))
+        return hit
 
     def fits(self, si: int, mbs: int, ci: int) -> bool:
         """Whether the candidate fits: inferred from decided neighbours when possible, else estimated.
@@ -436,8 +499,7 @@ class Planner:
         verdict = self._known(si, mbs, ci)
         if verdict is None and not self.exhaustive:
             # a bound is only estimated when it is a valid candidate itself (its estimate is never wasted)
-            usable = [(b, True) for b in self.upper[ci]] + [(b, False) for b in self.lower[ci]]
-            for b, is_upper in usable:
+            for b, is_upper in self.tries[ci]:
                 known = self._known(si, mbs, b)
                 if known is None and (si, mbs, b) in self.valid:
                     known = self._decide(si, mbs, b)
@@ -482,7 +544,9 @@ class Planner:
             fields = {**s.fields, "micro_batch_size": mbs, **self.combos[ci].fields}
             self.stats.memory_checked += 1
             try:
-                cfg = copy.copy(self.base)  # a shallow copy plus the layout's fields: replace() re-runs __init__
+                # a shallow copy plus the layout's fields (replace() would re-run __init__ on 100+ fields)
+                cfg = TrainingConfig.__new__(TrainingConfig)
+                cfg.__dict__.update(self.base.__dict__)
                 cfg.__dict__.update(fields)
                 hit = estimate(cfg, gpu=self.req.gpu, kb=self.kb, env=self.est_env,
                                num_microbatches=self.req.global_batch_size // (mbs * s.dp))
@@ -510,9 +574,8 @@ class Planner:
         return hit
 
     def _fill(self, lay: PlannedLayout, est: Estimate) -> None:
-        summary = summarize(est, self.req.gpu)
         peak = next(s for s in est.stages if s.pp_rank == est.peak_stage)
-        lay.capacity_ratio = summary["capacity_ratio"]
+        lay.capacity_ratio = peak.peak_with_overheads_bytes / self.capacity  # as summarize() defines it
         lay.peak_stage = est.peak_stage
         lay.peak_bytes = est.peak_bytes
         lay.peak_with_overheads_bytes = peak.peak_with_overheads_bytes
@@ -560,6 +623,10 @@ class Planner:
         return self.measure(si, mbs, ci)
 
     def run(self) -> PlanResult:
+        with _collector_paused():
+            return self._run()
+
+    def _run(self) -> PlanResult:
         start = time.perf_counter()
         self.ranked = ranked = self.candidates()
         ref_fields = self._reference_fields()
@@ -602,6 +669,24 @@ class Planner:
         if reference_missing:
             out.append({"kind": "reference-not-found"})
         return out
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for the walk.
+
+    An ``--all`` run keeps every estimate and layout it builds (up to a million small objects, none in a
+    reference cycle); the collector would re-scan them each time its allocation counter trips and free
+    nothing, a quarter of the run time on the larger benchmarks/bench_plan.py scenarios.  Whatever cycles
+    the walk does leave are collected once the collector is back on.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _norm(name: str, value: Any) -> Any:
