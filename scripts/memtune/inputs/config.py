@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ast
 import difflib
-import json
 import re
 import types
 import typing
@@ -626,15 +625,11 @@ def read_config(path: str | Path, overrides: list[str] | None = None, kb: Any = 
 
 def _dispatch(text: str, path: Path, kb: Any) -> TrainingConfig:
     from . import hf_config, megatron_args
+    from .jsontext import parse_json
 
     stripped = text.lstrip()
     if stripped.startswith("{"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
-        except (ValueError, RecursionError):
-            raise UserError(f"{path}: invalid JSON: nested too deeply or a number with thousands of digits") from None
+        data = parse_json(text, path)
         if isinstance(data, Mapping) and hf_config.looks_like_hf(data):
             return hf_config.hf_from_mapping(data, str(path), kb)
         if isinstance(data, Mapping) and isinstance(data.get("args"), Mapping):

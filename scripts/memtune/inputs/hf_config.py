@@ -13,7 +13,6 @@ QK norm, position embedding and dropout.  Per-family facts live in vocabulary.ya
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 from ..errors import UserError
 from ..facts import TrainingConfig
 from .config import Builder
+from .jsontext import parse_json
 
 # TrainingConfig field -> HF keys that carry it (transformers' per-family config classes).
 HF_KEYS: dict[str, tuple[str, ...]] = {
@@ -64,12 +64,7 @@ def read_hf_config(path: str | Path, kb: Any = None) -> TrainingConfig:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise UserError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
-    except (ValueError, RecursionError):
-        raise UserError(f"{path}: invalid JSON: nested too deeply or a number with thousands of digits") from None
+    data = parse_json(text, path)
     if not isinstance(data, Mapping):
         raise UserError(f"{path}:1: expected a JSON object")
     return hf_from_mapping(data, str(path), kb)

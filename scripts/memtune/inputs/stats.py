@@ -11,7 +11,6 @@ for the rules in knowledge/rules.yaml to decide.
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..facts import MemoryReport
+from .jsontext import parse_json
 
 # memory_stats() key -> stats fact name
 _STATS_KEYS = {
@@ -70,15 +70,12 @@ def read_memory_stats(path: str | Path) -> dict[str, Any]:
     """Summary of a ``torch.cuda.memory_stats()`` dump (flat dotted keys or the nested form)."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"{path}: cannot read ({exc.strerror})") from None
     except UnicodeDecodeError:
         raise UserError(f"{path}: not a text file (expected memory_stats() JSON)") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
-    except (ValueError, RecursionError):
-        raise UserError(f"{path}: invalid JSON: nested too deeply or a number with thousands of digits") from None
+    data = parse_json(text, path)
     return summarize_memory_stats(data, str(path))
 
 
