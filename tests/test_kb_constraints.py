@@ -282,3 +282,10 @@ def test_graph_register_constraint_end_to_end() -> None:
     fixed = EnvFacts(provided=True, expandable_segments=True, nccl_graph_register="0")
     assert "cuda-graphs-need-nccl-graph-register-off" in _violated(_flat(config, bare))
     assert "cuda-graphs-need-nccl-graph-register-off" not in _violated(_flat(config, fixed))
+
+
+def test_next_sizes_double_what_the_config_states():
+    from memtune.derive import next_sizes
+
+    cfg = TrainingConfig(tensor_model_parallel_size=4, pipeline_model_parallel_size=4)
+    assert next_sizes(cfg) == {"next_tp": 8, "next_pp": 8, "next_cp": None, "next_ep": None}

@@ -18,3 +18,9 @@ def test_unknown_fact_renders_question_mark_not_a_number():
 
 def test_text_without_placeholders_and_braces_in_code_survive():
     assert fill("set {\"a\": 1}", {}) == "set {\"a\": 1}"
+
+
+def test_default_stands_in_for_an_unknown_fact_only():
+    line = "model.pipeline_model_parallel_size={derived.next_pp|int:<2 x current PP>}"
+    assert fill(line, {"derived.next_pp": 8}) == "model.pipeline_model_parallel_size=8"
+    assert fill(line, {}) == "model.pipeline_model_parallel_size=<2 x current PP>"

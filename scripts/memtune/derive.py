@@ -33,6 +33,7 @@ def derive(config: TrainingConfig, env: EnvFacts) -> dict[str, Any]:
         "world_divisible_expert": world_divisible_expert(config),
         "nccl_graph_register_off": nccl_graph_register_off(env),
         "experts_per_ep_rank": experts_per_ep_rank(config),
+        **next_sizes(config),
     }
 
 
@@ -178,3 +179,10 @@ def experts_per_ep_rank(config: TrainingConfig) -> float | None:
     if not config.num_moe_experts or config.expert_model_parallel_size is None:
         return None  # EP not stated: do not pretend it is 1
     return config.num_moe_experts / config.expert_model_parallel_size
+
+
+def next_sizes(config: TrainingConfig) -> dict[str, int | None]:
+    """The next size up (x2) of each parallel dimension the config states, for the fixes' apply lines."""
+    sizes = {"next_tp": config.tensor_model_parallel_size, "next_pp": config.pipeline_model_parallel_size,
+             "next_cp": config.context_parallel_size, "next_ep": config.expert_model_parallel_size}
+    return {name: 2 * size if size else None for name, size in sizes.items()}

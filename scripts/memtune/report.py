@@ -55,7 +55,7 @@ def build(diag: Diagnosis, flat: Mapping[str, Any], kb: Knowledge, lang: str = "
             "rank": advice.rank,
             "title": fix["title"][lang],
             "summary": fix["summary"][lang],
-            "apply": fix["apply"],
+            "apply": {iface: [fill(line, flat) for line in lines] for iface, lines in fix["apply"].items()},
             "memory_effect": fix["memory_effect"][lang],
             "throughput_cost": fix["throughput_cost"][lang],
             "constraints": [kb.get("constraints", c)["title"][lang] for c in fix.get("requires", [])

@@ -2,7 +2,8 @@
 
 Filters: ``gib`` (bytes -> "12.34 GiB"), ``gb`` (bytes -> decimal GB), ``mib``,
 ``pct`` (ratio -> "37.5 %"), ``int``, ``list``.  A placeholder whose fact is
-unknown renders as "?", so a sentence never claims a number nobody measured.
+unknown renders as "?" (or the default after ``:``), so a sentence never claims a
+number nobody measured.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-_PLACEHOLDER = re.compile(r"\{([a-z_][\w.]*)(?:\|(\w+))?\}")
+_PLACEHOLDER = re.compile(r"\{([a-z_][\w.]*)(?:\|(\w+))?(?::([^{}]*))?\}")
 
 
 def human(value: Any, unit: str | None) -> str:
@@ -35,4 +36,12 @@ def human(value: Any, unit: str | None) -> str:
 
 
 def fill(template: str, facts: Mapping[str, Any]) -> str:
-    return _PLACEHOLDER.sub(lambda m: human(facts.get(m.group(1)), m.group(2)), template)
+    """``{name|filter:default}``: the default (e.g. ``<2 x current PP>``) stands in for an unknown fact."""
+
+    def one(m: re.Match[str]) -> str:
+        value = facts.get(m.group(1))
+        if value is None and m.group(3) is not None:
+            return m.group(3)
+        return human(value, m.group(2))
+
+    return _PLACEHOLDER.sub(one, template)
