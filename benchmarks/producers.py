@@ -49,7 +49,12 @@ def diagnose_argv(scenario: Scenario, workdir: Path, fmt: str) -> list[str]:
         argv += ["--env", f"{key}={value}"]
     if inputs.get("gpu"):
         argv += ["--gpu", inputs["gpu"]]
+    if RANKING:
+        argv += ["--ranking", RANKING]
     return argv
+
+
+RANKING: str | None = None  # benchmarks/run.py --ranking: compare the rules' and the ledger's cause ranking
 
 
 def _run_memtune(argv: list[str]) -> tuple[int, str, str]:

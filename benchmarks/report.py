@@ -33,6 +33,12 @@ def render(metrics: dict[str, Any], title: str = "OOM benchmark") -> str:
     )
     lines += ["", "| Metric | Value |", "|---|---|"]
     lines += [f"| {label} | {_fmt(metrics[key])} |" for key, label in _LABELS.items()]
+    if len(metrics.get("per_set") or {}) > 1:
+        lines += ["", "## Per scenario set", "", "| Set | Scenarios | Passed | First fix | Cause | Violations |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for name, part in metrics["per_set"].items():
+            lines.append(f"| {name} | {part['scenarios']} | {part['passed']} | {_fmt(part['first_fix_accuracy'])} "
+                         f"| {_fmt(part['cause_accuracy'])} | {part['violations']} |")
     lines += ["", "## Per category", "", "| Category | Scenarios | First fix | Cause | Include | Avoid | Violations |"]
     lines.append("|---|---:|---:|---:|---:|---:|---:|")
     for name, cat in metrics["per_category"].items():

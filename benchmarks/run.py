@@ -48,11 +48,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--agent-env", action="append", default=[], metavar="NAME",
                         help="also pass this environment variable to --agent-cmd (repeatable; e.g. its API key)")
     parser.add_argument("--min-first-fix", type=float, metavar="X", help="fail (exit 1) if first-fix accuracy < X")
+    parser.add_argument("--ranking", choices=["rules", "ledger"],
+                        help="our diagnose only: cause ranking to use (default: knowledge/ledger.yaml)")
+    parser.add_argument("--gate-set", metavar="NAME",
+                        help="apply --min-first-fix to this scenario set only (e.g. dev); violations gate every set")
     parser.add_argument("--max-violations", type=int, metavar="N", help="fail (exit 1) if violations > N")
     return parser
 
 
 def run(args: argparse.Namespace, scenarios: list[Scenario]) -> list[ScenarioScore]:
+    producers.RANKING = getattr(args, "ranking", None)
     scorer = Scorer.from_kb(args.knowledge) if args.answers or args.agent_cmd else None
     if args.answers and not args.answers.is_dir():
         raise UserError(f"{args.answers}: answers directory not found")
@@ -77,6 +82,11 @@ def gate_failures(result: dict, args: argparse.Namespace) -> list[str]:
     if result["errors"]:
         problems.append(f"{result['errors']} scenario(s) could not be answered (runner errors)")
     accuracy = result["first_fix_accuracy"]
+    if args.gate_set:
+        part = (result.get("per_set") or {}).get(args.gate_set)
+        if part is None:
+            return [*problems, f"--gate-set {args.gate_set}: no scenario of that set"]
+        accuracy = part["first_fix_accuracy"]
     if args.min_first_fix is not None and (accuracy is None or accuracy < args.min_first_fix):
         problems.append(f"first-fix accuracy {accuracy} is below --min-first-fix {args.min_first_fix}")
     if args.max_violations is not None and result["violations"] > args.max_violations:

@@ -41,6 +41,7 @@ class Scenario:
     expect: dict[str, Any] = field(default_factory=dict)
     url: str | None = None
     notes: str | None = None
+    set: str = "dev"  # the batch it was written in; the benchmark reports each batch separately
 
 
 def kb_entries(table: str, root: Path | None = None) -> list[dict[str, Any]]:
@@ -104,6 +105,7 @@ def load_scenario(path: Path, ids: KnownIds) -> Scenario:
         expect=dict(data["expect"]),
         url=data.get("url"),
         notes=data.get("notes"),
+        set=data.get("set") or "dev",
     )
 
 

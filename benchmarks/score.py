@@ -47,6 +47,7 @@ class ScenarioScore:
     category: str
     language: str
     source: str = "markdown"
+    set: str = "dev"  # the scenario batch (reported separately)
     first_fix: Check | None = None
     cause: Check | None = None
     fixes_include: Recall | None = None
@@ -100,7 +101,7 @@ def _norm(text: str) -> str:
 
 def score(scenario: Scenario, answer: Answer) -> ScenarioScore:
     expect = scenario.expect
-    result = ScenarioScore(scenario.id, scenario.category, scenario.language, source=answer.source)
+    result = ScenarioScore(scenario.id, scenario.category, scenario.language, source=answer.source, set=scenario.set)
     if "first_fix" in expect:
         result.first_fix = Check(expect["first_fix"], answer.first_fix, answer.first_fix in expect["first_fix"])
     if "cause" in expect:
@@ -159,5 +160,7 @@ def metrics(scores: list[ScenarioScore]) -> dict[str, Any]:
     categories = sorted({s.category for s in scores})
     result = summarize(scores)
     result["per_category"] = {c: summarize(s for s in scores if s.category == c) for c in categories}
+    sets = sorted({s.set for s in scores})
+    result["per_set"] = {name: summarize(s for s in scores if s.set == name) for name in sets}
     result["per_scenario"] = [s.to_dict() for s in scores]
     return result
