@@ -1,9 +1,15 @@
 """Load the knowledge base once, index it by id, and validate it on request.
 
-``load()`` is cheap (YAML only) and cached per process; ``validate()`` adds the
-JSON-Schema checks and the cross-reference checks that ``memtune kb validate``
-and CI run.  The KB directory is found next to this package in a skill folder,
-or via ``MEMTUNE_KNOWLEDGE`` / the installed data path after ``pip install``.
+``load()`` is cheap and cached per process: it reads ``knowledge/compiled.json`` (the tables as
+``memtune kb compile`` wrote them after validating them) when the hash of every source file
+(``*.yaml`` and ``schema/*.json``) still matches the hashes recorded in it, and otherwise parses
+the YAML sources, so an edited table takes effect at once.  Either way the Knowledge is the same.
+``validate()`` adds the JSON-Schema checks and the cross-reference checks that ``memtune kb
+validate`` and CI run.  The KB directory is found next to this package in a skill folder, or via
+``MEMTUNE_KNOWLEDGE`` / the installed data path after ``pip install``.
+
+PyYAML and jsonschema are imported only on the paths that need them (a stale or missing compiled
+file, validation, compiling): a command whose compiled KB is current never loads either.
 """
 
 from __future__ import annotations
@@ -16,13 +22,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .conditions import referenced_facts
 from .facts import Facts
 
-# libyaml's safe loader when PyYAML was built with it: 8x faster start-up, same data.
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+COMPILED_NAME = "compiled.json"
+COMPILED_FORMAT = 1
+COMPILE_COMMAND = "python3 scripts/memtune.py kb compile"
 
 
 class KnowledgeError(Exception):
@@ -65,9 +70,13 @@ class Knowledge:
 
 
 def _read_yaml(path: Path) -> Any:
+    import yaml
+
+    # libyaml's safe loader when PyYAML was built with it: 8x faster start-up, same data.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         with path.open(encoding="utf-8") as fh:
-            return yaml.load(fh, Loader=_SAFE_LOADER)
+            return yaml.load(fh, Loader=loader)
     except OSError as exc:
         raise KnowledgeError(f"{path}: cannot read ({exc.strerror})") from None
     except yaml.YAMLError as exc:
@@ -77,20 +86,116 @@ def _read_yaml(path: Path) -> Any:
 
 
 @lru_cache(maxsize=4)
-def load(root: str | None = None) -> Knowledge:
+def load(root: str | None = None, *, compiled: bool = True) -> Knowledge:
+    """The knowledge base in ``root`` (default: ``knowledge_dir()``), from its compiled file when current.
+
+    ``compiled=False`` always parses the YAML sources (``kb validate`` and ``kb compile`` do).
+    """
     base = Path(root) if root else knowledge_dir()
-    index = _read_yaml(base / "index.yaml")
-    if not isinstance(index, dict) or "tables" not in index:
-        raise KnowledgeError(f"{base / 'index.yaml'}: missing key 'tables'")
-    tables: dict[str, Any] = {}
+    tables_in = _read_compiled(base) if compiled else None
+    index, tables = tables_in if tables_in is not None else _read_sources(base)
     by_id: dict[str, dict[str, dict[str, Any]]] = {}
-    for name in index["tables"]:
-        data = _read_yaml(base / f"{name}.yaml")
-        tables[name] = data
+    for name, data in tables.items():
         rows = data.get(name) if isinstance(data, dict) else None
         if isinstance(rows, list) and rows and isinstance(rows[0], dict) and "id" in rows[0]:
             by_id[name] = {row["id"]: row for row in rows if isinstance(row, dict) and "id" in row}
     return Knowledge(root=base, index=index, tables=tables, by_id=by_id)
+
+
+def _read_sources(base: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    index = _read_yaml(base / "index.yaml")
+    if not isinstance(index, dict) or "tables" not in index:
+        raise KnowledgeError(f"{base / 'index.yaml'}: missing key 'tables'")
+    return index, {name: _read_yaml(base / f"{name}.yaml") for name in index["tables"]}
+
+
+# ---- compiled knowledge base -------------------------------------------------------------------
+
+def source_files(base: Path) -> list[Path]:
+    """Every file the compiled KB is derived from or was validated against, in a stable order."""
+    return sorted([*base.glob("*.yaml"), *(base / "schema").glob("*.json")])
+
+
+def source_hashes(base: Path) -> dict[str, str]:
+    """``relative path -> BLAKE2b-256 of its bytes`` for ``source_files(base)``."""
+    try:  # the C module hashlib wraps: importing hashlib also loads OpenSSL, ~3 ms of every start-up
+        from _blake2 import blake2b
+    except ImportError:  # pragma: no cover - an interpreter without the builtin module
+        from hashlib import blake2b
+    return {path.relative_to(base).as_posix(): blake2b(path.read_bytes(), digest_size=32).hexdigest()
+            for path in source_files(base)}
+
+
+def _read_compiled(base: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """``(index, tables)`` from ``base/compiled.json`` when it matches the sources byte for byte, else None."""
+    try:
+        data = json.loads((base / COMPILED_NAME).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("format") != COMPILED_FORMAT or data.get("hash") != "blake2b-256":
+        return None
+    try:
+        if data.get("sources") != source_hashes(base):
+            return None
+    except OSError:
+        return None
+    index, tables = data.get("index"), data.get("tables")
+    if not isinstance(index, dict) or not isinstance(tables, dict) or list(tables) != list(index.get("tables", ())):
+        return None
+    return index, tables
+
+
+def compiled_status(base: Path) -> str:
+    """``current``, ``stale`` (sources changed since ``kb compile``) or ``missing``."""
+    if not (base / COMPILED_NAME).is_file():
+        return "missing"
+    return "current" if _read_compiled(base) is not None else "stale"
+
+
+def compile_text(kb: Knowledge) -> str:
+    """The text of ``compiled.json`` for ``kb`` (loaded from its YAML sources and already validated).
+
+    Raises KnowledgeError for a value JSON cannot carry unchanged (a YAML date, a non-string key,
+    NaN/inf): the loaded tables must equal the YAML ones exactly, types included.
+    """
+    for name in ["index", *kb.tables]:
+        problem = _json_problem(kb.index if name == "index" else kb.tables[name], name)
+        if problem:
+            raise KnowledgeError(f"{name}.yaml: {problem}; quote it so the compiled knowledge base keeps it unchanged")
+    doc = {
+        "format": COMPILED_FORMAT,
+        "generated_by": f"{COMPILE_COMMAND} (do not edit; regenerate after changing knowledge/)",
+        "kb_version": kb.version,
+        "hash": "blake2b-256",
+        "sources": source_hashes(kb.root),
+        "index": kb.index,
+        "tables": kb.tables,
+    }
+    # Compact: 20 % less to decode than indented JSON, on every start-up; nobody reads this file.
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
+
+
+def _json_problem(value: Any, where: str) -> str | None:
+    """Where ``value`` holds something a JSON round trip would not give back identically (None = nothing)."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return None
+    if isinstance(value, float):
+        return None if value == value and value not in (float("inf"), float("-inf")) else f"{where}: {value!r}"
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            problem = _json_problem(item, f"{where}/{i}")
+            if problem:
+                return problem
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{where}: key {key!r} is a {type(key).__name__}, not a string"
+            problem = _json_problem(item, f"{where}/{key}")
+            if problem:
+                return problem
+        return None
+    return f"{where}: {value!r} is a {type(value).__name__}"
 
 
 def validate(kb: Knowledge) -> list[str]:
@@ -129,6 +234,8 @@ def _truncation_problems(kb: Knowledge) -> list[str]:
     That silently drops PR numbers from evidence, so the KB forbids a comment right after a plain
     scalar; such values must be quoted (comments belong on lines of their own).
     """
+    import yaml
+
     problems = []
     for name in ["index", *kb.index["tables"]]:
         path = kb.root / f"{name}.yaml"

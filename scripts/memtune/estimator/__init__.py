@@ -14,7 +14,6 @@ from typing import Any
 from ..errors import UserError
 from ..facts import EnvFacts, GpuFacts, TrainingConfig
 from ..knowledge import Knowledge
-from .bridge_compat import bridge_estimate
 from .constants import constants, english, text
 from .memory import Estimate, StageEstimate, estimate_ours
 from .models import fill_from_preset
@@ -64,6 +63,8 @@ def estimate(cfg: TrainingConfig, *, gpu: GpuFacts | str | None = None, mode: st
 
 def _bridge(cfg: TrainingConfig, c: dict[str, Any], kb: Knowledge, num_microbatches: int | None) -> Estimate:
     """Bridge's one number, also laid out as a single stage so tables and summaries work unchanged."""
+    from .bridge_compat import bridge_estimate  # only --mode bridge needs it
+
     b = bridge_estimate(cfg, c, num_microbatches)
     params = sum(x["parameter_count_per_gpu"] for x in b["components"])
     weights = params * c["bridge-bytes-per-parameter"]["weights"]

@@ -20,22 +20,8 @@ from typing import Any
 from ..errors import UserError
 from ..facts import TrainingConfig
 from .config import BRIDGE_SECTIONS, FIELD_KINDS, Builder, apply_overrides
+from .megatron_names import NOT_FLAGS, RENAMED  # noqa: F401  (re-exported: the flag spellings)
 
-# --- the Megatron-LM argument schema memtune reads -----------------------------------------------
-# A flag maps onto the TrainingConfig field of the same name (dashes -> underscores) unless listed
-# here.  Sources: NVIDIA/Megatron-LM megatron/training/arguments.py and argument_utils.py @d98e8a64.
-RENAMED: dict[str, str] = {
-    "num-experts": "num_moe_experts",
-    "fp8-format": "fp8",
-    "fp4-format": "fp4",
-    "cuda-graph-modules": "cuda_graph_scope",
-    "cuda-graph-scope": "cuda_graph_scope",
-    "decoder-first-pipeline-num-layers": "num_layers_in_first_pipeline_stage",
-    "decoder-last-pipeline-num-layers": "num_layers_in_last_pipeline_stage",
-    "num-virtual-stages-per-pipeline-rank": "virtual_pipeline_model_parallel_size",
-    # ModelParallelConfig argparse_meta names (megatron/core/model_parallel_config.py @d98e8a64).
-    "microbatch-group-size-per-virtual-pipeline-stage": "microbatch_group_size_per_vp_stage",
-}
 # store_true flags that set fields to fixed values.
 FLAGS: dict[str, dict[str, Any]] = {
     "swiglu": {"gated_linear_unit": True, "activation_func": "silu"},
@@ -56,9 +42,6 @@ FLAGS: dict[str, dict[str, Any]] = {
 # Read for derivations only (VPP, world size, grouped-query attention), never copied into a field.
 AUX_INT = {"num-layers-per-virtual-pipeline-stage", "nproc-per-node", "nnodes"}
 AUX_FLAG = {"group-query-attention"}
-# Fields no Megatron flag stands for, even when a flag of that name exists for something else.
-NOT_FLAGS = {"task", "model_name", "env_vars", "peft", "peft_dim", "peft_target_modules",
-             "sequence_parallel_input_regather", "provided", "source", "warnings"}
 # Megatron defaults that hold when a flag is absent, applied only when the argument list defines
 # the model (num-layers / hidden-size given) or the run (micro-batch / parallel sizes given).
 ARCH_DEFAULTS = {"share_embeddings_and_output_weights": True, "gated_linear_unit": False,

@@ -1,0 +1,169 @@
+"""Start-up path: the compiled knowledge base (knowledge/compiled.json) and the lazy command imports.
+
+Timing itself is benchmarks/bench_startup.py (not a test: it depends on the machine); these tests
+check what keeps it fast stays correct: the committed compiled file is current, loading it gives
+exactly the tables the YAML gives, an edited YAML file still wins, and ``diagnose --format json``
+imports no validation, templating or other command's modules.
+"""
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+from conftest import ROOT
+from memtune import cli, knowledge
+
+KB_DIR = ROOT / "knowledge"
+
+
+def _same(a, b, where="") -> None:
+    """Equal values of identical types, dict keys in the same order (so output order cannot change)."""
+    assert type(a) is type(b), f"{where}: {type(a).__name__} != {type(b).__name__}"
+    if isinstance(a, dict):
+        assert list(a) == list(b), f"{where}: keys differ"
+        for key in a:
+            _same(a[key], b[key], f"{where}/{key}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), f"{where}: lengths differ"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same(x, y, f"{where}/{i}")
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+@pytest.fixture
+def compiled_copy(tmp_path):
+    """A copy of knowledge/ with a freshly compiled file (independent of whether the committed one is current)."""
+    dst = tmp_path / "knowledge"
+    shutil.copytree(KB_DIR, dst)
+    kb = knowledge.load(str(dst), compiled=False)
+    (dst / knowledge.COMPILED_NAME).write_text(knowledge.compile_text(kb), encoding="utf-8")
+    knowledge.load.cache_clear()
+    yield dst
+    knowledge.load.cache_clear()
+
+
+def test_committed_compiled_file_is_current():
+    status = knowledge.compiled_status(KB_DIR)
+    assert status == "current", (f"knowledge/{knowledge.COMPILED_NAME} is {status}; run: "
+                                 f"{knowledge.COMPILE_COMMAND}")
+
+
+def test_compiled_load_equals_yaml_load_table_by_table(compiled_copy):
+    assert knowledge.compiled_status(compiled_copy) == "current"
+    fast = knowledge.load(str(compiled_copy))
+    slow = knowledge.load(str(compiled_copy), compiled=False)
+    assert fast is not slow and fast.root == slow.root
+    _same(fast.index, slow.index, "index")
+    assert list(fast.tables) == list(slow.tables) == list(slow.index["tables"])
+    for name in slow.tables:
+        _same(fast.tables[name], slow.tables[name], name)
+    _same(fast.by_id, slow.by_id, "by_id")
+
+
+def test_committed_compiled_file_holds_the_yaml_tables():
+    if knowledge.compiled_status(KB_DIR) != "current":
+        pytest.skip("compiled file is stale (test_committed_compiled_file_is_current reports it)")
+    fast, slow = knowledge._read_compiled(KB_DIR), knowledge._read_sources(KB_DIR)
+    _same(fast[0], slow[0], "index")
+    for name in slow[1]:
+        _same(fast[1][name], slow[1][name], name)
+
+
+def test_edited_yaml_makes_the_compiled_file_stale_and_takes_effect(compiled_copy):
+    path = compiled_copy / "ui.yaml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["test_marker"] = "edited"
+    path.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    assert knowledge.compiled_status(compiled_copy) == "stale"
+    assert knowledge.load(str(compiled_copy)).tables["ui"]["test_marker"] == "edited"
+
+
+def test_added_or_removed_source_file_makes_it_stale(compiled_copy):
+    (compiled_copy / "extra.yaml").write_text("x: 1\n", encoding="utf-8")
+    assert knowledge.compiled_status(compiled_copy) == "stale"
+    (compiled_copy / "extra.yaml").unlink()
+    assert knowledge.compiled_status(compiled_copy) == "current"
+    (compiled_copy / "schema" / "ui.schema.json").unlink()
+    assert knowledge.compiled_status(compiled_copy) == "stale"
+
+
+def test_corrupt_compiled_file_is_ignored(compiled_copy):
+    (compiled_copy / knowledge.COMPILED_NAME).write_text('{"format": 1, "tables": ', encoding="utf-8")
+    assert knowledge.compiled_status(compiled_copy) == "stale"
+    assert knowledge.load(str(compiled_copy)).entries("fixes")
+
+
+def test_values_json_would_change_are_refused(compiled_copy):
+    kb = knowledge.load(str(compiled_copy), compiled=False)
+    kb.tables["ui"]["when"] = __import__("datetime").date(2025, 1, 1)
+    with pytest.raises(knowledge.KnowledgeError, match=r"ui\.yaml: ui/when: .*date"):
+        knowledge.compile_text(kb)
+
+
+def test_kb_compile_check_and_write(compiled_copy, capsys):
+    target = compiled_copy / knowledge.COMPILED_NAME
+    assert cli.main(["kb", "compile", "--check", "--dir", str(compiled_copy)]) == 0
+    target.unlink()
+    assert cli.main(["kb", "compile", "--check", "--dir", str(compiled_copy)]) == 1
+    assert "missing; run: python3 scripts/memtune.py kb compile" in capsys.readouterr().out
+    assert not target.exists()
+    assert cli.main(["kb", "compile", "--dir", str(compiled_copy)]) == 0
+    assert knowledge.compiled_status(compiled_copy) == "current"
+    target.write_text(target.read_text(encoding="utf-8").replace('"format":1', '"format": 1'), encoding="utf-8")
+    assert cli.main(["kb", "compile", "--check", "--dir", str(compiled_copy)]) == 1
+    assert "stale" in capsys.readouterr().out
+
+
+def test_kb_compile_refuses_an_invalid_knowledge_base(compiled_copy, capsys):
+    path = compiled_copy / "fixes.yaml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["fixes"][0].pop("undo")
+    path.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    before = (compiled_copy / knowledge.COMPILED_NAME).read_bytes()
+    assert cli.main(["kb", "compile", "--dir", str(compiled_copy)]) == 1
+    assert "'undo' is a required property" in capsys.readouterr().out
+    assert (compiled_copy / knowledge.COMPILED_NAME).read_bytes() == before
+
+
+def test_compiled_load_imports_neither_yaml_nor_jsonschema(compiled_copy):
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from memtune import knowledge; "
+            "kb = knowledge.load(sys.argv[2]); assert kb.entries('fixes'); "
+            "print(sorted(m for m in ('yaml', 'jsonschema') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code, str(ROOT / "scripts"), str(compiled_copy)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_diagnose_json_imports_only_what_it_uses():
+    """No schema validation, templating or Markdown code, and no other command's module, on the JSON path."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", str(ROOT / "scripts" / "memtune.py"), "diagnose",
+                           "--log", str(ROOT / "examples" / "llama3-70b-fragmentation.log"), "--gpu", "H100-80GB",
+                           "--format", "json"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    heavy = {"jsonschema", "referencing", "jinja2", "markdown_it", "memtune.render"}
+    heavy |= {f"memtune.commands.{name}" for name in cli.COMMAND_MODULES if name != "diagnose"}
+    assert imported & heavy == set()
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["nope"], []])
+def test_no_command_builds_the_full_parser(argv):
+    assert cli._command(argv) is None
+
+
+def test_every_command_parses_alike_with_the_one_command_parser(capsys):
+    full = cli.build_parser()
+    sub = next(a for a in full._actions if a.dest == "command")
+    for name in sub.choices:
+        assert cli._command([name, "--x"]) == name
+        only = cli.build_parser(name)
+        helps = []
+        for parser in (full, only):
+            with pytest.raises(SystemExit):
+                parser.parse_args([name, "--help"])
+            helps.append(capsys.readouterr().out)
+        assert helps[0] == helps[1], name
