@@ -39,13 +39,32 @@ def test_vocabulary_and_gpus_match_their_schemas(vkb):
 
 
 def test_every_vocabulary_pattern_compiles(vkb):
+    from memtune.inputs import question
+
     vocab = vkb.tables["vocabulary"]
-    patterns = [vocab["memory"]["figure"], *vocab["memory"]["cues"], *(lang["pattern"] for lang in vocab["languages"])]
-    for section in ("models", "tasks", "layout", "claims"):
+    words = {**vocab["layout_words"], "gpu": question._any_gpu(vkb, vocab), "num": question._num_pattern(vocab),
+             "figure": question._FIGURE_MARK}
+    mem = vocab["memory"]
+    patterns = [mem["figure"], mem["header"], mem["header_figure"], mem["continues"], *mem["cues"],
+                *(lang["pattern"] for lang in vocab["languages"]), *vocab["model_size"], vocab["model_size_suffix"],
+                *vocab["layout_ignore"], *vocab["gpu_count_ignore"], *vocab["not_stated"], *vocab["other_gpus"]]
+    for section in ("models", "tasks", "layout", "claims", "gpu_count"):
         patterns += [p for entry in vocab[section] for p in entry["patterns"]]
+    patterns += [p for r in mem["roles"] for key in ("before", "after", "around") for p in r.get(key) or []]
     patterns += [p for t in vocab["topics"] for lang in ("en", "zh") for p in t["keywords"][lang]]
     for pattern in patterns:
-        re.compile(pattern, re.I | re.A)
+        expanded = question._expand(pattern, words)
+        assert not re.search(r"\{[a-z_]+\}", expanded), f"unknown placeholder in {pattern!r}"
+        re.compile(expanded, re.I | re.A)
+    for role in mem["roles"]:  # an `around` pattern says where the figure is
+        assert all("{figure}" in p for p in role.get("around") or []), role["role"]
+
+
+def test_vocabulary_presets_are_the_model_presets(kb):
+    """A vocabulary model is a preset exactly when knowledge/models.yaml has its architecture."""
+    presets = {m["id"] for m in kb.tables["models"]["models"]}
+    for model in kb.tables["vocabulary"]["models"]:
+        assert model.get("preset", True) == (model["id"] in presets), model["id"]
 
 
 def test_every_gpu_is_found_by_its_own_name(vkb):
@@ -171,11 +190,16 @@ def test_question_chinese_lora_sp_example(vkb):
     assert q.model_name is None and q.memory_bytes is None and q.num_gpus is None
 
 
-def test_question_gpu_size_is_not_the_memory_figure(vkb):
+def test_question_gpu_size_is_a_capacity_not_the_memory_figure(vkb):
     q = parse_question("Qwen3-30B-A3B on 4 nodes of 8 H100 80GB: EP8 TP2 PP2 VPP5 DP2 CP2 MBS 1 GBS 256 seq 4k, "
                        "no PYTORCH_CUDA_ALLOC_CONF, peak 70.2 GiB", vkb)
     assert q.model_name == "Qwen3-30B-A3B" and q.num_gpus == 32
-    assert q.memory_bytes == pytest.approx(70.2 * GIB)
+    # the card's size is a capacity (and the nominal size the user states); a peak with no word of a failure is a
+    # run's peak, not the size it failed at (the ledger needs the difference)
+    assert [(f["bytes"], f["role"]) for f in q.memory_figures] == [(80e9, "capacity"),
+                                                                    (pytest.approx(70.2 * GIB), "peak")]
+    assert q.gpu_name == "H100 80GB" and q.gpu_nominal_gb == 80
+    assert q.memory_bytes is None
     assert q.layout == {"expert_model_parallel_size": 8, "tensor_model_parallel_size": 2,
                         "pipeline_model_parallel_size": 2, "virtual_pipeline_model_parallel_size": 5,
                         "data_parallel_size": 2, "context_parallel_size": 2, "micro_batch_size": 1,
@@ -186,7 +210,8 @@ def test_question_gpu_size_is_not_the_memory_figure(vkb):
 
 def test_question_token_counts_are_not_memory(vkb):
     assert parse_question("trained on 15T tokens with a 2M tokens batch", vkb).memory_bytes is None
-    assert parse_question("2M tokens per batch, peak 60 GB", vkb).memory_bytes == pytest.approx(60e9)
+    assert parse_question("2M tokens per batch, OOMs at peak 60 GB", vkb).memory_bytes == pytest.approx(60e9)
+    assert [f["bytes"] for f in parse_question("2M tokens per batch, peak 60 GB", vkb).memory_figures] == [60e9]
 
 
 def test_question_chinese_numbers_and_claims(vkb):
@@ -195,14 +220,15 @@ def test_question_chinese_numbers_and_claims(vkb):
     assert q.lang == "zh" and q.model_name == "DeepSeek-V3" and q.gpu_name == "H800"
     assert q.num_gpus == 32 and q.memory_bytes == pytest.approx(70e9)
     assert q.env == {"expandable_segments": True}
-    assert q.layout == {"task": "lora", "sequence_parallel": True}
+    assert q.layout == {"task": "lora", "peft": "lora", "sequence_parallel": True}
     assert {"lora", "sequence-parallel", "fragmentation"} <= set(q.topics)
 
 
 @pytest.mark.parametrize("text, model", [
-    ("llama 3.1 70b", "Llama 3 70B"), ("Llama-3.1-405B pretrain", "Llama 3.1 405B"), ("qwen3 30b a3b", "Qwen3-30B-A3B"),
-    ("DeepSeek V3", "DeepSeek-V3"), ("mixtral 8x7b", "Mixtral 8x7B"), ("gpt-oss-120b", "gpt-oss-120b"),
-    ("a Qwen3-Next-80B-A3B run", "Qwen3-Next-80B-A3B"), ("my own 7B model", None),
+    ("llama 3.1 70b", "Llama 3.1 70B"), ("Llama3-70B", "Llama 3 70B"), ("Llama-3.1-405B pretrain", "Llama 3.1 405B"),
+    ("llama31_405b", "Llama 3.1 405B"), ("qwen3 30b a3b", "Qwen3-30B-A3B"), ("DeepSeek V3", "DeepSeek-V3"),
+    ("DeepSeek v3 671B", "DeepSeek-V3"), ("mixtral 8x7b", "Mixtral 8x7B"), ("gpt-oss-120b", "gpt-oss-120b"),
+    ("gpt-oss-20 OOMs", "gpt-oss-20b"), ("my own 7B model", None),
 ])
 def test_question_model_aliases(text, model, vkb):
     assert parse_question(text, vkb).model_name == model
@@ -210,7 +236,12 @@ def test_question_model_aliases(text, model, vkb):
 
 @pytest.mark.parametrize("text, count", [
     ("32 H100s", 32), ("8xH200", 8), ("4 nodes x 8 GPUs", 32), ("on 16 GPUs (8 GPUs per node)", 16),
-    ("2 x 8 B200", 16), ("64 张 GB200", 64), ("我们用 16 卡", 16), ("a single GPU", None),
+    ("2 x 8 B200", 16), ("64 张 GB200", 64), ("我们用 16 卡", 16), ("a single GPU", 1),
+    ("8x 80 GB GPUs", 8), ("32xH100", 32), ("4x8H200", 32), ("3 nodes of 8x H100-80GB", 24), ("16 GB300 nodes", 64),
+    ("8 H100 nodes", 64), ("num_nodes=2, num_gpu_per_node=8", 16), ("eight A100 80GB gpus", 8), ("两台8卡H800", 16),
+    ("单机八卡", 8), ("4台A100*8", 32), ("A100(40G)*8", 8), ("64*V100(32GB)", 64),
+    ("rank 3 OOMs but the other 7 ranks are fine", None), ("其他 7 张卡都正常", None), ("单卡显存占用 71%", None),
+    ("64台机器", None), ("GPU 3 has a total capacity of 79.11 GiB", None),
 ])
 def test_question_gpu_counts(text, count, vkb):
     assert parse_question(text, vkb).num_gpus == count
@@ -258,6 +289,102 @@ def test_question_topics(text, topic, vkb):
 
 def test_activation_checkpointing_is_not_a_checkpoint_question(vkb):
     assert "checkpoint" not in parse_question("activation checkpointing did not help", vkb).topics
+
+
+@pytest.mark.parametrize("text, expected", [
+    # negations beat the affirmative words inside them, in English and Chinese
+    ("we train without --use-distributed-optimizer", {"use_distributed_optimizer": False}),
+    ("the distributed optimizer is disabled", {"use_distributed_optimizer": False}),
+    ("没有开启分布式优化器", {"use_distributed_optimizer": False}),
+    ("--use-distributed-optimizer --overlap-grad-reduce", {"use_distributed_optimizer": True}),
+    ("cfg.ddp.use_distributed_optimizer=True", {"use_distributed_optimizer": True}),
+    ("SP off, TP 8", {"sequence_parallel": False, "tensor_model_parallel_size": 8}),
+    ("sequence_parallel: false", {"sequence_parallel": False}),
+    ("关闭了序列并行", {"sequence_parallel": False}),
+    ("--sequence-parallel --tensor-model-parallel-size 2",
+     {"sequence_parallel": True, "tensor_model_parallel_size": 2}),
+    ("we enabled SP and the distributed optimizer", {"sequence_parallel": True, "use_distributed_optimizer": True}),
+    ("no activation recompute", {"recompute_granularity": None}),
+    ("recompute is disabled", {"recompute_granularity": None}),
+    ("没开重计算", {"recompute_granularity": None}),
+    ("already using selective recompute core_attn and mlp",
+     {"recompute_granularity": "selective", "recompute_modules": ["core_attn", "mlp"]}),
+    ("--recompute-granularity full --recompute-method uniform", {"recompute_granularity": "full"}),
+    ("开了选择性重计算", {"recompute_granularity": "selective"}),
+    ("--recompute-activations", {"recompute_granularity": "selective"}),
+    ("we don't use CUDA graphs", {"cuda_graph_impl": "none"}),
+    ("cuda_graph_impl: local", {"cuda_graph_impl": "local"}),
+    ("CUDA graph 关了", {"cuda_graph_impl": "none"}),
+    ("use_megatron_fsdp=True", {"use_megatron_fsdp": True}),
+    ("--optimizer-cpu-offload", {"optimizer_cpu_offload": True}),
+    ("activation CPU offloading is on", {"cpu_offloading": True}),
+    ("Tensor Parallelism (TP): 2, Expert Parallelism (EP): 8", {"tensor_model_parallel_size": 2,
+                                                                "expert_model_parallel_size": 8}),
+    ("上下文长度 16K", {"seq_length": 16384}),
+])
+def test_question_layout_settings_and_negations(text, expected, vkb):
+    layout = parse_question(text, vkb).layout
+    assert {k: layout.get(k, "<unset>") for k in expected} == expected
+
+
+@pytest.mark.parametrize("text, unset", [
+    ("would rather not turn on full recompute", "recompute_granularity"),  # says nothing of what is on
+    ("should I enable SP?", "sequence_parallel"),  # a question, not a statement
+    ("Should I turn on full activation recompute or lower the micro batch?", "recompute_granularity"),
+    ("Should I use LoRA instead of full fine-tuning?", "peft"),
+    ("要不要开分布式优化器", "use_distributed_optimizer"),
+    ("if cudagraph is not used it fits", "cuda_graph_impl"),
+    ("verl: actor_rollout_ref.rollout.tensor_model_parallel_size=4", "tensor_model_parallel_size"),  # vLLM's TP
+])
+def test_question_layout_reads_no_statement_into_questions_and_other_engines(text, unset, vkb):
+    assert unset not in parse_question(text, vkb).layout
+
+
+@pytest.mark.parametrize("text, figures, nominal", [
+    ("8 x H200 141GB, OOMs at 130 GiB", [(141e9, "capacity"), (130 * GIB, "oom")], 141),
+    ("96G 的 H20 四张", [(96e9, "capacity")], 96),
+    ("2 nodes of 8 A6000 (48GB) each", [(48e9, "capacity")], 48),
+    ("OOM on GPUs with 40GB each", [(40e9, "capacity")], 40),
+    ("每卡显存 32GB", [(32e9, "capacity")], 32),
+    ("GPU 0 has a total capacity of 79.11 GiB of which 1.5 GiB is free", [(79.11 * GIB, "capacity"),
+                                                                          (1.5 * GIB, "free")], None),
+    ("memory (GB) | allocated: 40.5 | max allocated: 61.2 | reserved: 70.0",
+     [(40.5e9, "allocated"), (61.2e9, "peak"), (70e9, "reserved")], None),
+    ("peak memory went from 60 GB to 71 GB", [(60e9, "peak"), (71e9, "peak")], None),
+    ("显存从 60G 涨到 79G 然后 OOM", [(60e9, "peak"), (79e9, "peak")], None),
+    ("the estimate says 55 GB but it OOMs", [(55e9, "peak")], None),
+    ("a 7B model with 500M tokens", [], None),  # parameter and token counts are not memory
+])
+def test_question_memory_roles_and_card_sizes(text, figures, nominal, vkb):
+    q = parse_question(text, vkb)
+    assert [(f["bytes"], f["role"]) for f in q.memory_figures] == [(pytest.approx(b), r) for b, r in figures]
+    assert q.gpu_nominal_gb == nominal
+
+
+def test_question_failure_figure_ignores_the_card_size(vkb):
+    q = parse_question("on an H100 80GB the run peaks at 75 GB and then OOMs", vkb)
+    assert q.memory_bytes == pytest.approx(75e9)
+    assert parse_question("H100 80GB OOMs at 78.5 GiB", vkb).memory_bytes == pytest.approx(78.5 * GIB)
+
+
+@pytest.mark.parametrize("text, name", [
+    ("8xA100-40GB", "A100 40GB"), ("16xH100", "H100 80GB"), ("2x8H800", "H800"), ("40GB A100s", "A100 40GB"),
+    ("A100(40G)*4", "A100 40GB"), ("4*A100 ... in all 16 A100-40G cards", "A100 40GB"), ("GB200 NVL72", "GB200"),
+    ("8 x V100 32GB", None), ("RTX 4090", None),
+])
+def test_question_gpu_names(text, name, vkb):
+    assert parse_question(text, vkb).gpu_name == name
+
+
+@pytest.mark.parametrize("text, model, size", [
+    ("Llama-3.1-8B SFT", "Llama 3.1 8B", None), ("Moonlight 16B A3B LoRA", None, 16),  # no preset: only its size
+    ("DeepSeek-V3-16B on 8 GPUs", None, 16),  # a different size after the name is another model
+    ("Qwen2.5-14B-Instruct", None, 14), ("Yi34B", None, 34), ("a 350M model", None, 0.35),
+    ("Qwen3-VL-8B", None, 8), ("active 3B of the 30B-A3B", None, 3), ("15T tokens, 8 B200", None, None),
+])
+def test_question_model_names_and_sizes(text, model, size, vkb):
+    q = parse_question(text, vkb)
+    assert (q.model_name, q.model_size_b) == (model, size)
 
 
 # --- GPU -----------------------------------------------------------------------------------------

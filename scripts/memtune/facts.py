@@ -284,12 +284,16 @@ class QuestionFacts:
     text: str = ""
     lang: str = "en"  # en | zh
     model_name: str | None = None
+    model_size_b: float | None = None  # billions of parameters in a model name that is not a preset ("GPT-30B")
     topics: list[str] = field(default_factory=list)  # e.g. lora, sequence-parallel, fp8, checkpoint
-    memory_bytes: float | None = None  # a memory figure the user quoted ("OOMs at 58.8 GB")
+    memory_bytes: float | None = None  # what was in use when it failed, as quoted ("OOMs at 58.8 GB")
+    # every figure in order: {bytes, role, at}; role is request | reserved-unallocated | reserved | allocated |
+    # deficit | headroom | free | capacity | peak | oom | None; a card's size as stated also has nominal_gb
+    memory_figures: list[dict[str, Any]] = field(default_factory=list)
     num_gpus: int | None = None
     gpu_name: str | None = None
-    gpu_nominal_gb: float | None = None  # "8x 80 GB GPUs" with no GPU model named
-    layout: dict[str, Any] = field(default_factory=dict)  # TrainingConfig field -> value
+    gpu_nominal_gb: float | None = None  # the card size the user states ("8x 80 GB GPUs", "A100-40GB"), named or not
+    layout: dict[str, Any] = field(default_factory=dict)  # TrainingConfig field -> value (None = stated off)
     mentioned_fixes: list[str] = field(default_factory=list)  # fixes.yaml ids the question names (recognizers)
     env: dict[str, Any] = field(default_factory=dict)  # EnvFacts field -> value the user stated
 

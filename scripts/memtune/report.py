@@ -18,7 +18,7 @@ from .textfmt import fill
 _FACT_PREFIXES = ("log.", "env.", "config.", "gpu.", "question.", "estimate.", "snapshot.", "stats.", "derived.")
 _HIDDEN_FACTS = {"log.events", "question.text", "config.warnings", "env.variables", "config.env_vars",
                  "snapshot.top_sites", "snapshot.segment_types", "snapshot.pools", "log.env",
-                 "log.theoretical_bytes", "question.layout", "question.env"}
+                 "log.theoretical_bytes", "question.layout", "question.env", "question.memory_figures"}
 
 
 def _sources(entry: Mapping[str, Any]) -> list[str]:

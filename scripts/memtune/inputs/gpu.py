@@ -30,10 +30,15 @@ def _entries(kb: Any) -> list[Mapping[str, Any]]:
     return list(_table(kb).get("gpus") or [])
 
 
+# Left of a GPU name: not a letter ("GB200" is not "B200"), except the "x" of a count ("8xH100"); a digit
+# is fine ("4x8H200" = 4 nodes of 8 H200).
+ALIAS_LEFT = r"(?:(?<![A-Za-z])|(?<=[0-9][xX]))"
+
+
 @lru_cache(maxsize=256)
 def alias_regex(alias: str) -> re.Pattern[str]:
-    """An alias as it may appear in text: not glued to a letter or digit before, nor a digit after."""
-    return re.compile(rf"(?<![A-Za-z0-9])(?:{alias})(?![0-9])", re.I | re.A)
+    """An alias as it may appear in text: not glued to a letter before (but "8xH100" is fine), nor a digit after."""
+    return re.compile(rf"{ALIAS_LEFT}(?:{alias})(?![0-9])", re.I | re.A)
 
 
 def find_gpus(text: str, kb: Any = None) -> Iterator[tuple[int, int, Mapping[str, Any]]]:

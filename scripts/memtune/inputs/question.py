@@ -1,29 +1,38 @@
 """The user's free-text question -> QuestionFacts (language, model, topics, numbers, stated settings).
 
 Every word it recognises is a pattern in knowledge/vocabulary.yaml (models, tasks, topics with
-English and Chinese keywords, layout spellings, GPU counts, memory figures, claims such as
-"expandable_segments already set") or an alias in knowledge/gpus.yaml; this module only applies
-them.  Patterns are matched case-insensitively with ASCII word boundaries, so "LoRA" is found in
-"用LoRA微调" as well as in "LoRA + SP".
+English and Chinese keywords, layout spellings and on/off settings, GPU counts, memory figures and
+their roles, claims such as "expandable_segments already set") or an alias in knowledge/gpus.yaml;
+this module only applies them.  Patterns are matched case-insensitively with ASCII word boundaries,
+so "LoRA" is found in "用LoRA微调" as well as in "LoRA + SP".  A pattern may name shared fragments as
+{word}: {gpu} (any GPU name), {num} (a number in digits or words), {figure} (a memory figure's place)
+and the layout words of vocabulary.yaml layout_words.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
 from ..facts import QuestionFacts, TrainingConfig
-from .gpu import find_gpus, gpu_pattern
+from .gpu import ALIAS_LEFT, find_gpus, gpu_pattern
 
 FLAGS = re.I | re.A
 _CONFIG_FIELDS = set(TrainingConfig.__dataclass_fields__)
+_PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+_FIGURE_MARK = "\x00"  # where the figure stands in the text an `around` role pattern sees
+_SKIP = object()
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=2048)
 def _rx(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern, FLAGS)
+
+
+def _expand(pattern: str, words: Mapping[str, str]) -> str:
+    return _PLACEHOLDER.sub(lambda m: words.get(m.group(1), m.group(0)), pattern)
 
 
 def _vocab(kb: Any) -> Mapping[str, Any]:
@@ -44,33 +53,27 @@ def parse_question(text: str | None, kb: Any = None) -> QuestionFacts:
     vocab = _vocab(kb)
     q = QuestionFacts(provided=True, text=text, lang=_language(text, vocab))
     text = _ABSURD_DIGITS.sub(lambda m: "#" * len(m.group()), text)  # int() refuses > 4300 digits
+    words = {"gpu": _any_gpu(kb, vocab), "num": _num_pattern(vocab), "figure": _FIGURE_MARK}
     gpus = list(find_gpus(text, kb))
-    if gpus:
-        q.gpu_name = gpus[0][2]["name"]
+    q.gpu_name = _gpu_name(text, gpus, vocab)
+    model = _model(text, vocab)
+    if model is not None and model.get("preset", True):
+        q.model_name = model["name"]
     else:
-        q.gpu_nominal_gb = _gpu_size(text, vocab)
-    masked = _mask(text, [(s, e) for s, e, _ in gpus])
-    q.model_name = _model(text, vocab)
+        q.model_size_b = (model or {}).get("size_b") or _model_size(text, vocab)
     q.topics = _topics(text, vocab)
-    q.memory_bytes = _memory(masked, vocab)
-    q.num_gpus = _gpu_count(text, vocab, kb)
-    q.layout = _layout(masked, vocab)
+    q.memory_figures = _memory_figures(text, vocab, words)
+    q.memory_bytes = _failure_figure(q.memory_figures, text, vocab)
+    q.gpu_nominal_gb = next((f["nominal_gb"] for f in q.memory_figures if f.get("nominal_gb")), None)
+    q.num_gpus = _gpu_count(text, vocab, kb, words)
+    q.layout = _layout(_mask(text, [(s, e) for s, e, _ in gpus]), vocab)
     task = _first(text, vocab.get("tasks") or [])
     if task:
         q.layout["task"] = task
-    q.env, claimed = _claims(text, vocab)
+    q.env, claimed = _claims(_blank(text, vocab.get("not_stated") or []), vocab)
     for key, value in claimed.items():
         q.layout.setdefault(key, value)
     return q
-
-
-def _gpu_size(text: str, vocab: Mapping[str, Any]) -> float | None:
-    """A GPU described only by its memory size ("8x 80 GB GPUs", "80G 的卡")."""
-    for pattern in vocab.get("gpu_size") or []:
-        m = _rx(pattern).search(text)
-        if m:
-            return float(m.group("gb"))
-    return None
 
 
 def _language(text: str, vocab: Mapping[str, Any]) -> str:
@@ -80,15 +83,26 @@ def _language(text: str, vocab: Mapping[str, Any]) -> str:
     return "en"
 
 
+def _blank(text: str, patterns: Iterable[str]) -> str:
+    """``text`` with every match of ``patterns`` overwritten (same length, so positions still line up)."""
+    for pattern in patterns:
+        text = _rx(pattern).sub(lambda m: " " * len(m.group()), text)
+    return text
+
+
+_SIZE_BEFORE = re.compile(r"\d+(?:\.\d+)?\s*G(?:i?B)?[\s\-_]*$", FLAGS)
+
+
 def _mask(text: str, spans: list[tuple[int, int]]) -> str:
-    """Blank GPU mentions (and the size written next to them) so "H100 80GB" is not a memory figure."""
+    """Blank GPU mentions (and the size written next to them) so "H100 80GB" is not read as a layout number."""
     chars = list(text)
-    size = _rx(r"[\s\-_]*\d+(?:\.\d+)?\s*G(?:i?B)?\b")
+    size = _rx(r"[\s\-_(（]*\d+(?:\.\d+)?\s*G(?:i?B)?\b")
     for start, end in spans:
         m = size.match(text, end)
         if m:
             end = m.end()
-        before = re.search(r"\d+(?:\.\d+)?\s*G(?:i?B)?[\s\-_]*$", text[:start], FLAGS)
+        head = max(0, start - 24)  # a size written just before the name ("80G H200"); bounded, so it stays linear
+        before = _SIZE_BEFORE.search(text, head, start)
         if before:
             start = before.start()
         for i in range(start, end):
@@ -96,14 +110,120 @@ def _mask(text: str, spans: list[tuple[int, int]]) -> str:
     return "".join(chars)
 
 
-def _model(text: str, vocab: Mapping[str, Any]) -> str | None:
-    best: tuple[int, str] | None = None
+# --- GPUs ----------------------------------------------------------------------------------------
+
+
+def _gpu_name(text: str, gpus: list[tuple[int, int, Mapping[str, Any]]], vocab: Mapping[str, Any]) -> str | None:
+    """The first GPU named, or a later mention that spells the same name out further ("8*A100 ... 24 A100-40G").
+
+    None when the first GPU named is one gpus.yaml lacks ("OOM on the 24G A10; would an A100 80G do?")."""
+    if not gpus:
+        return None
+    start, end, entry = gpus[0]
+    unknown = [_rx(rf"{ALIAS_LEFT}(?:{p})") for p in vocab.get("other_gpus") or []]
+    if any(r.search(text, 0, start) for r in unknown):
+        return None
+    head = text[start:end].lower()
+    for s, e, later in gpus[1:]:
+        if e - s > end - start and text[s:e].lower().startswith(head):
+            return later["name"]
+    return entry["name"]
+
+
+def _any_gpu(kb: Any, vocab: Mapping[str, Any]) -> str:
+    """{gpu}: a gpus.yaml alias or one of vocabulary.yaml other_gpus."""
+    others = "|".join(f"(?:{p})" for p in vocab.get("other_gpus") or [])
+    known = gpu_pattern(kb)
+    return f"(?:{known}|{others})" if others else known
+
+
+def _num_pattern(vocab: Mapping[str, Any]) -> str:
+    """{num}: digits, an English number word, or up to three Chinese numerals."""
+    words = [str(w) for w in (vocab.get("numbers") or {})]
+    latin = sorted((w for w in words if w.isascii()), key=len, reverse=True)
+    cjk = "".join(sorted({w for w in words if not w.isascii() and len(w) == 1}))
+    parts = [r"(?<![\w.])\d+(?![\d.])"]
+    if latin:
+        parts.append(r"\b(?:" + "|".join(re.escape(w) for w in latin) + r")\b")
+    if cjk:
+        parts.append(f"[{re.escape(cjk)}]{{1,3}}")
+    return "(?:" + "|".join(parts) + ")"
+
+
+def _int(text: str | None, vocab: Mapping[str, Any]) -> int | None:
+    """A count written in digits or words ("8", "eight", "两", "十六"); None when it is not one."""
+    if not text:
+        return None
+    t = text.strip().lower()
+    if t.isascii() and t.isdigit():
+        return int(t)
+    words = {str(k).lower(): int(v) for k, v in (vocab.get("numbers") or {}).items()}
+    if t in words:
+        return words[t]
+    ten = next((w for w, v in words.items() if v == 10 and not w.isascii()), None)
+    if ten and ten in t:  # Chinese: [tens]十[ones]
+        tens, _, ones = t.partition(ten)
+        hi = words.get(tens, 0) if tens else 1
+        lo = words.get(ones, 0) if ones else 0
+        if (tens and not 1 <= hi <= 9) or (ones and not 1 <= lo <= 9):
+            return None
+        return hi * 10 + lo
+    return None
+
+
+def _gpu_count(text: str, vocab: Mapping[str, Any], kb: Any, words: Mapping[str, str]) -> int | None:
+    text = _blank(text, (_expand(p, words) for p in vocab.get("gpu_count_ignore") or []))
+    for group in vocab.get("gpu_count") or []:
+        for pattern in group.get("patterns") or []:
+            for m in _rx(_expand(pattern, words)).finditer(text):
+                count = _count_of(m.groupdict(), vocab, kb)
+                if count:
+                    return count
+    return None
+
+
+def _count_of(parts: Mapping[str, str | None], vocab: Mapping[str, Any], kb: Any) -> int | None:
+    nodes = _int(parts.get("nodes"), vocab)
+    if nodes and parts.get("per_node"):
+        per_node = _int(parts["per_node"], vocab)
+        return nodes * per_node if per_node else None
+    if nodes and parts.get("node_gpu"):
+        entry = next((e for s, _, e in find_gpus(parts["node_gpu"], kb) if s == 0), None)
+        per_node = (entry or {}).get("gpus_per_node")
+        return nodes * int(per_node) if per_node else None
+    return _int(parts.get("n"), vocab)
+
+
+# --- model ---------------------------------------------------------------------------------------
+
+
+def _model(text: str, vocab: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The vocabulary model named by the longest mention; a mention followed by another size is not it."""
+    suffix = vocab.get("model_size_suffix")
+    best: tuple[int, Mapping[str, Any]] | None = None
     for model in vocab.get("models") or []:
         for pattern in model.get("patterns") or []:
             for m in _rx(pattern).finditer(text):
+                if suffix and model.get("size_b") is not None:
+                    stated = _rx(suffix).match(text[m.end():m.end() + 24])
+                    if stated and float(stated.group("b")) != float(model["size_b"]):
+                        continue
                 if best is None or m.end() - m.start() > best[0]:
-                    best = (m.end() - m.start(), model["name"])
+                    best = (m.end() - m.start(), model)
     return best[1] if best else None
+
+
+def _model_size(text: str, vocab: Mapping[str, Any]) -> float | None:
+    """Total parameters (billions) written in a model name that no preset matches: "GPT-30B", "gpt2 large(774M)"."""
+    for pattern in vocab.get("model_size") or []:
+        m = _rx(pattern).search(text)
+        if m:
+            parts = m.groupdict()
+            if parts.get("b"):
+                return float(parts["b"])
+            if parts.get("m"):
+                return float(parts["m"]) / 1000
+    return None
 
 
 def _topics(text: str, vocab: Mapping[str, Any]) -> list[str]:
@@ -122,36 +242,95 @@ def _first(text: str, entries: list[Mapping[str, Any]]) -> str | None:
     return None
 
 
-def _memory(text: str, vocab: Mapping[str, Any]) -> float | None:
+# --- memory figures ------------------------------------------------------------------------------
+
+_SENTENCE_END = re.compile(r"[.;!?。；！？\n](?=\s|$)|[。；！？\n]")
+
+
+def _raw_figures(text: str, mem: Mapping[str, Any], units: Mapping[str, float]) -> list[tuple[int, int, float, str]]:
+    """(start, end, value, unit) of every figure: a number with its unit, or a bare number under a unit header."""
+    out = [(m.start(), m.end(), float(m.group("v")), m.group("u").lower())
+           for m in _rx(mem.get("figure", r"$^")).finditer(text) if m.group("u").lower() in units]
+    header, bare = mem.get("header"), mem.get("header_figure")
+    if header and bare:
+        scope_chars = int(mem.get("header_scope_chars") or 0)
+        for h in _rx(header).finditer(text):
+            unit = h.group("u").lower()
+            if unit not in units:
+                continue
+            line_end = text.find("\n", h.end())
+            scope = text[h.end():min(len(text) if line_end < 0 else line_end, h.end() + scope_chars)]
+            for f in _rx(bare).finditer(scope):
+                start, end = h.end() + f.start("v"), h.end() + f.end("v")
+                if not any(start < e and s < end for s, e, _, _ in out):
+                    out.append((start, end, float(f.group("v")), unit))
+    return sorted(out)
+
+
+def _memory_figures(text: str, vocab: Mapping[str, Any], words: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Every memory figure with its role (vocabulary.yaml memory.roles): request, free, headroom, peak, oom, ...
+
+    ``before`` patterns see the sentence up to the figure, ``after`` patterns the text right after it, so
+    "the last stage peaks at 50 GB" is a peak, "10 GB headroom" a headroom, "OOMs at 58.8 GB" the failure and
+    "H100 80GB" a card's capacity (``nominal_gb`` 80: the size the user states for the card).
+    """
     mem = vocab.get("memory") or {}
     units = {k.lower(): v for k, v in (vocab.get("units") or {}).items()}
-    figures = [m for m in _rx(mem.get("figure", r"$^")).finditer(text) if m.group("u").lower() in units]
-    if not figures:
+    reach = int(mem.get("before_chars") or 240)
+    roles = [(r, [_rx(_expand(p, words)) for p in r.get("before") or []],
+              [_rx(_expand(p, words)) for p in r.get("after") or []],
+              [_rx(_expand(p, words)) for p in r.get("around") or []]) for r in mem.get("roles") or []]
+    continues = _rx(mem["continues"]) if mem.get("continues") else None
+    out: list[dict[str, Any]] = []
+    last_end = None
+    for start, end, value, unit in _raw_figures(text, mem, units):
+        first = max((b.end() for b in _SENTENCE_END.finditer(text, max(0, start - reach), start)),
+                    default=max(0, start - reach))
+        before, after = text[first:start], text[end:end + 40]
+        around = before + _FIGURE_MARK + after
+        role = next((r for r, bef, aft, aro in roles
+                     if any(p.search(after) for p in aft) or any(p.search(before) for p in bef)
+                     or any(p.search(around) for p in aro)), None)
+        name = role["role"] if role else None
+        if name is None and out and continues and continues.search(text[last_end:start]):
+            name = out[-1]["role"]
+        fig: dict[str, Any] = {"bytes": value * units[unit], "role": name, "at": start}
+        if role and role.get("nominal"):
+            base = units.get("gib" if unit.endswith("ib") else "gb") or 1e9
+            fig["nominal_gb"] = value * units[unit] / base
+        out.append(fig)
+        last_end = end
+    return out
+
+
+def _failure_figure(figures: list[dict[str, Any]], text: str, vocab: Mapping[str, Any]) -> float | None:
+    """The in-use figure at the failure: a figure in the `oom` role; else the one peak, in a sentence that says it
+    ran out of memory; else a lone unlabelled figure next to a cue.  A card's capacity is not a usage figure."""
+    for fig in figures:
+        if fig["role"] == "oom":
+            return fig["bytes"]
+    usage = [f for f in figures if f["role"] != "capacity"]
+    peaks = [f for f in usage if f["role"] == "peak"]
+    oom_words = [p for r in (vocab.get("memory") or {}).get("roles") or [] if r["role"] == "oom"
+                 for p in r.get("before") or []]
+    if len(peaks) == 1 and len(usage) == 1:
+        at = peaks[0]["at"]  # the peak's own sentence says it failed ("peaks at 79 GB right before it OOMs")
+        first = max((b.end() for b in _SENTENCE_END.finditer(text, 0, at)), default=0)
+        end = next((b.start() for b in _SENTENCE_END.finditer(text, at)), len(text))
+        if any(_rx(p.rstrip("$")).search(text, first, end) for p in oom_words):
+            return peaks[0]["bytes"]
+    unlabelled = [f for f in usage if f["role"] is None]
+    if len(unlabelled) != 1 or len(usage) != 1:
         return None
+    mem = vocab.get("memory") or {}
     window = int(mem.get("cue_window_chars") or 0)
-    cues = [_rx(c) for c in mem.get("cues") or []]
-
-    def cued(m: re.Match[str]) -> bool:
-        before = text[max(0, m.start() - window): m.start()]
-        return any(c.search(before) for c in cues)
-
-    chosen = next((m for m in figures if cued(m)), figures[0])
-    return float(chosen.group("v")) * units[chosen.group("u").lower()]
-
-
-def _gpu_count(text: str, vocab: Mapping[str, Any], kb: Any) -> int | None:
-    gpu = gpu_pattern(kb)
-    for group in vocab.get("gpu_count") or []:
-        for pattern in group.get("patterns") or []:
-            m = _rx(pattern.replace("{gpu}", gpu)).search(text)
-            if not m:
-                continue
-            parts = m.groupdict()
-            if parts.get("nodes") and parts.get("per_node"):
-                return int(parts["nodes"]) * int(parts["per_node"])
-            if parts.get("n"):
-                return int(parts["n"])
+    at = unlabelled[0]["at"]
+    if any(_rx(c).search(text[max(0, at - window):at]) for c in mem.get("cues") or []):
+        return unlabelled[0]["bytes"]
     return None
+
+
+# --- layout and claims ---------------------------------------------------------------------------
 
 
 def _number(text: str) -> int:
@@ -159,14 +338,53 @@ def _number(text: str) -> int:
     return int(t[:-1]) * 1024 if t.endswith("k") else int(t)
 
 
+def _layout_value(entry: Mapping[str, Any], m: re.Match[str], words: Mapping[str, str]) -> Any:
+    if "value" in entry:
+        return entry["value"]
+    raw = m.group("v")
+    kind = entry.get("kind") or "int"
+    if kind == "word":
+        return raw.strip().lower()
+    if kind == "list":
+        item = _rx(_expand(entry.get("item") or r"[a-z_]\w*", words))
+        return [w.group().lower() for w in item.finditer(raw)] or _SKIP
+    return _number(raw)
+
+
 def _layout(text: str, vocab: Mapping[str, Any]) -> dict[str, Any]:
-    layout: dict[str, Any] = {}
-    for entry in vocab.get("layout") or []:
+    """TrainingConfig field -> the value the question states (vocabulary.yaml layout, in its precedence order)."""
+    words = vocab.get("layout_words") or {}
+    text = _blank(text, vocab.get("layout_ignore") or [])
+    entries = vocab.get("layout") or []
+    vetoed: dict[str, list[tuple[int, int]]] = {}  # "would rather not turn on full recompute": no statement inside
+    for entry in entries:
+        if entry.get("kind") == "veto":
+            spans = vetoed.setdefault(entry["field"], [])
+            for pattern in entry.get("patterns") or []:
+                spans.extend(m.span() for m in _rx(_expand(pattern, words)).finditer(text))
+    found: dict[str, list[tuple[int, int, int, Any]]] = {}
+    for rank, entry in enumerate(entries):
+        if entry.get("kind") == "veto":
+            continue
+        spans = vetoed.get(entry["field"], ())
+        hit = None
         for pattern in entry.get("patterns") or []:
-            m = _rx(pattern).search(text)
-            if m:
-                layout[entry["field"]] = _number(m.group("v"))
+            for m in _rx(_expand(pattern, words)).finditer(text):
+                if any(s <= m.start() and m.end() <= e for s, e in spans):
+                    continue
+                value = _layout_value(entry, m, words)
+                if value is not _SKIP:
+                    hit = (rank, m.start(), m.end(), value)
                 break
+            if hit:
+                found.setdefault(entry["field"], []).append(hit)
+                break
+    layout: dict[str, Any] = {}
+    for name, hits in found.items():
+        # "--use-distributed-optimizer" inside "without --use-distributed-optimizer" is not a statement of its own
+        kept = [h for h in hits if not any(o[3] != h[3] and o[1] <= h[1] and h[2] <= o[2] and o[2] - o[1] > h[2] - h[1]
+                                           for o in hits)]
+        layout[name] = min(kept or hits, key=lambda h: (h[0], h[1]))[3]
     return layout
 
 
