@@ -1,10 +1,12 @@
-"""The rule engine: facts + knowledge base -> Diagnosis.  Pure; names no fix, cause or model.
+"""The rule engine: facts + ledger + knowledge base -> Diagnosis.  Pure; names no fix, cause or model.
 
 Ranking, in words: every rule whose condition holds (a ``fallback`` rule only when
-no other does) contributes its cause (with the rule's confidence; a cause keeps the
-highest) and its ordered fixes.  Causes
-are ranked by confidence, then by rule order in rules.yaml.  Fixes are taken
-from the fired rules in that same order.  A fix is then moved out of the
+no other does) says its cause is possible and contributes its ordered fixes.  A cause's
+score is the share of the deficit its ledger components account for (ledger.py; a cause
+that explains no component is a verdict on the whole failure) times the reliability of
+the weakest evidence the rule read (knowledge/ledger.yaml); causes are ranked by score,
+then by rule order in rules.yaml.  Fixes are taken from the fired rules in that order and
+re-ranked by ``rank_fixes`` once each has been simulated (simulate.py).  A fix is then moved out of the
 recommendations when (a) some fired rule says to avoid it, (b) a constraint
 blocks it in this situation, or (c) its ``already_applied_when`` holds.  A fix's
 ``companions`` follow it when their condition holds; a rule's ``fixes_from``
@@ -17,15 +19,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .conditions import evaluate
+from .conditions import evaluate, referenced_facts
 from .knowledge import Knowledge
 
 
 @dataclass
 class CauseFinding:
     id: str
-    confidence: float
+    confidence: float  # share x reliability
     rules: list[str] = field(default_factory=list)  # ids of the rules that concluded it
+    share: float | None = None  # of the deficit its components account for; None = not quantified
+    reliability: float = 0.0  # of the weakest evidence behind it
+    evidence_source: str | None = None
 
 
 @dataclass
@@ -39,7 +44,7 @@ class FixAdvice:
 class AvoidAdvice:
     id: str
     source: str  # rule or constraint id
-    source_kind: str  # "rule" | "constraint" | "applied"
+    source_kind: str  # "rule" | "constraint" | "applied" | "simulation"
     reason: dict[str, str]  # {en, zh}
 
 
@@ -58,6 +63,8 @@ class Diagnosis:
     violations: list[Violation]
     fired_rules: list[str]
     facts: dict[str, Any] = field(default_factory=dict)  # the facts the rules saw, derived ones included
+    ledger: Any = None  # ledger.Ledger of the failing GPU
+    simulations: dict[str, Any] = field(default_factory=dict)  # fix id -> simulate.Simulation
 
 
 def check_constraints(flat: Mapping[str, Any], kb: Knowledge) -> list[Violation]:
@@ -78,26 +85,137 @@ def _constraint_alternatives(rule: Mapping[str, Any], flat: Mapping[str, Any], k
     return out
 
 
-def diagnose(flat: Mapping[str, Any], kb: Knowledge) -> Diagnosis:
+# Where each fact comes from, for the reliability of a rule that reads it (knowledge/ledger.yaml sources).
+_SOURCE_OF_PREFIX = (("stats.", "memory-stats"), ("snapshot.", "snapshot"), ("estimate.", "estimate"),
+                     ("question.", "question"), ("config.", "config"), ("derived.", "config"), ("env.", "env"),
+                     ("gpu.", "gpu-table"), ("log.", "log"))
+_OOM_MESSAGE_FACTS = frozenset({
+    "log.requested_bytes", "log.capacity_bytes", "log.free_bytes", "log.allocated_bytes", "log.reserved_bytes",
+    "log.reserved_unallocated_bytes", "log.private_pool_bytes", "log.process_bytes", "log.other_process_bytes",
+    "log.other_process_count", "log.fragmentation_ratio", "log.non_pytorch_bytes", "log.graph_pool_ratio"})
+
+
+def fact_source(name: str, flat: Mapping[str, Any]) -> str:
+    """The kind of evidence a fact comes from; a config field the tool filled with a recipe default is 'assumed'."""
+    if name in _OOM_MESSAGE_FACTS:
+        return "oom-message"
+    if name.startswith("config.") and name.removeprefix("config.") in (flat.get("config.assumed") or []):
+        return "assumed"
+    if name.startswith("estimate.") and flat.get("config.approximate_shape"):
+        return "assumed"  # an estimate of a stand-in shape is only as good as that assumption
+    return next((src for prefix, src in _SOURCE_OF_PREFIX if name.startswith(prefix)), "log")
+
+
+def _rule_evidence(rule: Mapping[str, Any], flat: Mapping[str, Any], kb: Knowledge) -> tuple[float, str | None]:
+    """(reliability, source) of the weakest evidence a rule's condition reads."""
+    from .ledger import reliability
+
+    sources = {fact_source(name, flat) for name in referenced_facts(rule["when"])}
+    if not sources:
+        return reliability(kb, "assumed"), None
+    weakest = min(sources, key=lambda src: reliability(kb, src))
+    return reliability(kb, weakest), weakest
+
+
+def _score(rule: Mapping[str, Any], flat: Mapping[str, Any], kb: Knowledge, led: Any) -> CauseFinding:
+    from . import ledger as ledger_mod
+
+    cause = kb.by_id.get("causes", {}).get(rule["cause"], {})
+    rel, source = _rule_evidence(rule, flat, kb)
+    pol = ledger_mod.policy(kb)
+    unquantified = float(pol.get("unquantified_share", 0.5))
+    components = cause.get("explains") or []
+    if not components:  # a verdict on the whole failure
+        ran_out = (bool(flat.get("log.has_memory_failure")) and not flat.get("log.host_oom")) or (
+            not flat.get("log.provided") and "oom" in (flat.get("question.topics") or []))
+        # "it stopped at a config check / crashed" explains nothing of a run whose GPU memory did run out
+        share: float | None = 0.0 if ran_out and cause.get("stops_before_oom") else 1.0
+        comp_source = None
+    else:
+        share, comp_source = ledger_mod.share(led, components) if led is not None else (None, None)
+    if comp_source is not None and ledger_mod.reliability(kb, comp_source) < rel:
+        rel, source = ledger_mod.reliability(kb, comp_source), comp_source
+    # Not quantified: the evidence says the cause is possible, not how much it explains; the rule's stated
+    # strength of that evidence orders such causes among themselves, below any cause the ledger quantifies.
+    value = share * rel if share is not None else unquantified * rel * float(rule.get("confidence", 1.0))
+    return CauseFinding(rule["cause"], value, [rule["id"]], share, rel, source)
+
+
+def _ledger_rules(fired: list[tuple[int, Mapping[str, Any]]], rules: list[Mapping[str, Any]], led: Any,
+                  kb: Knowledge) -> list[tuple[int, Mapping[str, Any]]]:
+    """When no rule matched, the generic causes of the ledger components that own the deficit, as rules.
+
+    This replaces a fixed fallback answer: a component holding at least ``owner_share`` of a quantified deficit
+    names its generic cause (ledger.yaml `owner`; a checkpoint phase's transients name that phase's cause); the
+    fixes are the ones the rules give for that cause, in file order, and the simulation drops those that cannot
+    help this layout.
+    """
+    from . import ledger as ledger_mod
+
+    if any(not rule.get("fallback") for _, rule in fired):
+        return []
+    pol = ledger_mod.policy(kb)
+    owner_share = float(pol.get("owner_share", 0.5))
+    owners = {c["id"]: c.get("owner") for c in pol.get("components") or []}
+    owners["phase-transients"] = next((p.get("transients_owner") for p in pol.get("phases") or []
+                                       if p["phase"] == led.phase), None)
+    found: dict[str, str] = {}
+    for comp, cause in owners.items():
+        share, source = ledger_mod.share(led, [comp])
+        if cause and share is not None and share >= owner_share and cause not in found:
+            found[cause] = source or "estimate"
+    fact = {"oom-message": "log.free_bytes", "estimate": "estimate.peak_bytes", "question": "question.text",
+            "memory-stats": "stats.reserved_bytes", "snapshot": "snapshot.reserved_bytes"}
+    out = []
+    for cause, source in found.items():
+        fixes = list(dict.fromkeys(f for r in rules if r["cause"] == cause for f in r.get("fixes", [])))
+        out.append((len(rules), {"id": f"ledger-{cause}", "cause": cause, "confidence": 0.0, "fixes": fixes,
+                                 "when": {"fact": fact.get(source, "log.provided"), "exists": True}}))
+    return out
+
+
+def ranking_mode(kb: Knowledge, override: str | None = None) -> str:
+    """'ledger' (scores from the deficit shares) or 'rules' (each rule's stated confidence), knowledge/ledger.yaml."""
+    from .ledger import policy
+
+    return override or str(policy(kb).get("ranking", "rules"))
+
+
+def diagnose(flat: Mapping[str, Any], kb: Knowledge, led: Any = None, ranking: str = "rules") -> Diagnosis:
     violations = check_constraints(flat, kb)
     # Rules may reason over the violations themselves (cause config-incompatibility).
     flat = {**flat, "derived.violated_constraints": [v.id for v in violations]}
     rules = kb.entries("rules")
     fired = [(pos, rule) for pos, rule in enumerate(rules) if evaluate(rule["when"], flat)]
+    if ranking == "ledger" and led is not None:
+        fired += _ledger_rules(fired, rules, led, kb)
     if any(not rule.get("fallback") for _, rule in fired):
         fired = [(pos, rule) for pos, rule in fired if not rule.get("fallback")]
 
     causes: dict[str, CauseFinding] = {}
     first_pos: dict[str, int] = {}
+    rule_score: dict[str, float] = {}
     for pos, rule in fired:
-        finding = causes.setdefault(rule["cause"], CauseFinding(rule["cause"], 0.0))
-        finding.confidence = max(finding.confidence, float(rule["confidence"]))
-        finding.rules.append(rule["id"])
+        scored = _score(rule, flat, kb, led)
+        if ranking == "rules":  # the rule's stated confidence decides; the share is still reported
+            scored.confidence = float(rule["confidence"])
+        rule_score[rule["id"]] = scored.confidence
+        finding = causes.get(rule["cause"])
+        if finding is None or scored.confidence > finding.confidence:
+            scored.rules = [*(finding.rules if finding else []), rule["id"]]
+            causes[rule["cause"]] = scored
+        else:
+            finding.rules.append(rule["id"])
         first_pos.setdefault(rule["cause"], pos)
-    ranked_causes = sorted(causes.values(), key=lambda c: (-c.confidence, first_pos[c.id]))
+    # ties: the cause whose best-supported rule read more facts (the more specific evidence) first
+    specific = {rule["id"]: len(set(referenced_facts(rule["when"]))) for _, rule in fired}
+    depth = {c.id: max(specific[r] for r in c.rules) if ranking == "ledger" else 0 for c in causes.values()}
+    ranked_causes = sorted(causes.values(), key=lambda c: (-round(c.confidence, 6), -depth[c.id], first_pos[c.id]))
 
     cause_rank = {c.id: i for i, c in enumerate(ranked_causes)}
-    ordered_rules = sorted(fired, key=lambda pr: (cause_rank[pr[1]["cause"]], -float(pr[1]["confidence"]), pr[0]))
+    # within a cause: the better-supported rule first, then the more specific one (it read more facts)
+    ordered_rules = sorted(fired, key=lambda pr: (cause_rank[pr[1]["cause"]], -round(rule_score[pr[1]["id"]], 6),
+                                                  -specific[pr[1]["id"]] if ranking == "ledger" else 0, pr[0]))
 
     applied = [
         fix["id"]
@@ -145,3 +263,65 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge) -> Diagnosis:
         fired_rules=[rule["id"] for _, rule in fired],
         facts=flat,
     )
+
+
+def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge,
+               ranking: str = "ledger") -> Diagnosis:
+    """Order the recommendations by what their simulations predict; drop what cannot help.
+
+    1. free fixes (fixes.yaml ``free``) of the causes that own the deficit (share >= ledger owner_share, or the
+       top cause when nothing is quantified), in cause order;
+    2. config fixes predicted to fit, cheapest first (relative throughput, costs.yaml), then by saving;
+    3. config fixes that help but do not fit alone: the owning causes' first, then largest saving;
+    4. everything else in rule order.
+    With ``ranking='rules'`` the rule order is kept and only the dropping applies.
+    A simulated fix that breaks a constraint on this layout moves to ``avoid`` with that constraint's message; one
+    that saves nothing here (activations already gone in this phase, a setting already in place) is dropped.
+    """
+    from .ledger import policy
+
+    owner_share = float(policy(kb).get("owner_share", 0.5))
+    owners = {c.id for c in diag.causes if c.share is not None and c.share >= owner_share}
+    if not owners and diag.causes:
+        owners = {diag.causes[0].id}
+    owner_rules = {r for c in diag.causes if c.id in owners for r in c.rules}
+    causes = kb.by_id.get("causes", {})
+    owned = {comp for c in diag.causes if c.id in owners for comp in causes.get(c.id, {}).get("explains") or []}
+    avoid = list(diag.avoid)
+    avoided = {a.id for a in avoid}
+    kept: list[tuple[tuple, FixAdvice]] = []
+    for pos, advice in enumerate(diag.fixes):
+        sim = sims.get(advice.id)
+        if sim is not None and sim.dropped:
+            constraint = kb.by_id.get("constraints", {}).get(sim.dropped)
+            if constraint is not None and advice.id not in avoided:
+                avoid.append(AvoidAdvice(advice.id, constraint["id"], "simulation", constraint["message"]))
+                avoided.add(advice.id)
+            continue
+        fix = kb.get("fixes", advice.id)
+        # a free fix goes first when it frees what an owning cause explains (expandable segments frees cached blocks)
+        free = bool(fix.get("free")) and bool(set(fix.get("releases") or []) & owned)
+        simulated = sim is not None and sim.predicted_saving_bytes is not None and sim.basis == "estimate"
+        if ranking == "rules":
+            key = (pos,)
+        elif free and (set(advice.rules) & owner_rules or _follows_owner(advice, diag, owner_rules)):
+            key: tuple = (0, pos)
+        elif simulated and sim.fits:  # cheapest first; a fix with no measured cost after those with one
+            known = sim.relative_throughput is not None
+            key = (1, not known, -(sim.relative_throughput or 0.0), -(sim.predicted_saving_bytes or 0.0), pos)
+        elif simulated:  # helps, but not enough alone: what the owning causes call for first, then by saving
+            owner = bool(set(advice.rules) & owner_rules)
+            key = (2, not owner, -(sim.predicted_saving_bytes or 0.0), pos)
+        else:
+            key = (3, pos)
+        kept.append((key, advice))
+    kept.sort(key=lambda pair: pair[0])
+    fixes = [FixAdvice(a.id, i + 1, a.rules) for i, (_, a) in enumerate(kept)]
+    return Diagnosis(diag.kb_version, diag.causes, fixes, avoid, diag.already_applied, diag.violations,
+                     diag.fired_rules, diag.facts, led, dict(sims))
+
+
+def _follows_owner(advice: FixAdvice, diag: Diagnosis, owner_rules: set[str]) -> bool:
+    """A companion (recommended because of another fix) follows that fix's standing."""
+    parents = {f.id: f for f in diag.fixes}
+    return any(r in parents and set(parents[r].rules) & owner_rules for r in advice.rules)

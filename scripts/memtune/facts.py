@@ -261,6 +261,7 @@ class TrainingConfig:
     env_vars: dict[str, str] = field(default_factory=dict)  # Bridge ConfigContainer.env_vars (defaults)
     warnings: list[str] = field(default_factory=list)  # unknown / malformed keys, with location
     assumed: list[str] = field(default_factory=list)  # fields filled with Bridge recipe defaults, not stated
+    approximate_shape: str | None = None  # preset whose shape stands in for a model the presets lack
 
 
 @dataclass

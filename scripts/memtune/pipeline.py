@@ -32,6 +32,7 @@ class Inputs:
     snapshot: Path | None = None
     stats: Path | None = None
     num_microbatches: int | None = None
+    ranking: str | None = None  # None = knowledge/ledger.yaml ranking
 
 
 ARCHITECTURE_FIELDS = ("num_layers", "hidden_size", "num_attention_heads")
@@ -57,7 +58,7 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
     if not inputs.config and inputs.overrides:
         config = apply_overrides(config, inputs.overrides, kb=kb)
     config = _fill_from_question(config, facts.question)
-    config = _recipe_defaults(_fill_architecture(config, kb), kb)
+    config = _recipe_defaults(_fill_architecture(_approximate_shape(config, facts.question, kb), kb), kb)
     facts.config = config
 
     # Bridge applies cfg.env_vars with setdefault, so --env (the shell) outranks them; the log's exports
@@ -129,6 +130,8 @@ def _fill_from_question(config: TrainingConfig, question: Any) -> TrainingConfig
         gaps["model_name"] = question.model_name
     if question.num_gpus and config.world_size is None:
         gaps["world_size"] = question.num_gpus
+    if question.layout.get("task") == "lora" and config.peft is None and "peft" not in gaps:
+        gaps["peft"] = "lora"  # "LoRA SFT ..." is the LoRA class unless the config says otherwise
     if not gaps:
         return config
     filled = replace(config, **gaps)
@@ -164,6 +167,29 @@ def _fill_env_from_question(env: EnvFacts, claims: dict[str, Any]) -> EnvFacts:
     inferred = {"expandable_segments"} if env.alloc_conf is None else set()
     gaps = {k: v for k, v in claims.items() if k in names and (getattr(env, k) is None or k in inferred)}
     return replace(env, provided=True, **gaps) if gaps else env
+
+
+def _approximate_shape(config: TrainingConfig, question: Any, kb: Knowledge) -> TrainingConfig:
+    """A model the presets lack, named with its size ("GPT-30B"), takes the nearest preset's shape - stated.
+
+    Its architecture fields count as assumed (a rule that reads them rests on that assumption).
+    """
+    if config.model_name or all(getattr(config, f) for f in ARCHITECTURE_FIELDS) or not question.model_size_b:
+        return config
+    import re
+
+    from .estimator.models import nearest_preset
+
+    # "16B-A3B" names its active parameters: an MoE; a bare size is a dense model unless the question says MoE
+    moe = "moe" in question.topics or bool(re.search(r"\d\s*B\s*[-_ ]?A\d+(?:\.\d+)?\s*B", question.text, re.I))
+    name = nearest_preset(question.model_size_b, moe, kb)
+    if name is None:
+        return config
+    filled = _fill_architecture(replace(config, model_name=name), kb)
+    added = [f.name for f in fields(TrainingConfig) if getattr(config, f.name) is None
+             and getattr(filled, f.name) is not None and f.name != "model_name"]
+    return replace(filled, provided=True, source=config.source or "question", approximate_shape=name,
+                   assumed=[*config.assumed, *added])
 
 
 def _fill_architecture(config: TrainingConfig, kb: Knowledge) -> TrainingConfig:
@@ -202,7 +228,16 @@ def _estimate(facts: Facts, kb: Knowledge, num_microbatches: int | None) -> dict
 
 
 def run(inputs: Inputs, kb: Knowledge) -> tuple[Facts, dict[str, Any], Diagnosis]:
+    """Facts -> ledger -> rules -> every candidate fix simulated on the user's layout -> ranked diagnosis."""
+    from . import ledger
+    from .engine import rank_fixes, ranking_mode
+    from .simulate import simulate
+
     facts = collect_facts(inputs, kb)
     flat = facts.flatten()
     flat.pop("estimate.table", None)
-    return facts, flat, diagnose(flat, kb)
+    led = ledger.build(facts, kb)
+    mode = ranking_mode(kb, inputs.ranking)
+    diag = diagnose(flat, kb, led, mode)
+    sims = simulate([f.id for f in diag.fixes], facts, led, kb)
+    return facts, flat, rank_fixes(diag, sims, led, kb, mode)

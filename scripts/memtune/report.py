@@ -43,19 +43,29 @@ def build(diag: Diagnosis, flat: Mapping[str, Any], kb: Knowledge, lang: str = "
             "id": finding.id,
             "title": cause["title"][lang],
             "confidence": round(finding.confidence, 2),
-            "evidence": [fill(rules[r]["explain"][lang], flat) for r in finding.rules],
+            "share_of_deficit": None if finding.share is None else round(finding.share, 3),
+            "evidence_reliability": round(finding.reliability, 2),
+            "evidence_source": finding.evidence_source,
+            "evidence": [fill(_explain(rules, r, kb)[lang], flat) for r in finding.rules],
             "rules": finding.rules,
             "confirm": cause["confirm"][lang],
         })
     fixes = []
     for advice in diag.fixes:
         fix = kb.get("fixes", advice.id)
+        sim = diag.simulations.get(advice.id)
+        apply = {iface: [fill(line, flat) for line in lines] for iface, lines in fix["apply"].items()}
+        if sim is not None and sim.overrides:
+            from .fixlines import apply_lines
+
+            apply = apply_lines(apply, sim.overrides)  # exactly what was simulated on this layout
         fixes.append({
             "id": advice.id,
             "rank": advice.rank,
             "title": fix["title"][lang],
             "summary": fix["summary"][lang],
-            "apply": {iface: [fill(line, flat) for line in lines] for iface, lines in fix["apply"].items()},
+            "apply": apply,
+            "simulation": _simulation(sim),
             "memory_effect": fix["memory_effect"][lang],
             "throughput_cost": fix["throughput_cost"][lang],
             "constraints": [kb.get("constraints", c)["title"][lang] for c in fix.get("requires", [])
@@ -85,6 +95,8 @@ def build(diag: Diagnosis, flat: Mapping[str, Any], kb: Knowledge, lang: str = "
     return {
         "kb_version": diag.kb_version,
         "lang": lang,
+        "ledger": _ledger(diag.ledger, kb, lang),
+        "assumed": _assumed(flat),
         "causes": causes,
         "fixes": fixes,
         "avoid": avoid,
@@ -94,6 +106,58 @@ def build(diag: Diagnosis, flat: Mapping[str, Any], kb: Knowledge, lang: str = "
         "estimate": dict(estimate) if estimate else None,
         "facts": used_facts(flat),
     }
+
+
+def _explain(rules: Mapping[str, Any], rule_id: str, kb: Knowledge) -> Mapping[str, str]:
+    """A rule's explanation; a cause the ledger alone concluded (engine._ledger_rules) says so."""
+    if rule_id in rules:
+        return rules[rule_id]["explain"]
+    return (kb.tables.get("ledger") or {})["owned_explain"]
+
+
+def _simulation(sim: Any) -> dict[str, Any] | None:
+    """The predicted effect of a fix on the failing stage (None when it was not simulated)."""
+    if sim is None:
+        return None
+    keep = ("basis", "stage", "predicted_peak_bytes", "predicted_saving_bytes", "fits", "relative_throughput",
+            "changes")
+    data = {k: v for k, v in sim.to_dict().items() if k in keep}
+    if data.get("relative_throughput") is not None:
+        data["relative_throughput"] = round(data["relative_throughput"], 4)
+    return data
+
+
+def _ledger(led: Any, kb: Knowledge, lang: str) -> dict[str, Any] | None:
+    """The ledger as data, with each component's title and what to collect to quantify it."""
+    if led is None:
+        return None
+    pol = kb.tables.get("ledger") or {}
+    titles = {c["id"]: c["title"][lang] for c in pol.get("components") or []}
+    collect = {c["needs"]: c["text"][lang] for c in pol.get("collect") or []}
+    data = led.to_dict()
+    for entry in data["entries"]:
+        entry["title"] = titles.get(entry["id"], entry["id"])
+    data["collect"] = [collect[n] for n in data.pop("missing") if n in collect]
+    return data
+
+
+def _assumed(flat: Mapping[str, Any]) -> list[str]:
+    """What the tool assumed because the user did not say (listed in the answer): recipe defaults by field, and
+    the preset whose shape stands in for a model the presets lack."""
+    shape = flat.get("config.approximate_shape")
+    fields = [f for f in flat.get("config.assumed") or [] if not shape or f not in _ARCH_FIELDS]
+    return [*([f"model shape ~ {shape}"] if shape else []), *fields]
+
+
+_ARCH_FIELDS = frozenset({
+    "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups", "kv_channels",
+    "vocab_size", "make_vocab_size_divisible_by", "gated_linear_unit", "share_embeddings_and_output_weights",
+    "num_moe_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size",
+    "moe_layer_freq", "mtp_num_layers", "multi_latent_attention", "q_lora_rank", "kv_lora_rank", "qk_head_dim",
+    "qk_pos_emb_head_dim", "v_head_dim", "activation_func", "normalization", "add_bias_linear", "add_qkv_bias",
+    "qk_layernorm", "position_embedding_type", "max_position_embeddings", "hidden_dropout", "attention_dropout",
+    "hybrid_layer_pattern", "mamba_num_heads", "mamba_head_dim", "mamba_state_dim", "mamba_num_groups",
+    "moe_grouped_gemm", "moe_latent_size"})
 
 
 def _applied(fix_id: str, flat: Mapping[str, Any], kb: Knowledge, lang: str) -> dict[str, Any]:

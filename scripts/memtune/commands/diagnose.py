@@ -44,6 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--format", choices=["markdown", "json"], default="markdown")
     parser.add_argument("--lang", choices=["en", "zh"], help="answer language (default: the question's, else en)")
     parser.add_argument("--output", type=Path, help="write the answer to this new file (never overwrites)")
+    parser.add_argument("--ranking", choices=["rules", "ledger"],
+                        help="rank causes by the rules' confidences or by the ledger's deficit shares "
+                             "(default: knowledge/ledger.yaml ranking)")
     parser.set_defaults(func=run)
 
 
@@ -58,7 +61,8 @@ def inputs_from_args(args: argparse.Namespace) -> pipeline.Inputs:
         log = sys.stdin  # read streaming, never copied to disk
     return pipeline.Inputs(log=log, config=args.config, overrides=args.overrides, env=args.env,
                            env_from_process=args.env_from_process, gpu=args.gpu, question=args.question,
-                           snapshot=args.snapshot, stats=args.stats, num_microbatches=args.num_microbatches)
+                           snapshot=args.snapshot, stats=args.stats, num_microbatches=args.num_microbatches,
+                           ranking=getattr(args, "ranking", None))
 
 
 def write_new_file(path: Path, text: str) -> None:

@@ -68,3 +68,26 @@ def fill_from_preset(cfg: TrainingConfig, kb: Knowledge) -> TrainingConfig:
         return cfg
     gaps = {k: (list(v) if isinstance(v, list) else v) for k, v in arch.items() if getattr(cfg, k) is None}
     return replace(cfg, **gaps) if gaps else cfg
+
+
+_SIZES: dict[int, list[tuple[float, bool, str]]] = {}
+
+
+def nearest_preset(size_b: float, moe: bool | None, kb: Knowledge) -> str | None:
+    """The preset whose total parameter count is nearest to ``size_b`` billions (of the same kind when known).
+
+    A stated approximation for a model the presets lack ("GPT-30B"): layer count, width and heads of a real model
+    of that size, so the estimate and every simulated fix have a shape to work on.
+    """
+    from .params import arch_from_config, total_params
+
+    if id(kb) not in _SIZES:
+        rows = []
+        for entry in kb.entries("models"):
+            cfg = preset(entry["id"], kb)
+            rows.append((total_params(arch_from_config(cfg, 1)) / 1e9, bool(cfg.num_moe_experts), entry["id"]))
+        _SIZES[id(kb)] = rows
+    rows = [r for r in _SIZES[id(kb)] if moe is None or r[1] == moe] or _SIZES[id(kb)]
+    if not rows or size_b <= 0:
+        return None
+    return min(rows, key=lambda r: abs(r[0] - size_b) / size_b)[2]

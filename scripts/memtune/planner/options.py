@@ -70,14 +70,20 @@ def _fix_overrides(kb: Knowledge, fix_id: str) -> tuple[str, ...]:
     return tuple(fix.get("apply", {}).get("bridge_override", []))
 
 
-def _option(kb: Knowledge, group: str, row: Mapping[str, Any]) -> Option:
-    overrides = tuple(row.get("overrides") or _fix_overrides(kb, row["fix"]))
+def override_fields(overrides: tuple[str, ...], kb: Knowledge) -> dict[str, Any]:
+    """TrainingConfig field -> value that Bridge overrides set, read by the same reader as users' ``--set``."""
     cfg = apply_overrides(TrainingConfig(), list(overrides), kb)
     values = {}
     for text in overrides:
         name = field_of(split(text)[0])
         if name:
             values[name] = getattr(cfg, name)
+    return values
+
+
+def _option(kb: Knowledge, group: str, row: Mapping[str, Any]) -> Option:
+    overrides = tuple(row.get("overrides") or _fix_overrides(kb, row["fix"]))
+    values = override_fields(overrides, kb)
     return Option(
         id=row["id"], group=group, fix=row["fix"], overrides=overrides, fields=values,
         costs=tuple(row.get("costs", [])), applies_when=row.get("applies_when"),

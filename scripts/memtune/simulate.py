@@ -1,0 +1,409 @@
+"""Every proposed fix simulated on the user's layout before it is shown.
+
+A config fix is a set of Bridge overrides (the ones ``apply`` would write).  Its variants come from the
+knowledge base: the planner's options for that fix (costs.yaml, each with the model kinds it applies to), the
+next size of the parallel dimension a layout fix grows, or the fix's own ``bridge_override`` lines.  Each
+variant is applied to the user's TrainingConfig, data parallelism is re-derived so the GPU count stays the
+user's, every constraint is checked (a variant that breaks one is dropped), and the failing pipeline stage is
+re-estimated.  The variant kept is the cheapest that fits, else the one that saves most.
+
+A fix that frees a ledger component instead of changing the config (expandable segments frees the cached
+blocks, killing a stale process frees its memory) declares ``releases`` in fixes.yaml and is simulated on the
+ledger.  Pure: facts and knowledge in, ``Simulation`` out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from .derive import derive
+from .engine import check_constraints
+from .errors import UserError
+from .facts import Facts, TrainingConfig
+from .knowledge import Knowledge
+from .ledger import Ledger
+
+LAYOUT_DIMENSIONS = {  # layout fix -> the parallel size it doubles
+    "increase-tp": "tensor_model_parallel_size",
+    "increase-pp": "pipeline_model_parallel_size",
+    "increase-cp": "context_parallel_size",
+    "increase-ep": "expert_model_parallel_size",
+}
+MODEL_PARALLEL = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size")
+
+
+@dataclass
+class Simulation:
+    fix: str
+    basis: str  # estimate | ledger
+    overrides: list[str] = field(default_factory=list)  # the Bridge overrides simulated (apply lines come from them)
+    changes: dict[str, Any] = field(default_factory=dict)  # TrainingConfig field -> new value
+    stage: int | None = None
+    predicted_peak_bytes: float | None = None
+    predicted_saving_bytes: float | None = None
+    fits: bool | None = None
+    relative_throughput: float | None = None
+    dropped: str | None = None  # why no variant can be proposed (a constraint id, "no-saving", "no-gpus")
+    violations: list[str] = field(default_factory=list)  # constraints the rejected variants broke
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Variant:
+    overrides: tuple[str, ...]
+    changes: Mapping[str, Any]
+    costs: tuple[str, ...] = ()
+
+
+def simulate(fix_ids: Iterable[str], facts: Facts, led: Ledger, kb: Knowledge) -> dict[str, Simulation]:
+    """One Simulation per fix that changes the config or frees a ledger component; other fixes are absent."""
+    fix_ids = list(dict.fromkeys(fix_ids))
+    ctx = _Context.make(facts, led, kb)
+    ctx.proposed = frozenset(fix_ids)
+    out: dict[str, Simulation] = {}
+    for fix_id in fix_ids:
+        fix = kb.get("fixes", fix_id)
+        if fix.get("releases"):
+            out[fix_id] = _simulate_release(fix_id, fix["releases"], led)
+            continue
+        variants = _variants(fix_id, fix, ctx)
+        if variants is None:
+            continue
+        out[fix_id] = _best(fix_id, variants, ctx)
+    return out
+
+
+# --- the ledger-level fixes --------------------------------------------------------------------------------
+
+
+def _simulate_release(fix_id: str, components: list[str], led: Ledger) -> Simulation:
+    freed = sum(e.bytes for e in led.entries if e.id in components)
+    sim = Simulation(fix_id, "ledger", stage=led.stage)
+    if not any(e.id in components for e in led.entries):
+        return sim  # nothing measured to free: effect unknown, not zero
+    sim.predicted_saving_bytes = freed
+    demand = _demand(led)
+    if demand is not None:
+        sim.predicted_peak_bytes = demand - freed
+        sim.fits = sim.predicted_peak_bytes <= (led.capacity_bytes or 0)
+    return sim
+
+
+def _demand(led: Ledger) -> float | None:
+    """What the failing GPU needed at the failure: in use plus the request (or the estimated peak)."""
+    if led.in_use_bytes is not None:
+        return led.in_use_bytes + (led.request_bytes or 0.0)
+    return led.estimate_peak_bytes
+
+
+# --- the config fixes --------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Context:
+    facts: Facts
+    led: Ledger
+    kb: Knowledge
+    flat: dict[str, Any]
+    before: Any  # Estimate of the user's config, or None
+    base_violations: frozenset[str]
+    band: float
+    proposed: frozenset[str] = frozenset()  # every fix proposed with this one (companions resolve constraints)
+
+    @classmethod
+    def make(cls, facts: Facts, led: Ledger, kb: Knowledge) -> _Context:
+        facts = replace(facts, config=_with_dp(facts.config))
+        flat = facts.flatten()
+        return cls(facts, led, kb, flat, _estimate(facts.config, facts, kb),
+                   frozenset(v.id for v in check_constraints(flat, kb)),
+                   float((kb.tables.get("ledger") or {}).get("estimate_error_band", 0.15)))
+
+
+def _with_dp(cfg: TrainingConfig) -> TrainingConfig:
+    """Data parallelism from the GPU count when the config leaves it implicit (Megatron derives it the same way)."""
+    if cfg.data_parallel_size or not cfg.world_size:
+        return cfg
+    model = _product(cfg, MODEL_PARALLEL)
+    return replace(cfg, data_parallel_size=cfg.world_size // model) if cfg.world_size % model == 0 else cfg
+
+
+def _variants(fix_id: str, fix: Mapping[str, Any], ctx: _Context) -> list[Variant] | None:
+    """The candidate settings of a config fix; None for a fix that does not change the config."""
+    from .planner import options
+
+    cfg, flat, kb = ctx.facts.config, ctx.flat, ctx.kb
+    if fix_id in LAYOUT_DIMENSIONS:
+        return _layout_variants(fix_id, LAYOUT_DIMENSIONS[fix_id], fix, cfg, kb)
+    if fix_id == "change-vpp":
+        return _vpp_variants(fix, cfg, kb)
+    if fix_id == "rebalance-pipeline-stages":
+        return [_variant_from(fix["apply"]["bridge_override"], kb), *_uneven_variants(cfg, kb)]
+    if fix.get("variants"):
+        from .conditions import evaluate
+
+        return [_variant_from(v["overrides"], kb) for v in fix["variants"]
+                if not v.get("applies_when") or evaluate(v["applies_when"], flat)] or None
+    space = options.load(kb)
+    rows = [o for group in space.options.values() for o in group if o.fix == fix_id and not o.fallback]
+    if rows:
+        from .conditions import evaluate, referenced_facts
+
+        kept = [Variant(o.overrides, dict(o.fields), o.costs) for o in rows
+                if not o.applies_when or evaluate(o.applies_when, flat)]
+        unknown = any(flat.get(name) is None for o in rows if o.applies_when
+                      for name in referenced_facts(o.applies_when))
+        return kept if kept or not unknown else None  # an unknown model kind: not simulated, not dropped
+    lines = fix.get("apply", {}).get("bridge_override")
+    if not lines:
+        return None
+    if any("{" in line for line in lines):
+        return None  # a template needing values this layer does not know
+    return [_variant_from(lines, kb)]
+
+
+def _variant_from(lines: Iterable[str], kb: Knowledge, costs: tuple[str, ...] = ()) -> Variant:
+    from .planner.options import override_fields
+
+    lines = tuple(lines)
+    return Variant(lines, override_fields(lines, kb), costs)
+
+
+def _layout_variants(fix_id: str, dim: str, fix: Mapping[str, Any], cfg: TrainingConfig,
+                     kb: Knowledge) -> list[Variant] | None:
+    """Double the dimension (the next size Megatron's divisibility rules allow); TP also turns on SP.
+
+    A size nobody stated is Megatron's default 1 once the model is known (the estimate assumes the same); with
+    no model at all the fix is not simulated and its lines keep the "<2 x current>" placeholder that ``apply``
+    refuses to write.
+    """
+    from .planner.options import split
+
+    current = getattr(cfg, dim)
+    if current is None and not cfg.num_layers:
+        return None
+    current = current or 1
+    key = split(fix["apply"]["bridge_override"][0])[0]
+    out = []
+    for factor in (2, 4, 8):  # the next sizes; the GPU count and divisibility checks drop what cannot run
+        lines = [f"{key}={current * factor}"]
+        if dim == "tensor_model_parallel_size" and not cfg.sequence_parallel:
+            lines.append("model.sequence_parallel=true")
+        out.append(_variant_from(lines, kb))
+    return out
+
+
+def _vpp_variants(fix: Mapping[str, Any], cfg: TrainingConfig, kb: Knowledge) -> list[Variant]:
+    """Every other VPP size the stage's layers divide by (interleaving changes the in-flight activations)."""
+    from .planner.options import split
+
+    pp = cfg.pipeline_model_parallel_size or 1
+    if pp <= 1 or not cfg.num_layers:
+        return []
+    key = split(fix["apply"]["bridge_override"][0])[0]
+    per_stage = cfg.num_layers // pp
+    current = cfg.virtual_pipeline_model_parallel_size or 1
+    sizes = [v for v in range(1, per_stage + 1) if per_stage % v == 0 and v != current]
+    return [_variant_from([f"{key}={v if v > 1 else 'null'}"], kb) for v in sizes]
+
+
+def _uneven_variants(cfg: TrainingConfig, kb: Knowledge) -> list[Variant]:
+    """Fewer layers on the first and/or last stage (they hold the embedding and the output layer / loss), the rest
+    split evenly over the middle stages, as Megatron's uneven-PP check requires (constraints pp-divides-layers)."""
+    pp, layers = cfg.pipeline_model_parallel_size or 1, cfg.num_layers
+    if pp < 3 or not layers:
+        return []
+    per = layers // pp
+    out = []
+    for cut in range(1, max(2, per // 2)):
+        for first, last in ((per - cut, per - cut), (per - cut, None), (None, per - cut)):
+            rest = layers - (first or 0) - (last or 0)
+            middle = pp - (first is not None) - (last is not None)
+            if rest % middle or (cfg.virtual_pipeline_model_parallel_size or 1) > 1:
+                continue
+            lines = [f"model.num_layers_in_first_pipeline_stage={first}"] if first else []
+            lines += [f"model.num_layers_in_last_pipeline_stage={last}"] if last else []
+            out.append(_variant_from(lines, kb))
+        if out:
+            break
+    return out
+
+
+def _best(fix_id: str, variants: list[Variant], ctx: _Context) -> Simulation:
+    results: list[Simulation] = []
+    broken: list[str] = []
+    for variant in variants:
+        sim = _run(fix_id, variant, ctx)
+        if sim.dropped == "already-set":
+            continue  # the user's config already is this variant: not a change
+        if sim.violations:
+            broken += sim.violations
+        else:
+            results.append(sim)
+    if not results:
+        why = broken[0] if broken else "already-set" if variants else "not-applicable"
+        return Simulation(fix_id, "estimate", dropped=why, violations=list(dict.fromkeys(broken)))
+    if all(s.predicted_saving_bytes is None for s in results):
+        return results[0]  # nothing to estimate with: the knowledge base's first applicable variant
+    fitting = [s for s in results if s.fits]
+    if fitting:
+        best = max(fitting, key=lambda s: (s.relative_throughput or 1.0, s.predicted_saving_bytes or 0.0))
+    else:
+        best = max(results, key=lambda s: (s.predicted_saving_bytes or 0.0, s.relative_throughput or 1.0))
+    floor = float((ctx.kb.tables.get("ledger") or {}).get("min_saving_share_of_peak", 0.0))
+    peak = ctx.led.estimate_peak_bytes or 0.0
+    if best.predicted_saving_bytes is not None and best.predicted_saving_bytes <= floor * peak:
+        best.dropped = "no-saving"
+    return best
+
+
+def _run(fix_id: str, variant: Variant, ctx: _Context) -> Simulation:
+    cfg = _with_dp(ctx.facts.config)
+    changes = {k: v for k, v in variant.changes.items() if getattr(cfg, k, None) != v}
+    sim = Simulation(fix_id, "estimate", overrides=list(variant.overrides), changes=dict(variant.changes))
+    if not changes:
+        sim.dropped = "already-set"
+        sim.predicted_saving_bytes = 0.0
+        return sim
+    new = replace(cfg, **changes)
+    new, gpu_problem = _rebalance(cfg, new)
+    if gpu_problem:
+        sim.violations = [gpu_problem]
+        return sim
+    if new.data_parallel_size != cfg.data_parallel_size and new.data_parallel_size:
+        sim.changes["data_parallel_size"] = new.data_parallel_size
+    facts = replace(ctx.facts, config=new, derived=derive(new, ctx.facts.env))  # constraints see the new layout
+    flat = facts.flatten()
+    sim.violations = [v.id for v in check_constraints(flat, ctx.kb)
+                      if v.id not in ctx.base_violations and not _resolved_alongside(v.id, ctx)]
+    if sim.violations:
+        return sim
+    sim.relative_throughput = _throughput(cfg, new, variant.costs, ctx.kb)
+    if sim.relative_throughput == 1.0 and not variant.costs and not ctx.kb.get("fixes", fix_id).get("free"):
+        sim.relative_throughput = None  # no cost measured for it: unknown, not free
+    after = _estimate(new, ctx.facts, ctx.kb)
+    if ctx.before is None or after is None:
+        return sim
+    stage = _stage(ctx.led.stage, cfg, new, after)
+    before_row = _stage_row(ctx.before, ctx.led.stage if ctx.led.stage is not None else ctx.before.peak_stage)
+    after_row = _stage_row(after, stage)
+    after_peak = float(after_row.peak_with_overheads_bytes)
+    sim.stage = stage
+    scale = ctx.led.calibration
+    saving = _phase_saving(before_row, after_row, ctx.led.phase, ctx.kb)
+    if saving == 0.0:
+        return sim  # the estimator does not model what this change does: its effect is unknown, not zero
+    sim.predicted_saving_bytes = saving * scale
+    demand = _demand(ctx.led)
+    if ctx.led.in_use_bytes is not None and demand is not None:  # measured: subtract the (calibrated) saving
+        sim.predicted_peak_bytes = demand - sim.predicted_saving_bytes
+        margin = ctx.band * abs(sim.predicted_saving_bytes)
+    else:
+        sim.predicted_peak_bytes = after_peak * scale
+        margin = ctx.band * sim.predicted_peak_bytes
+    cap = ctx.led.capacity_bytes
+    if cap:
+        sim.fits = sim.predicted_peak_bytes + margin <= cap
+    return sim
+
+
+def _resolved_alongside(constraint_id: str, ctx: _Context) -> bool:
+    """A constraint the new setting trips is fine when a fix proposed with it is that constraint's remedy
+    (narrowing graphs to TE scopes with expandable segments needs NCCL_GRAPH_REGISTER=0, proposed beside it)."""
+    remedies = set(ctx.kb.get("constraints", constraint_id).get("alternatives") or [])
+    env_only = {f for f in remedies if not ctx.kb.get("fixes", f).get("apply", {}).get("bridge_override")}
+    return bool(env_only & ctx.proposed)
+
+
+def _rebalance(old: TrainingConfig, new: TrainingConfig) -> tuple[TrainingConfig, str | None]:
+    """Keep the user's GPU count: data parallelism absorbs a change of TP x PP x CP, or the layout needs GPUs."""
+    model_old = _product(old, MODEL_PARALLEL)
+    model_new = _product(new, MODEL_PARALLEL)
+    if model_old == model_new:
+        return new, None
+    world = old.world_size or (old.data_parallel_size * model_old if old.data_parallel_size else None)
+    if world is None:
+        return new, None  # GPU count unknown: the estimate keeps DP as stated (or unknown)
+    if world % model_new:
+        return new, "world-size-divisible-by-model-parallel"
+    dp = world // model_new
+    if dp < 1:
+        return new, "world-size-divisible-by-model-parallel"
+    return replace(new, data_parallel_size=dp, world_size=world), None
+
+
+def _product(cfg: TrainingConfig, names: Iterable[str]) -> int:
+    out = 1
+    for name in names:
+        out *= getattr(cfg, name) or 1
+    return out
+
+
+def _estimate(cfg: TrainingConfig, facts: Facts, kb: Knowledge) -> Any:
+    from .pipeline import ARCHITECTURE_FIELDS
+
+    if not all(getattr(cfg, f) for f in ARCHITECTURE_FIELDS) or not cfg.seq_length:
+        return None
+    from .estimator import estimate
+
+    try:
+        return estimate(cfg, gpu=facts.gpu, kb=kb, env=facts.env)
+    except (UserError, ValueError, ZeroDivisionError):
+        return None
+
+
+def _stage(failing: int | None, old: TrainingConfig, new: TrainingConfig, after: Any) -> int:
+    """The stage to compare: the same one when PP is unchanged, else the new layout's peak stage."""
+    if failing is not None and (old.pipeline_model_parallel_size or 1) == (new.pipeline_model_parallel_size or 1):
+        return failing
+    return after.peak_stage
+
+
+def _stage_row(est: Any, stage: int) -> Any:
+    row = next((s for s in est.stages if s.pp_rank == stage), None)
+    return row or next(s for s in est.stages if s.pp_rank == est.peak_stage)
+
+
+def _phase_saving(before: Any, after: Any, phase: str | None, kb: Knowledge) -> float:
+    """What the change frees in the phase that failed: only the components that exist then (ledger.yaml phases).
+
+    At model build, the optimizer step or checkpoint load/save there are no activations, so a fix that only
+    shrinks activations saves nothing there.
+    """
+    from .ledger import NEED_FROM_ESTIMATE, present_components
+
+    present = present_components(phase, kb)
+    total = 0.0
+    for ident, keys in NEED_FROM_ESTIMATE.items():
+        if ident in present:
+            total += sum(float(getattr(before, k)) - float(getattr(after, k)) for k in keys)
+    if present >= set(NEED_FROM_ESTIMATE):  # a step phase: the whole peak, overheads beside it included
+        total = float(before.peak_with_overheads_bytes) - float(after.peak_with_overheads_bytes)
+    return total
+
+
+def _throughput(old: TrainingConfig, new: TrainingConfig, option_costs: tuple[str, ...], kb: Knowledge) -> float | None:
+    """Expected throughput of the new layout relative to the user's (knowledge/costs.yaml factors)."""
+    from .planner import costs as cost_model
+    from .planner import options
+
+    space = options.load(kb)
+    if not old.hidden_size or not old.num_layers or not old.seq_length:
+        return None
+
+    def parallel(cfg: TrainingConfig) -> float:
+        dp = cfg.data_parallel_size or 1
+        gbs, mbs = cfg.global_batch_size, cfg.micro_batch_size or 1
+        m = max(1, gbs // (mbs * dp)) if gbs else 8
+        ctx = cost_model.ShapeContext(old.hidden_size, old.num_layers, old.seq_length, 8, bool(old.num_moe_experts))
+        return cost_model.product(cost_model.parallel_reasons(
+            space.costs, ctx, tp=cfg.tensor_model_parallel_size or 1, pp=cfg.pipeline_model_parallel_size or 1,
+            vpp=cfg.virtual_pipeline_model_parallel_size or 1, cp=cfg.context_parallel_size or 1,
+            ep=cfg.expert_model_parallel_size or 1, etp=cfg.expert_tensor_parallel_size or 1, microbatches=m))
+
+    factor = parallel(new) / parallel(old)
+    factor *= cost_model.product(cost_model.option_reasons(space.costs, option_costs))
+    return factor

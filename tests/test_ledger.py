@@ -1,0 +1,123 @@
+"""The memory ledger and the simulated fixes, end to end through the pipeline.
+
+What the issue's Done-when names: ``ledger`` in the JSON, a predicted peak on the failing stage for every
+config fix when a config (or a model + layout) is known, the ledger table and each fix's predicted effect in
+the Markdown, the seed question, fixes that cannot help the phase, and config errors as their own verdict.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from memtune import knowledge, pipeline, report  # noqa: E402
+from memtune.ledger import share  # noqa: E402
+from memtune.render.render import render_markdown  # noqa: E402
+
+KB = knowledge.load()
+GIB = 2**30
+EXAMPLES = ROOT / "examples"
+LLAMA70B = ["model.num_layers=80", "model.hidden_size=8192", "model.num_attention_heads=64",
+            "model.num_query_groups=8", "model.ffn_hidden_size=28672", "model.vocab_size=128256",
+            "model.seq_length=8192", "model.tensor_model_parallel_size=4", "model.pipeline_model_parallel_size=4",
+            "train.micro_batch_size=1", "train.global_batch_size=32"]
+
+
+def run(**kw):
+    facts, flat, diag = pipeline.run(pipeline.Inputs(**kw), KB)
+    return facts, diag, report.build(diag, flat, KB, facts.question.lang or "en")
+
+
+def oom(request_gib: float, free_gib: float, allocated_gib: float, unalloc_gib: float, cap_gib: float = 79.11,
+        process_gib: float | None = None) -> str:
+    process = process_gib if process_gib is not None else allocated_gib + unalloc_gib + 0.6
+    return (f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {request_gib:.2f} GiB. GPU 0 has a total "
+            f"capacity of {cap_gib:.2f} GiB of which {free_gib:.2f} GiB is free. Including non-PyTorch memory, this "
+            f"process has {process:.2f} GiB memory in use. Of the allocated memory {allocated_gib:.2f} GiB is "
+            f"allocated by PyTorch, and {unalloc_gib:.2f} GiB is reserved by PyTorch but unallocated.\n")
+
+
+def test_deficit_decomposes_into_waste_and_shortfall(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text(oom(2.0, 0.5, 60.0, 18.0))
+    _, diag, rep = run(log=log)
+    led = diag.ledger
+    assert led.deficit_source == "oom-message"
+    assert led.deficit_bytes == pytest.approx(1.5 * GIB, rel=1e-3)
+    assert led.shortfall_bytes == 0.0  # 18 GiB of cached blocks cover the 1.5 GiB missing
+    frag, source = share(led, ["reserved-unallocated"])
+    assert frag == 1.0 and source == "oom-message"
+    assert rep["ledger"]["entries"] and rep["causes"][0]["id"] == "fragmentation"
+    assert rep["causes"][0]["share_of_deficit"] == 1.0
+
+
+def test_a_real_shortfall_belongs_to_what_the_step_needs(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text(oom(4.0, 0.3, 77.0, 0.4))
+    _, diag, _ = run(log=log, overrides=LLAMA70B, gpu="H100-80GB",
+                     env=["PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"])
+    led = diag.ledger
+    assert led.shortfall_bytes > 3 * GIB
+    waste, _ = share(led, ["reserved-unallocated"])
+    need, _ = share(led, ["weights", "gradients", "optimizer", "activations", "logits", "workspace"])
+    assert waste < 0.15 and need > 0.8
+    assert diag.causes[0].id.startswith("capacity-")
+
+
+def test_every_config_fix_carries_its_predicted_peak_on_the_failing_stage():
+    _, diag, rep = run(overrides=LLAMA70B, gpu="H100-80GB", question="Llama3 70B OOMs on 32 GPUs in backward")
+    simulated = [f for f in rep["fixes"] if f["apply"].get("bridge_override")]
+    assert simulated
+    for fix in simulated:
+        sim = fix["simulation"]
+        assert sim is not None and sim["basis"] == "estimate", fix["id"]
+        assert sim["predicted_peak_bytes"] is not None and sim["fits"] is not None, fix["id"]
+    text = render_markdown(rep, KB)
+    assert "Memory ledger" in text and "Predicted effect on the failing stage" in text
+
+
+def test_pp_is_proposed_with_the_next_size_that_keeps_the_gpu_count():
+    _, _, rep = run(overrides=LLAMA70B, gpu="H100-80GB", question="OOM on 32 H100 GPUs in the backward pass")
+    pp = next(f for f in rep["fixes"] if f["id"] == "increase-pp")
+    assert pp["apply"]["bridge_override"] == ["model.pipeline_model_parallel_size=8"]
+    assert pp["simulation"]["changes"]["data_parallel_size"] == 1
+
+
+def test_activation_fixes_save_nothing_at_checkpoint_load(tmp_path):
+    log = tmp_path / "train.log"
+    frame = '  File "megatron/training/checkpointing.py", line 1200, in load_checkpoint\n'
+    log.write_text(frame + oom(3.0, 0.4, 74.0, 1.0))
+    facts, diag, rep = run(log=log, overrides=LLAMA70B, gpu="H100-80GB")
+    assert facts.log.phase == "checkpoint-load"
+    recommended = [f["id"] for f in rep["fixes"]]
+    for fix in ("reduce-micro-batch", "selective-recompute", "full-recompute"):
+        assert fix not in recommended
+    assert diag.causes[0].id == "checkpoint-load"
+
+
+def test_seed_question_without_a_log_puts_expandable_segments_first_and_says_what_to_collect():
+    """Megatron-Bridge PR #3107: 58.8 GB on an 80 GB GPU, one rank, flaky - fragmentation first."""
+    _, _, rep = run(question="Llama3 70B SFT on 32xH100 TP4 PP4 VPP5 OOMs at 58.8 GB, what first?")
+    assert rep["fixes"][0]["id"] == "expandable-segments"
+    assert rep["ledger"]["collect"], "the answer must say what evidence would quantify it"
+    assert any("OOM message" in c for c in rep["ledger"]["collect"])
+    assert rep["assumed"], "recipe defaults the tool filled in are listed"
+
+
+def test_a_config_error_in_the_log_is_its_own_verdict(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("[rank0]: ValueError: moe_act in recompute_modules is only supported with moe_grouped_gemm.\n")
+    _, diag, rep = run(log=log)
+    assert diag.causes[0].id == "config-incompatibility"
+    assert "moe-act-recompute-needs-grouped-gemm" in rep["facts"]["log.constraint_errors"]
+
+
+def test_a_question_figure_of_another_role_is_not_the_failure_size():
+    facts, _, _ = run(question="We have 10 GB headroom on H100 80GB with Llama3 8B, can we double the sequence?")
+    assert facts.question.memory_bytes is None
+    assert [f["role"] for f in facts.question.memory_figures if f["bytes"] == 10e9] in (["free"], ["headroom"])
