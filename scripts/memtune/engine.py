@@ -299,12 +299,14 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
                 avoided.add(advice.id)
             continue
         fix = kb.get("fixes", advice.id)
-        # a free fix goes first when it frees what an owning cause explains (expandable segments frees cached blocks)
-        free = bool(fix.get("free")) and bool(set(fix.get("releases") or []) & owned)
+        free = bool(fix.get("free"))
         simulated = sim is not None and sim.predicted_saving_bytes is not None and sim.basis == "estimate"
         if ranking == "rules":
             key = (pos,)
-        elif free and (set(advice.rules) & owner_rules or _follows_owner(advice, diag, owner_rules)):
+        elif sim is not None and sim.plan_step is not None and not (free and _owned(fix, owned)):
+            key = (0.5, sim.plan_step)  # the cheapest combination that fits, in its order
+        elif free and _owned(fix, owned) and (set(advice.rules) & owner_rules
+                                              or _follows_owner(advice, diag, owner_rules)):
             key: tuple = (0, pos)
         elif simulated and sim.fits:  # cheapest first; a fix with no measured cost after those with one
             known = sim.relative_throughput is not None
@@ -319,6 +321,11 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
     fixes = [FixAdvice(a.id, i + 1, a.rules) for i, (_, a) in enumerate(kept)]
     return Diagnosis(diag.kb_version, diag.causes, fixes, avoid, diag.already_applied, diag.violations,
                      diag.fired_rules, diag.facts, led, dict(sims))
+
+
+def _owned(fix: Mapping[str, Any], owned: set[str]) -> bool:
+    """A free fix comes first when it frees what an owning cause explains (expandable segments: cached blocks)."""
+    return bool(set(fix.get("releases") or []) & owned)
 
 
 def _follows_owner(advice: FixAdvice, diag: Diagnosis, owner_rules: set[str]) -> bool:

@@ -135,7 +135,7 @@ def build(facts: Facts, kb: Knowledge) -> Ledger:
     if led.peers_fit:
         alike = set(pol.get("peer_identical") or [])
         need = [e for e in need if e.id not in alike]
-    if led.deficit_source in (None, "estimate") and need and not led.failed:
+    if led.deficit_source in (None, "estimate") and need and not led.failed and "headroom" in facts.question.topics:
         led.deficit_source, led.deficit_bytes = "headroom", None  # no failure: the user wants room to grow
     led.entries = waste + need
     _attribute(led, band)
@@ -212,10 +212,10 @@ def _peers_fit(facts: Facts, pol: Mapping[str, Any]) -> bool:
 
 
 def _ran_out(facts: Facts) -> bool:
-    """Some evidence says GPU memory ran out (as opposed to a question about making room)."""
-    failed = {"oom", "host-memory"}
-    return (facts.log.has_memory_failure or facts.log.host_oom or bool(failed & set(facts.question.topics))
-            or not facts.question.provided)
+    """Some evidence says memory ran out or the run failed (as opposed to a question about making room)."""
+    log = facts.log
+    return (log.has_memory_failure or log.host_oom or log.crash
+            or bool({"oom", "host-memory"} & set(facts.question.topics)))
 
 
 def _question_phase(facts: Facts, pol: Mapping[str, Any]) -> str | None:

@@ -14,8 +14,9 @@ ledger.  Pure: facts and knowledge in, ``Simulation`` out.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from .derive import derive
@@ -47,10 +48,16 @@ class Simulation:
     relative_throughput: float | None = None
     dropped: str | None = None  # why no variant can be proposed (a constraint id, "no-saving", "no-gpus")
     violations: list[str] = field(default_factory=list)  # constraints the rejected variants broke
+    plan_step: int | None = None  # position in the cheapest combination that fits, when no single fix does
+    plan_peak_bytes: float | None = None  # predicted peak with this and every earlier step applied
+    plan_fits: bool | None = None
+    variant: Variant | None = field(default=None, repr=False, compare=False)
+    others: list[Simulation] = field(default_factory=list, repr=False, compare=False)  # the other variants tried
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
+        """The JSON view: every field but the internal variant links (``others`` may refer back to this one)."""
+        skip = ("variant", "others")
+        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name not in skip}
 
 @dataclass(frozen=True)
 class Variant:
@@ -74,7 +81,72 @@ def simulate(fix_ids: Iterable[str], facts: Facts, led: Ledger, kb: Knowledge) -
         if variants is None:
             continue
         out[fix_id] = _best(fix_id, variants, ctx)
+    _plan(out, ctx)
     return out
+
+
+PLAN_POOL = 6  # fixes considered for combinations: the best savers per unit of throughput
+
+
+def _plan(sims: dict[str, Simulation], ctx: _Context) -> None:
+    """The cheapest combination of two fixes that fits, when it beats every single fix that fits.
+
+    Pairs are simulated whole (constraints, GPU count, estimate), so their effects are not simply added: the
+    distributed optimizer and TP 2 together can fit at less cost than TP 4 alone.  A fix with no measured cost
+    counts as 0.9 (knowledge/ledger.yaml unknown_throughput) when ranking candidates for combinations; a plan
+    is proposed only when its own cost is known and beats every single fix of known cost that fits.  Within the pair,
+    the fix that buys more memory per unit of throughput goes first.
+    """
+    if not ctx.led.capacity_bytes:
+        return
+    unknown = float((ctx.kb.tables.get("ledger") or {}).get("unknown_throughput", 0.9))
+
+    def cost(sim: Simulation) -> float:
+        return sim.relative_throughput if sim.relative_throughput is not None else unknown
+
+    def efficiency(sim: Simulation) -> float:
+        return (sim.predicted_saving_bytes or 0.0) / max(1.0 - cost(sim), 0.005)
+
+    tried = [v for s in sims.values() if not s.dropped for v in (s, *s.others)]
+    pool = [s for s in tried if s.variant is not None and s.basis == "estimate" and (s.predicted_saving_bytes or 0) > 0]
+    single = max((s.relative_throughput for s in pool if s.fits and s.relative_throughput is not None), default=0.0)
+    pool = sorted(pool, key=efficiency, reverse=True)[:PLAN_POOL]
+    best: tuple[float, Simulation, Simulation, Simulation] | None = None
+    for i, first in enumerate(pool):
+        for second in pool[i + 1:]:
+            if second.fix == first.fix:
+                continue
+            combo = _run(first.fix, _merge([first.variant, second.variant]), ctx)
+            if combo.violations or combo.dropped or not combo.fits or combo.relative_throughput is None:
+                continue  # a plan is shown only when its cost is known
+            if cost(combo) > single and (best is None or cost(combo) > best[0]):
+                best = (cost(combo), first, second, combo)
+    if best is None:
+        return
+    _, first, second, combo = best
+    for step, part in enumerate(sorted((first, second), key=efficiency, reverse=True), start=1):
+        shown = sims[part.fix]
+        if shown is not part:  # the pair uses another variant of this fix than the one shown alone: show that one
+            part.others = [s for s in (shown, *shown.others) if s is not part]
+            shown.others = []
+            sims[part.fix] = shown = part
+        shown.plan_step, shown.plan_peak_bytes, shown.plan_fits = step, combo.predicted_peak_bytes, combo.fits
+
+
+def _merge(variants: list[Variant | None]) -> Variant:
+    overrides: dict[str, str] = {}
+    changes: dict[str, Any] = {}
+    costs: list[str] = []
+    from .planner.options import split
+
+    for v in variants:
+        if v is None:
+            continue
+        for line in v.overrides:
+            overrides[split(line)[0]] = line  # a later step's value of the same key wins
+        changes.update(v.changes)
+        costs += v.costs
+    return Variant(tuple(overrides.values()), changes, tuple(dict.fromkeys(costs)))
 
 
 # --- the ledger-level fixes --------------------------------------------------------------------------------
@@ -253,6 +325,7 @@ def _best(fix_id: str, variants: list[Variant], ctx: _Context) -> Simulation:
         best = max(fitting, key=lambda s: (s.relative_throughput or 1.0, s.predicted_saving_bytes or 0.0))
     else:
         best = max(results, key=lambda s: (s.predicted_saving_bytes or 0.0, s.relative_throughput or 1.0))
+    best.others = [s for s in results if s is not best]
     floor = float((ctx.kb.tables.get("ledger") or {}).get("min_saving_share_of_peak", 0.0))
     peak = ctx.led.estimate_peak_bytes or 0.0
     if best.predicted_saving_bytes is not None and best.predicted_saving_bytes <= floor * peak:
@@ -263,7 +336,8 @@ def _best(fix_id: str, variants: list[Variant], ctx: _Context) -> Simulation:
 def _run(fix_id: str, variant: Variant, ctx: _Context) -> Simulation:
     cfg = _with_dp(ctx.facts.config)
     changes = {k: v for k, v in variant.changes.items() if getattr(cfg, k, None) != v}
-    sim = Simulation(fix_id, "estimate", overrides=list(variant.overrides), changes=dict(variant.changes))
+    sim = Simulation(fix_id, "estimate", overrides=list(variant.overrides), changes=dict(variant.changes),
+                     variant=variant)
     if not changes:
         sim.dropped = "already-set"
         sim.predicted_saving_bytes = 0.0
@@ -393,11 +467,14 @@ def _throughput(old: TrainingConfig, new: TrainingConfig, option_costs: tuple[st
     space = options.load(kb)
     if not old.hidden_size or not old.num_layers or not old.seq_length:
         return None
+    pipelined = (old.pipeline_model_parallel_size or 1) > 1 or (new.pipeline_model_parallel_size or 1) > 1
+    if pipelined and not old.global_batch_size:
+        return None  # the pipeline bubble depends on the micro-batches per step, i.e. on the global batch
 
     def parallel(cfg: TrainingConfig) -> float:
         dp = cfg.data_parallel_size or 1
         gbs, mbs = cfg.global_batch_size, cfg.micro_batch_size or 1
-        m = max(1, gbs // (mbs * dp)) if gbs else 8
+        m = max(1, gbs // (mbs * dp)) if gbs else 1
         ctx = cost_model.ShapeContext(old.hidden_size, old.num_layers, old.seq_length, 8, bool(old.num_moe_experts))
         return cost_model.product(cost_model.parallel_reasons(
             space.costs, ctx, tp=cfg.tensor_model_parallel_size or 1, pp=cfg.pipeline_model_parallel_size or 1,
@@ -405,5 +482,11 @@ def _throughput(old: TrainingConfig, new: TrainingConfig, option_costs: tuple[st
             ep=cfg.expert_model_parallel_size or 1, etp=cfg.expert_tensor_parallel_size or 1, microbatches=m))
 
     factor = parallel(new) / parallel(old)
-    factor *= cost_model.product(cost_model.option_reasons(space.costs, option_costs))
+    if cost_model.scaled(space.costs, option_costs) and not (new.global_batch_size and new.seq_length):
+        return None  # a cost that scales with tokens per GPU (FSDP) cannot be priced without the batch
+    tokens = None  # per GPU per step, what the FSDP communication cost scales with
+    if new.global_batch_size and new.seq_length:
+        shards = (new.data_parallel_size or 1) * (new.context_parallel_size or 1)
+        tokens = new.global_batch_size * new.seq_length / shards
+    factor *= cost_model.product(cost_model.option_reasons(space.costs, option_costs, tokens))
     return factor

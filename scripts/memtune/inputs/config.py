@@ -21,8 +21,6 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..errors import UserError
 from ..facts import TrainingConfig
 
@@ -357,64 +355,11 @@ def near_miss(key: str, known: Iterable[str]) -> str | None:
 # --- Bridge YAML -------------------------------------------------------------------------------
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader used only to compose nodes; unknown tags (!!python/...) never get constructed."""
-
-
-def _node_value(node: yaml.Node, loader: _Loader) -> Any:
-    if isinstance(node, yaml.ScalarNode):
-        tag = node.tag or ""
-        if tag.startswith("tag:yaml.org,2002:") and "python/" not in tag:
-            try:
-                return loader.construct_object(node, deep=True)
-            except (yaml.YAMLError, ValueError):  # ValueError: an int past Python's 4300-digit limit
-                return node.value
-        if "python/name:" in tag or "python/module:" in tag:
-            return tag.split(":", 3)[-1] if not node.value else node.value
-        return node.value
-    if isinstance(node, yaml.SequenceNode):
-        return [_node_value(n, loader) for n in node.value]
-    if isinstance(node, yaml.MappingNode):
-        out: dict[str, Any] = {}
-        tag = node.tag or ""
-        if "python/object" in tag:
-            out["_target_"] = tag.split(":", 3)[-1]
-        for k, v in node.value:
-            out[str(_node_value(k, loader))] = _node_value(v, loader)
-        return out
-    return None
-
-
 def load_yaml_tree(text: str, path: str) -> tuple[Any, dict[tuple[str, ...], int]]:
-    """Parse YAML tolerating unknown tags; returns (value, {key path: 1-based line}) for two levels."""
-    try:
-        loader = _Loader(text)
-    except yaml.reader.ReaderError as exc:  # a control character YAML does not allow
-        line = text.count("\n", 0, max(exc.position, 0)) + 1
-        raise UserError(f"{path}:{line}: invalid YAML: {exc.reason} (#x{exc.character:04x})") from None
-    try:
-        node = loader.get_single_node()
-    except RecursionError:
-        raise UserError(f"{path}: invalid YAML: nested too deeply") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark else ""
-        raise UserError(f"{path}{line}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
-    finally:
-        loader.dispose()
-    if node is None:
-        return None, {}
-    lines: dict[tuple[str, ...], int] = {}
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            lines[(str(k.value),)] = k.start_mark.line + 1
-            if isinstance(v, yaml.MappingNode):
-                for k2, _ in v.value:
-                    lines[(str(k.value), str(k2.value))] = k2.start_mark.line + 1
-    try:
-        return _node_value(node, loader), lines
-    except RecursionError:
-        raise UserError(f"{path}: invalid YAML: nested too deeply or an anchor refers to itself") from None
+    """Parse YAML tolerating unknown tags; returns (value, {key path: 1-based line}) for two levels (yamltree.py)."""
+    from .yamltree import load_yaml_tree as load
+
+    return load(text, path)
 
 
 def _class_name(target: Any) -> str | None:
@@ -624,35 +569,43 @@ def read_config(path: str | Path, overrides: list[str] | None = None, kb: Any = 
 
 
 def _dispatch(text: str, path: Path, kb: Any) -> TrainingConfig:
-    from . import hf_config, megatron_args
+    # each reader is imported only for the kind of file it reads (a Bridge YAML needs neither of the others)
+    from importlib import import_module
+
+    def hf_config() -> Any:
+        return import_module(".hf_config", __package__)
+
+    def megatron_args() -> Any:
+        return import_module(".megatron_args", __package__)
+
     from .jsontext import parse_json
 
     stripped = text.lstrip()
     if stripped.startswith("{"):
         data = parse_json(text, path)
-        if isinstance(data, Mapping) and hf_config.looks_like_hf(data):
-            return hf_config.hf_from_mapping(data, str(path), kb)
+        if isinstance(data, Mapping) and hf_config().looks_like_hf(data):
+            return hf_config().hf_from_mapping(data, str(path), kb)
         if isinstance(data, Mapping) and isinstance(data.get("args"), Mapping):
-            return megatron_args.args_from_mapping(data["args"], str(path))
+            return megatron_args().args_from_mapping(data["args"], str(path))
         if isinstance(data, Mapping):
-            return megatron_args.args_from_mapping(data, str(path))
+            return megatron_args().args_from_mapping(data, str(path))
         raise UserError(f"{path}:1: expected a JSON object (HF config.json or Megatron args)")
     yaml_suffix = path.suffix in (".yaml", ".yml")
     if not yaml_suffix and (path.suffix in (".sh", ".bash", ".slurm", ".sbatch") or _looks_like_shell(text)):
-        return megatron_args.read_megatron_args(text, str(path), kb)
+        return megatron_args().read_megatron_args(text, str(path), kb)
     tree, lines = load_yaml_tree(_embedded_dump(text) or text, str(path))
     if isinstance(tree, Mapping):
         if isinstance(tree.get("MODEL_ARGS"), Mapping):
             env = tree.get("ENV_VARS") if isinstance(tree.get("ENV_VARS"), Mapping) else None
-            return megatron_args.args_from_mapping(tree["MODEL_ARGS"], str(path), env, kb)
+            return megatron_args().args_from_mapping(tree["MODEL_ARGS"], str(path), env, kb)
         if tree and all(str(k).startswith("--") for k in tree):
-            return megatron_args.args_from_mapping(tree, str(path))
+            return megatron_args().args_from_mapping(tree, str(path))
         if any(k in BRIDGE_SECTIONS for k in tree):
             return bridge_from_tree(tree, lines, str(path), kb)
-        if hf_config.looks_like_hf(tree):
-            return hf_config.hf_from_mapping(tree, str(path), kb)
+        if hf_config().looks_like_hf(tree):
+            return hf_config().hf_from_mapping(tree, str(path), kb)
     if not yaml_suffix and "--" in text:
-        return megatron_args.read_megatron_args(text, str(path), kb)
+        return megatron_args().read_megatron_args(text, str(path), kb)
     raise UserError(f"{path}:1: not a Bridge config YAML, Megatron-LM launch script/args or HF config.json")
 
 

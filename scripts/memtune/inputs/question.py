@@ -314,9 +314,13 @@ def _failure_figure(figures: list[dict[str, Any]], text: str, vocab: Mapping[str
     oom_words = [p for r in (vocab.get("memory") or {}).get("roles") or [] if r["role"] == "oom"
                  for p in r.get("before") or []]
     if len(peaks) == 1 and len(usage) == 1:
-        at = peaks[0]["at"]  # the peak's own sentence says it failed ("peaks at 79 GB right before it OOMs")
-        first = max((b.end() for b in _SENTENCE_END.finditer(text, 0, at)), default=0)
-        end = next((b.start() for b in _SENTENCE_END.finditer(text, at)), len(text))
+        # the peak's own clause says it failed ("peaks at 79 GB right before it OOMs"); "rank 0 OOMs, while the
+        # last stage peaks at 50 GB" is another rank's peak
+        at = peaks[0]["at"]
+        clause = _rx((vocab.get("memory") or {}).get("clause_break", r"$^"))
+        bounds = [m for m in (*_SENTENCE_END.finditer(text), *clause.finditer(text))]
+        first = max((b.end() for b in bounds if b.end() <= at), default=0)
+        end = min((b.start() for b in bounds if b.start() >= at), default=len(text))
         if any(_rx(p.rstrip("$")).search(text, first, end) for p in oom_words):
             return peaks[0]["bytes"]
     unlabelled = [f for f in usage if f["role"] is None]
