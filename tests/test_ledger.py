@@ -121,3 +121,15 @@ def test_a_question_figure_of_another_role_is_not_the_failure_size():
     facts, _, _ = run(question="We have 10 GB headroom on H100 80GB with Llama3 8B, can we double the sequence?")
     assert facts.question.memory_bytes is None
     assert [f["role"] for f in facts.question.memory_figures if f["bytes"] == 10e9] in (["free"], ["headroom"])
+
+
+@pytest.mark.parametrize("question", [
+    "Resuming from the checkpoint OOMs inside load_checkpoint before the first step, 8 H100s",
+    "断点续训加载 checkpoint 的时候就 OOM 了，还没开始训练",
+])
+def test_without_a_config_activation_fixes_are_not_offered_at_checkpoint_load(question):
+    facts, diag, rep = run(question=question)
+    assert diag.ledger.phase == "checkpoint-load"
+    recommended = {f["id"] for f in rep["fixes"]}
+    assert not recommended & {"reduce-micro-batch", "selective-recompute", "full-recompute", "increase-cp"}
+    assert rep["fixes"] and rep["causes"][0]["id"] == "checkpoint-load"

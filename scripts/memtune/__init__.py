@@ -1,3 +1,3 @@
 """memtune: diagnose and fix GPU out-of-memory failures in Megatron Bridge training."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -287,6 +287,9 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
     owner_rules = {r for c in diag.causes if c.id in owners for r in c.rules}
     causes = kb.by_id.get("causes", {})
     owned = {comp for c in diag.causes if c.id in owners for comp in causes.get(c.id, {}).get("explains") or []}
+    from .ledger import present_components
+
+    present = present_components(led.phase if led is not None else None, kb)
     avoid = list(diag.avoid)
     avoided = {a.id for a in avoid}
     kept: list[tuple[tuple, FixAdvice]] = []
@@ -299,6 +302,8 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
                 avoided.add(advice.id)
             continue
         fix = kb.get("fixes", advice.id)
+        if fix.get("reduces") and not set(fix["reduces"]) & present:
+            continue  # what it shrinks does not exist in the failing phase (activations at checkpoint load)
         free = bool(fix.get("free"))
         simulated = sim is not None and sim.predicted_saving_bytes is not None and sim.basis == "estimate"
         if ranking == "rules":
