@@ -45,7 +45,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCHER = ROOT / "scripts" / "memtune.py"
-DEFAULT_CONFIG = ROOT / "tests" / "fixtures" / "configs" / "bridge_lora_sft_dump.yaml"
+DEFAULT_CONFIG = ROOT / "examples" / "llama3-70b-sft-config.yaml"  # over capacity: every fix is simulated
 DEFAULT_LOG = ROOT / "examples" / "llama3-70b-fragmentation.log"
 
 

@@ -43,10 +43,11 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
     from .inputs.config import apply_overrides, read_config
     from .inputs.env import env_from_config, read_env
     from .inputs.gpu import lookup_gpu
-    from .inputs.question import parse_question
 
     facts = Facts()
     if inputs.question:
+        from .inputs.question import parse_question
+
         facts.question = parse_question(inputs.question, kb)
         facts.question.mentioned_fixes = _mentioned_fixes(inputs.question, kb)
     if inputs.log:

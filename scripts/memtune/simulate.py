@@ -85,7 +85,7 @@ def simulate(fix_ids: Iterable[str], facts: Facts, led: Ledger, kb: Knowledge) -
     return out
 
 
-PLAN_POOL = 6  # fixes considered for combinations: the best savers per unit of throughput
+PLAN_POOL = 4  # variants considered for combinations: the best savers per unit of throughput
 
 
 def _plan(sims: dict[str, Simulation], ctx: _Context) -> None:
@@ -349,8 +349,10 @@ def _run(fix_id: str, variant: Variant, ctx: _Context) -> Simulation:
         return sim
     if new.data_parallel_size != cfg.data_parallel_size and new.data_parallel_size:
         sim.changes["data_parallel_size"] = new.data_parallel_size
-    facts = replace(ctx.facts, config=new, derived=derive(new, ctx.facts.env))  # constraints see the new layout
-    flat = facts.flatten()
+    # the constraints see the new layout: the user's facts with the changed config fields and the derived checks
+    flat = dict(ctx.flat)
+    flat.update({f"config.{name}": getattr(new, name) for name in (*changes, "data_parallel_size", "world_size")})
+    flat.update({f"derived.{name}": value for name, value in derive(new, ctx.facts.env).items()})
     sim.violations = [v.id for v in check_constraints(flat, ctx.kb)
                       if v.id not in ctx.base_violations and not _resolved_alongside(v.id, ctx)]
     if sim.violations:

@@ -12,7 +12,6 @@ those that look like a misspelling of a key it does use become warnings in ``Tra
 from __future__ import annotations
 
 import ast
-import difflib
 import re
 import types
 import typing
@@ -343,6 +342,8 @@ class Builder:
 
 def near_miss(key: str, known: Iterable[str]) -> str | None:
     """The known key ``key`` probably misspells, or None (longer/shorter variants are other keys)."""
+    import difflib  # only for a typo hint
+
     for cand in difflib.get_close_matches(key, list(known), n=3, cutoff=0.88):
         if cand == key or cand.startswith(key) or key.startswith(cand) or abs(len(cand) - len(key)) > 2:
             continue

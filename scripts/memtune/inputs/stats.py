@@ -11,7 +11,6 @@ for the rules in knowledge/rules.yaml to decide.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -151,6 +150,8 @@ def _ratio_to_peers(ranks: dict[Any, dict[str, Any]], rank: Any, key: str) -> fl
     peers = [r[key] for k, r in ranks.items() if k != rank and r.get(key)]
     if value is None or not peers:
         return None
+    import statistics  # only when peers are compared
+
     return value / statistics.median(peers)
 
 
