@@ -133,3 +133,11 @@ def test_without_a_config_activation_fixes_are_not_offered_at_checkpoint_load(qu
     recommended = {f["id"] for f in rep["fixes"]}
     assert not recommended & {"reduce-micro-batch", "selective-recompute", "full-recompute", "increase-cp"}
     assert rep["fixes"] and rep["causes"][0]["id"] == "checkpoint-load"
+
+
+def test_rl_weight_sync_is_a_phase_without_activations():
+    """verl / NeMo-RL refit: the trainer's weights are handed to the rollout engine; no activations exist then."""
+    facts, diag, rep = run(question="GRPO with the Megatron backend: after the actor is offloaded to CPU, the rollout "
+                                    "engine's weight reload OOMs on 16 B200s")
+    assert diag.ledger.phase == "weight-sync"
+    assert not {f["id"] for f in rep["fixes"]} & {"reduce-micro-batch", "selective-recompute", "full-recompute"}
