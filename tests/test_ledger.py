@@ -141,3 +141,18 @@ def test_rl_weight_sync_is_a_phase_without_activations():
                                     "engine's weight reload OOMs on 16 B200s")
     assert diag.ledger.phase == "weight-sync"
     assert not {f["id"] for f in rep["fixes"]} & {"reduce-micro-batch", "selective-recompute", "full-recompute"}
+
+
+def test_a_colocated_rollout_engine_is_shrunk_not_killed(tmp_path):
+    """In colocated RL the 'other process' of the OOM message is the user's own vLLM / SGLang engine."""
+    log = tmp_path / "train.log"
+    log.write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB. GPU 0 has a total capacity "
+                   "of 79.11 GiB of which 1.50 GiB is free. Process 2247613 has 30.00 GiB memory in use. Including "
+                   "non-PyTorch memory, this process has 47.00 GiB memory in use. Of the allocated memory 44.00 GiB is "
+                   "allocated by PyTorch, and 1.20 GiB is reserved by PyTorch but unallocated.\n")
+    _, _, colocated = run(log=log, question="GRPO with vLLM colocated on the same GPUs as the Megatron trainer OOMs")
+    fixes = [f["id"] for f in colocated["fixes"]]
+    assert "shrink-colocated-engine" in fixes and "kill-stale-processes" not in fixes
+    assert "kill-stale-processes" in {a["id"] for a in colocated["avoid"]}
+    _, _, alone = run(log=log, question="Our pretraining job OOMs right after a restart")
+    assert alone["fixes"][0]["id"] == "kill-stale-processes"

@@ -110,11 +110,21 @@ def _rule_evidence(rule: Mapping[str, Any], flat: Mapping[str, Any], kb: Knowled
     """(reliability, source) of the weakest evidence a rule's condition reads."""
     from .ledger import reliability
 
-    sources = {fact_source(name, flat) for name in referenced_facts(rule["when"])}
+    sources = {fact_source(name, flat) for name in _positive_facts(rule["when"])}
     if not sources:
         return reliability(kb, "assumed"), None
     weakest = min(sources, key=lambda src: reliability(kb, src))
     return reliability(kb, weakest), weakest
+
+
+def _positive_facts(cond: Mapping[str, Any]) -> list[str]:
+    """Facts a condition relies on, leaving out ``not`` guards ("unless the engine is colocated"): a guard that
+    holds because nothing says otherwise must not make the evidence behind the rule look weaker."""
+    if "not" in cond:
+        return []
+    if "all" in cond or "any" in cond:
+        return [name for sub in cond.get("all", cond.get("any", [])) for name in _positive_facts(sub)]
+    return list(referenced_facts(cond))
 
 
 def _score(rule: Mapping[str, Any], flat: Mapping[str, Any], kb: Knowledge, led: Any) -> CauseFinding:
