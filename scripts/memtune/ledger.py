@@ -38,7 +38,7 @@ class Entry:
     id: str
     kind: str  # waste | need
     bytes: float
-    source: str  # oom-message | memory-stats | snapshot | estimate | question | gpu-table | log
+    source: str  # oom-message | memory-stats | snapshot | estimate | assumed | question | gpu-table | log
     uncertainty: float  # relative (0.0 = exact)
     explained_bytes: float = 0.0  # the part of the deficit this component accounts for
 
@@ -51,7 +51,7 @@ class Ledger:
     free_bytes: float | None = None
     in_use_bytes: float | None = None  # what the failing process / GPU held when it failed
     deficit_bytes: float | None = None
-    deficit_source: str | None = None  # oom-message | estimate | None
+    deficit_source: str | None = None  # oom-message | question | estimate | headroom (no failure) | None
     shortfall_bytes: float | None = None  # deficit left after every waste component is freed
     phase: str | None = None
     stage: int | None = None  # pipeline stage of the failing rank (estimator's peak stage when unknown)
