@@ -113,12 +113,14 @@ def _gpu_by_size(nominal_gb: float, kb: Knowledge) -> Any:
 
 def _memory_stats(inputs: Inputs, facts: Facts) -> dict[str, Any]:
     """memory_stats() dump and the memory reports parse_log kept, merged (the dump wins per key)."""
+    log = facts.log
+    if not inputs.stats and not log.memory_reports and not log.theoretical_bytes:
+        return {}
     from .inputs import stats
 
     summaries = []
     if inputs.stats:
         summaries.append(stats.read_memory_stats(inputs.stats))
-    log = facts.log
     summaries.append(stats.summarize_reports(log.memory_reports, log.theoretical_bytes, failing_rank=log.rank))
     return stats.merge(*summaries) if any(summaries) else {}
 

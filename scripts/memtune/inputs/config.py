@@ -311,9 +311,10 @@ def coerce_list(value: Any) -> list[str]:
 class Builder:
     """Collects field values with where each came from; later sets win, conflicts are noted."""
 
-    def __init__(self, source: str, path: str | None) -> None:
+    def __init__(self, source: str, path: str | None, hints: bool = True) -> None:
         self.source = source
         self.path = path
+        self.hints = hints  # "did you mean" suggestions for keys memtune does not read (users' input only)
         self.values: dict[str, Any] = {}
         self.origin: dict[str, str] = {}
         self.warnings: list[str] = []
@@ -423,7 +424,7 @@ def _bridge_key(b: Builder, section: str, key: str, value: Any, line: int | None
         known = [k.split(".", 1)[1] for k in BRIDGE_KEYS if k.startswith(section + ".")]
         if section in SAME_NAME_SECTIONS:
             known += [k for k in FIELD_KINDS if k not in _INTERNAL]
-        guess = near_miss(key, known)
+        guess = near_miss(key, known) if b.hints else None
         if guess:
             b.warn(f"{_where(b.path, line, dotted)}: not a key memtune reads; did you mean {section}.{guess}?")
         return
@@ -493,11 +494,15 @@ def _apply_peft_name(b: Builder, name: str, where: str, vocab: Mapping[str, Any]
 _OVERRIDE = re.compile(r"^(?P<op>\+\+|\+|~)?(?P<key>[A-Za-z_][\w.]*)(?:=(?P<value>.*))?$", re.S)
 
 
-def apply_overrides(cfg: TrainingConfig, overrides: list[str], kb: Any = None) -> TrainingConfig:
-    """Apply Bridge/Hydra ``section.key=value`` overrides (``+key=v`` adds, ``~key`` removes)."""
+def apply_overrides(cfg: TrainingConfig, overrides: list[str], kb: Any = None, hints: bool = True) -> TrainingConfig:
+    """Apply Bridge/Hydra ``section.key=value`` overrides (``+key=v`` adds, ``~key`` removes).
+
+    ``hints=False`` for the knowledge base's own override lines: keys memtune does not read (Bridge keys with no
+    memory effect) are skipped without looking for a near miss.
+    """
     if not overrides:
         return cfg
-    b = Builder("overrides", None)
+    b = Builder("overrides", None, hints)
     vocab: dict[str, Any] | None = None
     for raw in overrides:
         label = f"override {raw!r}"

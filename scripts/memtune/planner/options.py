@@ -72,7 +72,7 @@ def _fix_overrides(kb: Knowledge, fix_id: str) -> tuple[str, ...]:
 
 def override_fields(overrides: tuple[str, ...], kb: Knowledge) -> dict[str, Any]:
     """TrainingConfig field -> value that Bridge overrides set, read by the same reader as users' ``--set``."""
-    cfg = apply_overrides(TrainingConfig(), list(overrides), kb)
+    cfg = apply_overrides(TrainingConfig(), list(overrides), kb, hints=False)
     values = {}
     for text in overrides:
         name = field_of(split(text)[0])
