@@ -130,7 +130,7 @@ class EnvFacts:
     alloc_conf_invalid: list[str] = field(default_factory=list)  # option:value pairs PyTorch rejects
 
 
-@dataclass
+@dataclass(eq=False, repr=False)  # ~150 fields: generated __eq__/__repr__ cost start-up time and nothing uses them
 class TrainingConfig:
     """A Bridge / Megatron-LM training layout normalised to one shape.
 
