@@ -156,3 +156,13 @@ def test_a_colocated_rollout_engine_is_shrunk_not_killed(tmp_path):
     assert "kill-stale-processes" in {a["id"] for a in colocated["avoid"]}
     _, _, alone = run(log=log, question="Our pretraining job OOMs right after a restart")
     assert alone["fixes"][0]["id"] == "kill-stale-processes"
+
+
+def test_a_preset_layer_count_does_not_make_a_running_layout_invalid():
+    """Llama3-70B's preset has 80 layers, which PP 3 does not divide; a run that OOMs after 300 steps passed
+    Megatron's start-up checks, so the user's model differs from the preset - no violation, a stated conflict."""
+    _, _, running = run(question="Llama3 70B SFT on 24 H100 with TP8 PP3, it OOMs in the backward pass after 300 steps")
+    assert not running["violations"] and running["preset_conflicts"] == ["pp-divides-layers"]
+    assert running["causes"][0]["id"] != "config-incompatibility"
+    _, _, planning = run(question="Planning Llama3 70B on 24 H100 with TP8 PP3, will it fit?")
+    assert [v["id"] for v in planning["violations"]] == ["pp-divides-layers"] and not planning["preset_conflicts"]

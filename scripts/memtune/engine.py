@@ -117,6 +117,13 @@ def _rule_evidence(rule: Mapping[str, Any], flat: Mapping[str, Any], kb: Knowled
     return reliability(kb, weakest), weakest
 
 
+def _got_past_startup(flat: Mapping[str, Any]) -> bool:
+    """GPU memory ran out in a training step, or the user says the run OOMs (so it was running)."""
+    if flat.get("log.has_memory_failure") and not flat.get("log.host_oom"):
+        return flat.get("log.phase") != "init"
+    return "oom" in (flat.get("question.topics") or []) and not flat.get("log.provided")
+
+
 def _positive_facts(cond: Mapping[str, Any]) -> list[str]:
     """Facts a condition relies on, leaving out ``not`` guards ("unless the engine is colocated"): a guard that
     holds because nothing says otherwise must not make the evidence behind the rule look weaker."""
@@ -193,6 +200,11 @@ def ranking_mode(kb: Knowledge, override: str | None = None) -> str:
 
 def diagnose(flat: Mapping[str, Any], kb: Knowledge, led: Any = None, ranking: str = "rules") -> Diagnosis:
     violations = check_constraints(flat, kb)
+    if _got_past_startup(flat):  # Megatron's start-up checks passed: a preset's numbers, not the layout, are off
+        preset_only = set(flat.get("derived.preset_only_violations") or [])
+        dropped = sorted(v.id for v in violations if v.id in preset_only)
+        violations = [v for v in violations if v.id not in preset_only]
+        flat = {**flat, "derived.preset_conflicts": dropped}
     # Rules may reason over the violations themselves (cause config-incompatibility).
     flat = {**flat, "derived.violated_constraints": [v.id for v in violations]}
     rules = kb.entries("rules")

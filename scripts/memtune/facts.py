@@ -262,6 +262,7 @@ class TrainingConfig:
     warnings: list[str] = field(default_factory=list)  # unknown / malformed keys, with location
     assumed: list[str] = field(default_factory=list)  # fields filled with Bridge recipe defaults, not stated
     approximate_shape: str | None = None  # preset whose shape stands in for a model the presets lack
+    from_preset: list[str] = field(default_factory=list)  # architecture fields taken from a models.yaml preset
 
 
 @dataclass

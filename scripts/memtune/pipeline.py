@@ -86,7 +86,29 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
 
     facts.estimate = _estimate(facts, kb, inputs.num_microbatches)
     facts.derived = derive(facts.config, facts.env)
+    facts.derived["preset_only_violations"] = _preset_only_violations(facts, kb)
     return facts
+
+
+def _preset_only_violations(facts: Facts, kb: Knowledge) -> list[str]:
+    """Constraints the config breaks only with the architecture numbers a preset filled in.
+
+    A run that got as far as running out of memory passed Megatron's start-up checks, so such a violation says the
+    user's model differs from the preset, not that the layout is invalid (engine.py drops it then).
+    """
+    from .derive import derive
+    from .engine import check_constraints
+
+    cfg = facts.config
+    if not cfg.from_preset:
+        return []
+    stated = replace(cfg, **{name: None for name in cfg.from_preset})
+    with_preset = {v.id for v in check_constraints(facts.flatten(), kb)}
+    if not with_preset:
+        return []
+    without = {v.id for v in check_constraints(replace(facts, config=stated, derived=derive(stated, facts.env))
+                                               .flatten(), kb)}
+    return sorted(with_preset - without)
 
 
 def _mentioned_fixes(text: str, kb: Knowledge) -> list[str]:
@@ -207,7 +229,7 @@ def _fill_architecture(config: TrainingConfig, kb: Knowledge) -> TrainingConfig:
         return config
     gaps = {f.name: getattr(arch, f.name) for f in fields(TrainingConfig)
             if getattr(config, f.name) is None and getattr(arch, f.name) is not None}
-    return replace(config, **gaps)
+    return replace(config, **gaps, from_preset=[*config.from_preset, *(k for k in gaps if k != "model_name")])
 
 
 def _estimate(facts: Facts, kb: Knowledge, num_microbatches: int | None) -> dict[str, Any]:

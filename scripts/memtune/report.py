@@ -97,6 +97,7 @@ def build(diag: Diagnosis, flat: Mapping[str, Any], kb: Knowledge, lang: str = "
         "lang": lang,
         "ledger": _ledger(diag.ledger, kb, lang),
         "assumed": _assumed(flat),
+        "preset_conflicts": list(flat.get("derived.preset_conflicts") or []),
         "causes": causes,
         "fixes": fixes,
         "avoid": avoid,
