@@ -166,3 +166,17 @@ def test_a_preset_layer_count_does_not_make_a_running_layout_invalid():
     assert running["causes"][0]["id"] != "config-incompatibility"
     _, _, planning = run(question="Planning Llama3 70B on 24 H100 with TP8 PP3, will it fit?")
     assert [v["id"] for v in planning["violations"]] == ["pp-divides-layers"] and not planning["preset_conflicts"]
+
+
+def test_an_old_pytorch_message_gets_lines_for_its_version(tmp_path):
+    """PyTorch < 2.1 rejects expandable_segments at the first CUDA allocation: the answer says so and leads with
+    max_split_size_mb, which those versions (>= 1.10) know."""
+    log = tmp_path / "train.log"
+    log.write_text("RuntimeError: CUDA out of memory. Tried to allocate 2.29 GiB (GPU 0; 31.72 GiB total capacity; "
+                   "19.22 GiB already allocated; 1.88 GiB free; 28.32 GiB reserved in total by PyTorch)\n")
+    _, _, rep = run(log=log)
+    fix = next(f for f in rep["fixes"] if f["id"] == "expandable-segments")
+    assert fix["version_note"] and "2.1" in fix["version_note"]
+    assert fix["apply"]["env"][0].startswith("PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:")
+    _, _, new = run(log=EXAMPLES / "llama3-70b-fragmentation.log")
+    assert new["fixes"][0]["version_note"] is None

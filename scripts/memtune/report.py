@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .conditions import referenced_facts
+from .conditions import evaluate, referenced_facts
 from .engine import Diagnosis
 from .knowledge import Knowledge
 from .textfmt import fill
@@ -59,6 +59,10 @@ def build(diag: Diagnosis, flat: Mapping[str, Any], kb: Knowledge, lang: str = "
             from .fixlines import apply_lines
 
             apply = apply_lines(apply, sim.overrides)  # exactly what was simulated on this layout
+        gate = next((v for v in fix.get("versions") or [] if evaluate(v["when"], flat)), None)
+        if gate is not None:  # the evidence shows a version the setting does not exist in: say so, lines for it first
+            apply = {**{k: list(v) for k, v in gate["apply"].items()}, **{k: v for k, v in apply.items()
+                                                                        if k not in gate["apply"]}}
         fixes.append({
             "id": advice.id,
             "rank": advice.rank,
@@ -66,6 +70,7 @@ def build(diag: Diagnosis, flat: Mapping[str, Any], kb: Knowledge, lang: str = "
             "summary": fix["summary"][lang],
             "apply": apply,
             "simulation": _simulation(sim),
+            "version_note": gate["note"][lang] if gate is not None else None,
             "memory_effect": fix["memory_effect"][lang],
             "throughput_cost": fix["throughput_cost"][lang],
             "constraints": [kb.get("constraints", c)["title"][lang] for c in fix.get("requires", [])
