@@ -288,4 +288,5 @@ def test_next_sizes_double_what_the_config_states():
     from memtune.derive import next_sizes
 
     cfg = TrainingConfig(tensor_model_parallel_size=4, pipeline_model_parallel_size=4)
-    assert next_sizes(cfg) == {"next_tp": 8, "next_pp": 8, "next_cp": None, "next_ep": None}
+    assert next_sizes(cfg) == {"next_tp": 8, "next_pp": 8, "next_cp": None, "next_ep": None, "next_world": None}
+    assert next_sizes(TrainingConfig(world_size=32))["next_world"] == 64  # add-gpus: twice the user's GPUs

@@ -182,7 +182,8 @@ def experts_per_ep_rank(config: TrainingConfig) -> float | None:
 
 
 def next_sizes(config: TrainingConfig) -> dict[str, int | None]:
-    """The next size up (x2) of each parallel dimension the config states, for the fixes' apply lines."""
+    """The next size up (x2) of each parallel dimension and of the GPU count the config states, for apply lines."""
     sizes = {"next_tp": config.tensor_model_parallel_size, "next_pp": config.pipeline_model_parallel_size,
-             "next_cp": config.context_parallel_size, "next_ep": config.expert_model_parallel_size}
+             "next_cp": config.context_parallel_size, "next_ep": config.expert_model_parallel_size,
+             "next_world": config.world_size}
     return {name: 2 * size if size else None for name, size in sizes.items()}
