@@ -442,3 +442,17 @@ def test_readers_with_the_shipped_kb(kb):
     assert mine == []
     q = parse_question("OOM on 8 H200 with TP8", kb)
     assert (q.gpu_name, q.num_gpus, q.layout) == ("H200", 8, {"tensor_model_parallel_size": 8})
+
+
+@pytest.mark.parametrize("text", ["MegaBlocks 不能用 DO（distributed optimizer）",
+                                  "we cannot use the distributed optimizer", "无法使用分布式优化器",
+                                  "unable to use the distributed optimizer with this MoE path"])
+def test_question_cannot_use_is_a_negation(text, vkb):
+    assert parse_question(text, vkb).layout.get("use_distributed_optimizer") is False
+
+
+def test_question_moe_name_size_and_memory_hog_words(vkb):
+    q = parse_question("训 8x7B 的时候发现特别占显存", vkb)
+    assert q.model_size_b == 56.0 and "oom" in q.topics
+    assert parse_question("DO NOT enable SP", vkb).layout == {"sequence_parallel": False}
+    assert "use_distributed_optimizer" not in parse_question("What do I do first?", vkb).layout

@@ -206,7 +206,8 @@ def _approximate_shape(config: TrainingConfig, question: Any, kb: Knowledge) -> 
     from .estimator.models import nearest_preset
 
     # "16B-A3B" names its active parameters: an MoE; a bare size is a dense model unless the question says MoE
-    moe = "moe" in question.topics or bool(re.search(r"\d\s*B\s*[-_ ]?A\d+(?:\.\d+)?\s*B", question.text, re.I))
+    moe = "moe" in question.topics or bool(re.search(r"\d\s*B\s*[-_ ]?A\d+(?:\.\d+)?\s*B|\d\s*[x×]\s*\d+(?:\.\d+)?\s*B",
+                                                     question.text, re.I))
     name = nearest_preset(question.model_size_b, moe, kb)
     if name is None:
         return config

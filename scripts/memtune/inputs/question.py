@@ -220,7 +220,7 @@ def _model_size(text: str, vocab: Mapping[str, Any]) -> float | None:
         if m:
             parts = m.groupdict()
             if parts.get("b"):
-                return float(parts["b"])
+                return float(parts["b"]) * (int(parts["n"]) if parts.get("n") else 1)
             if parts.get("m"):
                 return float(parts["m"]) / 1000
     return None
