@@ -99,17 +99,22 @@ def fact_source(name: str, flat: Mapping[str, Any]) -> str:
     """The kind of evidence a fact comes from; a config field the tool filled with a recipe default is 'assumed'."""
     if name in _OOM_MESSAGE_FACTS:
         return "oom-message"
-    if name.startswith("config.") and name.removeprefix("config.") in (flat.get("config.assumed") or []):
-        return "assumed"
+    if name.startswith("config."):
+        field = name.removeprefix("config.")
+        stand_in = flat.get("config.from_preset") if flat.get("config.approximate_shape") else None
+        if field in (flat.get("config.assumed") or []) or field in (stand_in or []):
+            return "assumed"
     if name.startswith("estimate.") and flat.get("config.approximate_shape"):
         return "assumed"  # an estimate of a stand-in shape is only as good as that assumption
     return next((src for prefix, src in _SOURCE_OF_PREFIX if name.startswith(prefix)), "log")
 
 
 def _rule_evidence(rule: Mapping[str, Any], flat: Mapping[str, Any], kb: Knowledge) -> tuple[float, str | None]:
-    """(reliability, source) of the weakest evidence a rule's condition reads."""
+    """(reliability, source) of the weakest evidence a rule's condition reads (a ledger-made rule names its own)."""
     from .ledger import reliability
 
+    if rule.get("evidence_source"):
+        return reliability(kb, rule["evidence_source"]), rule["evidence_source"]
     sources = {fact_source(name, flat) for name in _positive_facts(rule["when"])}
     if not sources:
         return reliability(kb, "assumed"), None
@@ -181,13 +186,11 @@ def _ledger_rules(fired: list[tuple[int, Mapping[str, Any]]], rules: list[Mappin
         share, source = ledger_mod.share(led, [comp])
         if cause and share is not None and share >= owner_share and cause not in found:
             found[cause] = source or "estimate"
-    fact = {"oom-message": "log.free_bytes", "estimate": "estimate.peak_bytes", "question": "question.text",
-            "memory-stats": "stats.reserved_bytes", "snapshot": "snapshot.reserved_bytes"}
     out = []
     for cause, source in found.items():
         fixes = list(dict.fromkeys(f for r in rules if r["cause"] == cause for f in r.get("fixes", [])))
         out.append((len(rules), {"id": f"ledger-{cause}", "cause": cause, "confidence": 0.0, "fixes": fixes,
-                                 "when": {"fact": fact.get(source, "log.provided"), "exists": True}}))
+                                 "when": {"all": []}, "evidence_source": source}))
     return out
 
 

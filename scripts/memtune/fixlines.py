@@ -53,7 +53,7 @@ def _megatron_flag(name: str, value: Any) -> str | None:
     """The Megatron-LM flag that sets a TrainingConfig field (megatron_args.py spelling), or None."""
     from .inputs.megatron_names import NOT_FLAGS, RENAMED
 
-    if name in NOT_FLAGS or name in ("data_parallel_size", "world_size"):
+    if name in NOT_FLAGS:
         return None
     renamed = {v: k for k, v in RENAMED.items()}
     flag = "--" + renamed.get(name, name.replace("_", "-"))

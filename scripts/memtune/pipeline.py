@@ -197,25 +197,18 @@ def _fill_env_from_question(env: EnvFacts, claims: dict[str, Any]) -> EnvFacts:
 def _approximate_shape(config: TrainingConfig, question: Any, kb: Knowledge) -> TrainingConfig:
     """A model the presets lack, named with its size ("GPT-30B"), takes the nearest preset's shape - stated.
 
-    Its architecture fields count as assumed (a rule that reads them rests on that assumption).
+    The fields it fills are in ``from_preset``; with ``approximate_shape`` set they count as assumed evidence.
     """
     if config.model_name or all(getattr(config, f) for f in ARCHITECTURE_FIELDS) or not question.model_size_b:
         return config
-    import re
-
     from .estimator.models import nearest_preset
 
-    # "16B-A3B" names its active parameters: an MoE; a bare size is a dense model unless the question says MoE
-    moe = "moe" in question.topics or bool(re.search(r"\d\s*B\s*[-_ ]?A\d+(?:\.\d+)?\s*B|\d\s*[x×]\s*\d+(?:\.\d+)?\s*B",
-                                                     question.text, re.I))
-    name = nearest_preset(question.model_size_b, moe, kb)
+    # an MoE when the question's words say so (vocabulary.yaml topic moe: "16B-A3B", "8x7B", "MoE", ...)
+    name = nearest_preset(question.model_size_b, "moe" in question.topics, kb)
     if name is None:
         return config
     filled = _fill_architecture(replace(config, model_name=name), kb)
-    added = [f.name for f in fields(TrainingConfig) if getattr(config, f.name) is None
-             and getattr(filled, f.name) is not None and f.name != "model_name"]
-    return replace(filled, provided=True, source=config.source or "question", approximate_shape=name,
-                   assumed=[*config.assumed, *added])
+    return replace(filled, provided=True, source=config.source or "question", approximate_shape=name)
 
 
 def _fill_architecture(config: TrainingConfig, kb: Knowledge) -> TrainingConfig:

@@ -151,19 +151,7 @@ def _assumed(flat: Mapping[str, Any]) -> list[str]:
     """What the tool assumed because the user did not say (listed in the answer): recipe defaults by field, and
     the preset whose shape stands in for a model the presets lack."""
     shape = flat.get("config.approximate_shape")
-    fields = [f for f in flat.get("config.assumed") or [] if not shape or f not in _ARCH_FIELDS]
-    return [*([f"model shape ~ {shape}"] if shape else []), *fields]
-
-
-_ARCH_FIELDS = frozenset({
-    "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups", "kv_channels",
-    "vocab_size", "make_vocab_size_divisible_by", "gated_linear_unit", "share_embeddings_and_output_weights",
-    "num_moe_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size",
-    "moe_layer_freq", "mtp_num_layers", "multi_latent_attention", "q_lora_rank", "kv_lora_rank", "qk_head_dim",
-    "qk_pos_emb_head_dim", "v_head_dim", "activation_func", "normalization", "add_bias_linear", "add_qkv_bias",
-    "qk_layernorm", "position_embedding_type", "max_position_embeddings", "hidden_dropout", "attention_dropout",
-    "hybrid_layer_pattern", "mamba_num_heads", "mamba_head_dim", "mamba_state_dim", "mamba_num_groups",
-    "moe_grouped_gemm", "moe_latent_size"})
+    return [*([f"model shape ~ {shape}"] if shape else []), *(flat.get("config.assumed") or [])]
 
 
 def _applied(fix_id: str, flat: Mapping[str, Any], kb: Knowledge, lang: str) -> dict[str, Any]:

@@ -26,12 +26,6 @@ from .facts import Facts, TrainingConfig
 from .knowledge import Knowledge
 from .ledger import Ledger
 
-LAYOUT_DIMENSIONS = {  # layout fix -> the parallel size it doubles
-    "increase-tp": "tensor_model_parallel_size",
-    "increase-pp": "pipeline_model_parallel_size",
-    "increase-cp": "context_parallel_size",
-    "increase-ep": "expert_model_parallel_size",
-}
 MODEL_PARALLEL = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size")
 
 
@@ -208,11 +202,12 @@ def _variants(fix_id: str, fix: Mapping[str, Any], ctx: _Context) -> list[Varian
     from .planner import options
 
     cfg, flat, kb = ctx.facts.config, ctx.flat, ctx.kb
-    if fix_id in LAYOUT_DIMENSIONS:
-        return _layout_variants(fix_id, LAYOUT_DIMENSIONS[fix_id], fix, cfg, kb)
-    if fix_id == "change-vpp":
+    generate = fix.get("generate") or {}
+    if generate.get("kind") == "next-sizes":
+        return _layout_variants(generate["field"], generate.get("with") or [], fix, cfg, kb)
+    if generate.get("kind") == "other-vpp-sizes":
         return _vpp_variants(fix, cfg, kb)
-    if fix_id == "rebalance-pipeline-stages":
+    if generate.get("kind") == "uneven-stages":
         return [_variant_from(fix["apply"]["bridge_override"], kb), *_uneven_variants(cfg, kb)]
     if fix.get("variants"):
         from .conditions import evaluate
@@ -244,9 +239,9 @@ def _variant_from(lines: Iterable[str], kb: Knowledge, costs: tuple[str, ...] = 
     return Variant(lines, override_fields(lines, kb), costs)
 
 
-def _layout_variants(fix_id: str, dim: str, fix: Mapping[str, Any], cfg: TrainingConfig,
+def _layout_variants(dim: str, extra: list[str], fix: Mapping[str, Any], cfg: TrainingConfig,
                      kb: Knowledge) -> list[Variant] | None:
-    """Double the dimension (the next size Megatron's divisibility rules allow); TP also turns on SP.
+    """The dimension times 2, 4, 8, each with the fix's ``with`` lines (TP also turns on SP).
 
     A size nobody stated is Megatron's default 1 once the model is known (the estimate assumes the same); with
     no model at all the fix is not simulated and its lines keep the "<2 x current>" placeholder that ``apply``
@@ -262,10 +257,16 @@ def _layout_variants(fix_id: str, dim: str, fix: Mapping[str, Any], cfg: Trainin
     out = []
     for factor in (2, 4, 8):  # the next sizes; the GPU count and divisibility checks drop what cannot run
         lines = [f"{key}={current * factor}"]
-        if dim == "tensor_model_parallel_size" and not cfg.sequence_parallel:
-            lines.append("model.sequence_parallel=true")
+        lines += [line for line in extra if _changes(line, cfg, kb)]
         out.append(_variant_from(lines, kb))
     return out
+
+
+def _changes(line: str, cfg: TrainingConfig, kb: Knowledge) -> bool:
+    """Whether an override line sets something the config does not already have."""
+    from .planner.options import override_fields
+
+    return any(getattr(cfg, name, None) != value for name, value in override_fields((line,), kb).items())
 
 
 def _vpp_variants(fix: Mapping[str, Any], cfg: TrainingConfig, kb: Knowledge) -> list[Variant]:
