@@ -246,14 +246,14 @@ def test_round_trip_restores_bytes_and_mode_and_touches_nothing_else(tmp_path):
     path = _write(tmp_path, "launch.sh", LAUNCH.replace("\n", "\r\n", 3), mode=0o754)
     original = path.read_bytes()
     plan = actions.plan_apply(ENV_FIX, path, PATTERNS)
-    backup = actions.write_with_backup(plan, now=datetime(2026, 11, 30, 8, 5, 9, tzinfo=timezone.utc))
-    assert backup.name == "launch.sh.memtune-backup-20261130T080509"
+    backup, notes = actions.write_with_backup(plan, now=datetime(2026, 11, 30, 8, 5, 9, tzinfo=timezone.utc))
+    assert backup.name == "launch.sh.memtune-backup-20261130T080509" and notes == []
     assert backup.read_bytes() == original
     assert path.read_bytes() == plan.new_text.encode() != original
     assert stat.S_IMODE(path.stat().st_mode) == 0o754
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["launch.sh", backup.name]
-    restored_from = actions.rollback(path)
-    assert restored_from == backup and path.read_bytes() == original
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["launch.sh", backup.name, backup.name + ".manifest.json"]
+    restored_from, notes = actions.rollback(path)
+    assert restored_from == backup and notes == [] and path.read_bytes() == original
     assert stat.S_IMODE(path.stat().st_mode) == 0o754
     assert sorted(p.name for p in tmp_path.iterdir()) == ["launch.sh"]
 

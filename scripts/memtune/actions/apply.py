@@ -15,20 +15,17 @@ import json
 import os
 import re
 import shlex
-import shutil
-import tempfile
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from ..errors import UserError
-from . import launch
+from . import launch, safewrite
+from .safewrite import BACKUP_TAG  # noqa: F401  (re-exported for the CLI text)
 
-BACKUP_TAG = ".memtune-backup-"
-_BACKUP_RE = r"\.memtune-backup-(\d{8}T\d{6})(?:-(\d+))?$"
 MAX_TARGET_BYTES = 4 * 1024 * 1024  # a launch script or config is small; anything larger is not one
 SHELL_SUFFIXES = (".sh", ".bash", ".zsh", ".sbatch", ".slurm")
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -369,77 +366,33 @@ def _set_path(lines: list[str], path: list[str], rendered: str, step: int, eol: 
 
 
 # --------------------------------------------------------------------------- backup, write, rollback
+# The crash-safety lives in safewrite.py; these wrappers speak in apply's terms.
 
 
-def _atomic_write(path: Path, data: bytes, mode_from: Path) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.memtune-")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        shutil.copymode(mode_from, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def backup_path(path: Path, now: datetime | None = None) -> Path:
-    stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%S")
-    candidate = path.with_name(f"{path.name}{BACKUP_TAG}{stamp}")
-    n = 0
-    while candidate.exists() or candidate.is_symlink():
-        n += 1
-        candidate = path.with_name(f"{path.name}{BACKUP_TAG}{stamp}-{n}")
-    return candidate
-
-
-def write_with_backup(plan: Plan, now: datetime | None = None) -> Path:
-    """Copy the file to a timestamped backup beside it, then replace it atomically with the new text."""
-    if plan.path.is_symlink() or plan.path.read_bytes() != plan.old_text.encode("utf-8"):
-        raise UserError(f"{plan.path}: changed since it was read; run apply again")
-    backup = backup_path(plan.path, now)
-    shutil.copy2(plan.path, backup)
-    _atomic_write(plan.path, plan.new_text.encode("utf-8"), plan.path)
-    return backup
+def write_with_backup(plan: Plan, now: datetime | None = None,
+                      allow_read_only: bool = False) -> tuple[Path, list[str]]:
+    """Save a verified backup with its manifest, then write the plan's text; ``(backup, notes)``."""
+    return safewrite.replace_with_backup(plan.path, plan.old_text.encode("utf-8"), plan.new_text.encode("utf-8"),
+                                         now, allow_read_only)
 
 
 def backups(path: Path) -> list[Path]:
-    """memtune backups of ``path``, oldest first (timestamps are UTC, so names sort in time order)."""
-    pattern = re.compile(re.escape(path.name) + _BACKUP_RE)
-    found = []
-    for cand in path.parent.glob(f"{glob_escape(path.name)}{BACKUP_TAG}*"):
-        m = pattern.match(cand.name)
-        if m and cand.is_file() and not cand.is_symlink():
-            found.append(((m.group(1), int(m.group(2) or 0)), cand))
-    return [p for _, p in sorted(found)]
+    return safewrite.backups(path)
 
 
-def glob_escape(name: str) -> str:
-    return re.sub(r"([*?\[])", r"[\1]", name)
-
-
-def plan_rollback(path: Path) -> tuple[Path, str]:
-    """The newest backup and the diff restoring it would make."""
-    if path.is_symlink():
-        raise UserError(f"{path}: is a symbolic link; nothing restored")
-    found = backups(path)
-    if not found:
-        raise UserError(f"{path}: no memtune backup found beside it ({path.name}{BACKUP_TAG}*)")
-    backup = found[-1]
-    old = path.read_bytes() if path.exists() else b""
-    new = backup.read_bytes()
+def plan_rollback(path: Path) -> tuple[safewrite.Restore, str]:
+    """The newest verified backup and the diff restoring it would make."""
+    plan = safewrite.plan_restore(path, MAX_TARGET_BYTES)
     try:
-        diff = unified_diff(old.decode("utf-8"), new.decode("utf-8"), str(path), ("now", f"from {backup.name}"))
+        diff = unified_diff(plan.current.decode("utf-8"), plan.data.decode("utf-8"), str(path),
+                            ("now", f"from {plan.backup.name}"))
     except UnicodeDecodeError:
-        diff = f"binary difference: {len(old)} bytes -> {len(new)} bytes\n"
-    return backup, diff
+        diff = f"binary difference: {len(plan.current)} bytes -> {len(plan.data)} bytes\n"
+    return plan, diff
 
 
-def rollback(path: Path) -> Path:
+def rollback(path: Path, force: bool = False, allow_read_only: bool = False,
+             now: datetime | None = None) -> tuple[Path, list[str]]:
     """Restore the newest backup byte for byte, then remove it (the next rollback goes one step further back)."""
-    backup, _ = plan_rollback(path)
-    _atomic_write(path, backup.read_bytes(), backup)
-    backup.unlink()
-    return backup
+    plan, notes = safewrite.restore(path, MAX_TARGET_BYTES, force, allow_read_only, now)
+    return plan.backup, notes

@@ -1,7 +1,9 @@
 """``memtune apply FIX --to FILE`` and ``memtune rollback FILE``: show the diff; write only with --yes.
 
-Before writing, the file is copied to ``FILE.memtune-backup-<UTC YYYYmmddTHHMMSS>``
-beside it; ``rollback`` puts the newest such copy back byte for byte.
+Before writing, the file is copied to ``FILE.memtune-backup-<UTC YYYYmmddTHHMMSS>`` beside
+it with a manifest (``….manifest.json``: sizes and SHA-256 of the backup and of the text
+written); ``rollback`` puts the newest verified copy back byte for byte, and only while the
+file still holds what apply wrote (see actions/safewrite.py for the crash-safety rules).
 """
 
 from __future__ import annotations
@@ -20,7 +22,20 @@ APPLY_EPILOG = """examples:
   memtune apply expandable-segments --to launch.sh --yes      (backs up launch.sh, then writes)
   memtune apply selective-recompute --to run_config.yaml --yes
 
+A read-only file is refused unless --allow-read-only (its mode is kept). A file with hard
+links, or owned by another user, is written in place (same inode) after the backup is verified.
+
 exit codes: 0 done (or nothing to change), 2 bad input / file refused."""
+
+ROLLBACK_EPILOG = """examples:
+  memtune rollback launch.sh            (shows the diff; writes nothing)
+  memtune rollback launch.sh --yes      (restores the newest backup, then removes it)
+  memtune rollback launch.sh --yes --force   (also when launch.sh was edited after apply;
+                                              the edited text is saved as launch.sh.memtune-saved-<stamp>)
+
+A backup whose manifest is missing or does not match (planted, tampered, truncated) is never restored.
+
+exit codes: 0 restored (or dry run), 2 refused."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,11 +45,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--to", type=Path, required=True, metavar="FILE",
                         help="launch shell script (export lines) or Bridge config YAML (section.key)")
     parser.add_argument("--yes", action="store_true", help="write the change (after saving a backup)")
+    parser.add_argument("--allow-read-only", action="store_true", help="edit a read-only file (its mode is kept)")
     parser.set_defaults(func=run_apply)
 
-    back = sub.add_parser("rollback", help="restore the newest memtune backup of a file (--yes writes)")
+    back = sub.add_parser("rollback", help="restore the newest memtune backup of a file (--yes writes)",
+                          epilog=ROLLBACK_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     back.add_argument("file", type=Path, metavar="FILE")
     back.add_argument("--yes", action="store_true", help="restore it (the backup is removed once restored)")
+    back.add_argument("--force", action="store_true",
+                      help="restore even though FILE was edited after apply (the edit is saved beside it first)")
+    back.add_argument("--allow-read-only", action="store_true", help="restore over a read-only file (mode kept)")
     back.set_defaults(func=run_rollback)
 
 
@@ -54,17 +74,24 @@ def run_apply(args: argparse.Namespace) -> int:
     if not args.yes:
         print(f"\ndry run: {args.to} not changed; add --yes to write it (a backup is saved first).")
         return 0
-    backup = actions.write_with_backup(plan)
+    backup, notes = actions.write_with_backup(plan, allow_read_only=args.allow_read_only)
+    for note in notes:
+        print(f"note: {note}")
     print(f"\nwrote {args.to}; backup {backup}; undo with: memtune rollback {args.to} --yes")
     return 0
 
 
 def run_rollback(args: argparse.Namespace) -> int:
-    backup, diff = actions.plan_rollback(args.file)
-    sys.stdout.write(diff or f"{args.file} already matches {backup.name}\n")
+    plan, diff = actions.plan_rollback(args.file)
+    sys.stdout.write(diff or f"{args.file} already matches {plan.backup.name}\n")
+    if plan.edited_since:
+        print(f"note: {args.file} was changed after apply wrote it; rollback needs --force "
+              "(the current text is saved beside it first)")
     if not args.yes:
-        print(f"\ndry run: would restore {args.file} from {backup}; add --yes to do it.")
+        print(f"\ndry run: would restore {args.file} from {plan.backup}; add --yes to do it.")
         return 0
-    actions.rollback(args.file)
+    backup, notes = actions.rollback(args.file, force=args.force, allow_read_only=args.allow_read_only)
+    for note in notes:
+        print(f"note: {note}")
     print(f"\nrestored {args.file} from {backup.name} (backup removed)")
     return 0
