@@ -6,12 +6,16 @@ text it read, so a run can save answers and be re-scored later with ``--answers`
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import shlex
+import signal
 import subprocess
 import tempfile
+import threading
+import time
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,25 +152,93 @@ def agent_env(scenario: Scenario, pass_env: tuple[str, ...] = ()) -> dict[str, s
     return env
 
 
+MAX_ANSWER_BYTES = 512 * 1024  # a real answer is 2-20 KB; more is a runaway agent, and scoring time grows with it
+_STDERR_TAIL_BYTES = 4096
+
+
+def _drain(stream, cap: int, keep_tail: bool, out: list[bytes], over: threading.Event) -> None:
+    """Read ``stream`` to EOF keeping at most ``cap`` bytes (its head, or with ``keep_tail`` its tail)."""
+    held = 0
+    for chunk in iter(lambda: stream.read(65536), b""):
+        if keep_tail:
+            out.append(chunk)
+            while sum(map(len, out)) > cap and len(out) > 1:
+                out.pop(0)
+            continue
+        if held + len(chunk) > cap:
+            out.append(chunk[: cap - held])
+            over.set()
+            return  # the caller kills the agent; reading on would only fill memory
+        out.append(chunk)
+        held += len(chunk)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the agent's whole process group (its children and grandchildren too)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        proc.kill()
+
+
+def run_agent(argv: list[str], prompt: str, env: dict[str, str], timeout: float,
+              cap: int = MAX_ANSWER_BYTES) -> tuple[int | None, bytes, str, str | None]:
+    """``(returncode, stdout head, stderr tail, error)`` of one agent run in its own process group.
+
+    The group is killed at the timeout, when stdout passes ``cap``, and after the agent exits
+    (a grandchild it left behind does not outlive the run).
+    """
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            start_new_session=True)
+    out: list[bytes] = []
+    err: list[bytes] = []
+    over = threading.Event()
+    readers = [threading.Thread(target=_drain, args=(proc.stdout, cap, False, out, over), daemon=True),
+               threading.Thread(target=_drain, args=(proc.stderr, _STDERR_TAIL_BYTES, True, err, threading.Event()),
+                                daemon=True)]
+    for t in readers:
+        t.start()
+
+    def feed() -> None:
+        with contextlib.suppress(OSError):
+            proc.stdin.write(prompt.encode("utf-8"))
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+
+    threading.Thread(target=feed, daemon=True).start()
+    deadline = time.monotonic() + timeout
+    error = None
+    while proc.poll() is None:
+        if over.is_set():
+            error = f"agent answer passed {cap // 1024} KiB; agent stopped"
+            break
+        if time.monotonic() >= deadline:
+            error = f"agent command timed out after {timeout:g} s"
+            break
+        time.sleep(0.05)
+    _kill_group(proc)
+    proc.wait()
+    for t in readers:
+        t.join(2)
+    if over.is_set() and error is None:
+        error = f"agent answer passed {cap // 1024} KiB"
+    return (None if error else proc.returncode), b"".join(out), b"".join(err).decode("utf-8", "replace"), error
+
+
 def from_agent(scenario: Scenario, command: str, scorer: Scorer, timeout: float,
                pass_env: tuple[str, ...] = ()) -> Produced:
-    """Run ``command`` (no shell) with the prompt on stdin; its stdout is the Markdown answer."""
+    """Run ``command`` (no shell, own process group) with the prompt on stdin; its stdout is the Markdown answer."""
     try:
-        proc = subprocess.run(
-            agent_argv(command),
-            input=agent_prompt(scenario),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=agent_env(scenario, pass_env),
-        )
-    except subprocess.TimeoutExpired:
-        return Produced(None, f"agent command timed out after {timeout:g} s")
+        code, stdout, stderr, error = run_agent(agent_argv(command), agent_prompt(scenario),
+                                                agent_env(scenario, pass_env), timeout)
     except OSError as exc:
         return Produced(None, f"agent command could not start: {exc}")
-    if proc.returncode != 0:
-        return Produced(None, f"agent command exited {proc.returncode}: {_last_line(proc.stderr)}")
-    return Produced(scorer.read_markdown(proc.stdout), raw={".md": proc.stdout})
+    if error:
+        return Produced(None, error)
+    if code != 0:
+        return Produced(None, f"agent command exited {code}: {_last_line(stderr)}")
+    text = stdout.decode("utf-8", "replace")
+    return Produced(scorer.read_markdown(text), raw={".md": text})
 
 
 def _last_line(text: str) -> str:

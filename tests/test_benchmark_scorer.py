@@ -7,8 +7,10 @@ these tests exercise the scorer's logic, not whatever phrases knowledge/fixes.ya
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -370,6 +372,40 @@ def test_agent_command_runs_without_a_shell_and_with_a_minimal_environment(score
     # --agent-env opts a named variable in (an API key the agent needs), and only that one
     passed = producers.agent_env(scenario({}, "a"), ("MEMTUNE_TEST_SECRET",))
     assert passed["MEMTUNE_TEST_SECRET"] == "hunter2"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead for our purposes
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except OSError:
+        return True
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="POSIX process groups")
+def test_agent_timeout_kills_its_grandchildren_too(scorer, tmp_path):
+    pidfile = tmp_path / "grandchild.pid"
+    spawn = (f"import subprocess; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']); "
+             f"open({str(pidfile)!r}, 'w').write(str(p.pid)); time_ = __import__('time'); time_.sleep(300)")
+    started = time.monotonic()
+    produced = producers.from_agent(scenario({}, "a"), _agent(spawn), scorer, 2)
+    assert "timed out after 2 s" in produced.error and time.monotonic() - started < 15
+    grandchild = int(pidfile.read_text())
+    for _ in range(50):
+        if not _alive(grandchild):
+            break
+        time.sleep(0.1)
+    assert not _alive(grandchild)
+
+
+def test_agent_output_is_capped_and_the_agent_stopped(scorer):
+    started = time.monotonic()
+    flood = _agent("sys.stdin.read()\nwhile True: sys.stdout.write('y' * 65536)")
+    produced = producers.from_agent(scenario({}, "a"), flood, scorer, 60)
+    assert "passed 512 KiB" in produced.error and time.monotonic() - started < 20
 
 
 def test_labelled_lines_are_refiled(scorer):

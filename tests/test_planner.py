@@ -305,9 +305,17 @@ def test_cli_markdown_zh(capsys):
 @pytest.mark.parametrize("argv", [
     ["--model", "no-such-model", "--gpu", "H100", "--gpus", "8", "--seq-length", "4096", "--global-batch-size", "8"],
     ["--model", "llama3-8b", "--gpu", "H100", "--gpus", "8"],
-    ["--model", "llama3-8b", "--gpu", "H100", "--gpus", "8", "--seq-length", "4096", "--global-batch-size", "8",
-     "--headroom", "1.5"],
 ])
 def test_cli_bad_input_exits_2(argv, capsys):
     assert main(["plan", *argv]) == 2
     assert capsys.readouterr().err.startswith("memtune: error:")
+
+
+@pytest.mark.parametrize("bad", [["--headroom", "1.5"], ["--headroom", "nan"], ["--gpus", "0"], ["--gpus", "-8"],
+                                 ["--gpus", "100000000000000000000"], ["--capacity-gib", "0"], ["--top", "0"]])
+def test_cli_unphysical_numbers_are_refused_at_parse_time(bad, capsys):
+    argv = ["--model", "llama3-8b", "--gpu", "H100", "--gpus", "8", "--seq-length", "4096", "--global-batch-size", "8"]
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", *argv, *bad])
+    assert exc.value.code == 2
+    assert f"argument {bad[0]}:" in capsys.readouterr().err

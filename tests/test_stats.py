@@ -59,7 +59,8 @@ def test_memory_stats_dump(tmp_path, shape):
     ("{not json", r"stats\.json:1: invalid JSON"),
     ("[1, 2]", "expected a JSON object"),
     ('{"foo": 1}', "no torch.cuda.memory_stats"),
-    ('{"num_ooms": "one"}', "num_ooms: expected a number"),
+    ('{"num_ooms": "one"}', "num_ooms: expected a byte count or counter"),
+    ('{"num_ooms": -3}', "num_ooms: expected a byte count or counter"),
 ])
 def test_memory_stats_errors_name_the_file(tmp_path, text, message):
     path = tmp_path / "stats.json"
@@ -71,7 +72,7 @@ def test_memory_stats_errors_name_the_file(tmp_path, text, message):
 def test_binary_stats_file_is_refused(tmp_path):
     path = tmp_path / "stats.json"
     path.write_bytes(b"\xff\xfe\x00binary")
-    with pytest.raises(UserError, match="not a text file"):
+    with pytest.raises(UserError, match="not UTF-8 text"):
         read_memory_stats(path)
 
 

@@ -2,7 +2,9 @@
 
 A command module exposes ``register(subparsers)`` (adds its parser and sets
 ``func``) and keeps its work in functions the tests can call directly.
-Exit codes: 0 ok, 1 a check found problems (violations, invalid KB), 2 bad input.
+Exit codes: 0 ok, 1 a check found problems (violations, invalid KB), 2 bad input, 3 internal
+error (a bug: the one-line message says what to report), 130 interrupted.  Nothing escapes
+``main`` as a traceback.
 
 ``main`` imports only the module of the command being run (``memtune diagnose`` does not pay
 for importing what the other eight commands need); anything else — no command, ``--help``,
@@ -57,11 +59,38 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (UserError, KnowledgeError) as exc:
-        print(f"memtune: error: {exc}", file=sys.stderr)
-        return 2
     except BrokenPipeError:
         return 0
+    except BaseException as exc:  # noqa: BLE001 - the one error path: a line on stderr, never a traceback
+        code, message = error_line(exc)
+        print(message, file=sys.stderr)
+        return code
+
+
+def error_line(exc: BaseException) -> tuple[int, str]:
+    """Exit code and one-line message for anything a command raised.
+
+    2: the input was refused (UserError names the file, key or line; the others are inputs
+    too deep, too large or unreadable); 3: a bug here, with what to report; 130: interrupted.
+    """
+    def one_line(text: object) -> str:
+        return " ".join(str(text).split())[:2000]
+
+    if isinstance(exc, (UserError, KnowledgeError)):
+        return 2, f"memtune: error: {one_line(exc)}"
+    if isinstance(exc, KeyboardInterrupt):
+        return 130, "memtune: interrupted"
+    if isinstance(exc, SystemExit):
+        return int(exc.code) if isinstance(exc.code, int) else 2, one_line(exc.code or "")
+    if isinstance(exc, RecursionError):
+        return 2, "memtune: error: an input is nested too deeply to read (no real config, log or snapshot is)"
+    if isinstance(exc, MemoryError):
+        return 2, "memtune: error: an input is too large to hold in memory; pass a smaller excerpt"
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        return 2, f"memtune: error: {where}{one_line(exc.strerror or exc)}"
+    return 3, (f"memtune: internal error: {type(exc).__name__}: {one_line(exc)[:300]} - this is a bug in memtune "
+               f"{__version__}; please report it with the command line that caused it")
 
 
 if __name__ == "__main__":

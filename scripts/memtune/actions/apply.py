@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from ..errors import UserError
+from ..inputs import limits, yamltree
 from . import launch, safewrite
 from .safewrite import BACKUP_TAG  # noqa: F401  (re-exported for the CLI text)
 
@@ -71,9 +72,7 @@ def read_target(path: Path) -> tuple[str, str]:
         raise UserError(f"{path}: no such file")
     if not path.is_file():
         raise UserError(f"{path}: not a regular file")
-    if path.stat().st_size > MAX_TARGET_BYTES:
-        raise UserError(f"{path}: {path.stat().st_size} bytes is too large for a launch script or config")
-    data = path.read_bytes()
+    data = limits.read_bytes(path, "a launch script or config", MAX_TARGET_BYTES)
     if b"\0" in data:
         raise UserError(f"{path}: binary file (contains NUL bytes); only shell scripts and YAML are edited")
     try:
@@ -291,7 +290,7 @@ def _set_in(data: dict[str, Any], path: list[str], value: Any) -> None:
 def edit_yaml(text: str, overrides: list[tuple[list[str], str]], source: str) -> tuple[str, list[str]]:
     """Set each ``section.key`` by editing only its line (or adding lines); the rest stays as it was."""
     try:
-        old_data = yaml.safe_load(text)
+        old_data = yamltree.safe_load_bounded(text, source)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise UserError(f"{source}:{mark.line + 1 if mark else '?'}: invalid YAML; nothing changed") from None
@@ -317,7 +316,7 @@ def edit_yaml(text: str, overrides: list[tuple[list[str], str]], source: str) ->
         _set_in(expected, path, value)
     new_text = "".join(lines)
     try:
-        new_data = yaml.safe_load(new_text) or {}
+        new_data = yamltree.safe_load_bounded(new_text, source) or {}
     except yaml.YAMLError:
         new_data = None
     if new_data != expected:

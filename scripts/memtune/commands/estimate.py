@@ -17,6 +17,7 @@ from typing import Any
 from .. import knowledge
 from ..errors import UserError
 from ..facts import GpuFacts, TrainingConfig
+from . import argtypes
 
 EPILOG = """examples:
   memtune estimate --model llama3-70b --set tensor_model_parallel_size=4 --set pipeline_model_parallel_size=4 \\
@@ -38,10 +39,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--config", type=Path, help="Bridge run config YAML or Megatron-LM launch script/args")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override, e.g. model.tensor_model_parallel_size=4 (repeatable)")
-    parser.add_argument("--dp", type=int, help="data-parallel size")
-    parser.add_argument("--world-size", type=int, help="number of GPUs (DP = world / (TP x PP x CP))")
-    parser.add_argument("--num-microbatches", type=int, help="micro-batches per step")
-    parser.add_argument("--global-batch-size", type=int, help="global batch size (micro-batches = GBS / (MBS x DP))")
+    parser.add_argument("--dp", type=argtypes.count(1, argtypes.MAX_GPUS), help="data-parallel size")
+    parser.add_argument("--world-size", type=argtypes.count(1, argtypes.MAX_GPUS),
+                        help="number of GPUs (DP = world / (TP x PP x CP))")
+    parser.add_argument("--num-microbatches", type=argtypes.count(), help="micro-batches per step")
+    parser.add_argument("--global-batch-size", type=argtypes.count(),
+                        help="global batch size (micro-batches = GBS / (MBS x DP))")
     parser.add_argument("--gpu", help="GPU type, for the capacity ratio (e.g. H100, H200, B200)")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                         help="environment of the run, e.g. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")

@@ -10,6 +10,7 @@ from pathlib import Path
 from .. import knowledge
 from ..errors import UserError
 from ..facts import TrainingConfig
+from . import argtypes
 
 EPILOG = """examples:
   memtune plan --model llama3-70b --gpu H100 --gpus 32 --seq-length 4096 --global-batch-size 32 --task sft \\
@@ -34,22 +35,25 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "e.g. mixed_precision=bf16_with_fp8_current_scaling_mixed")
     cluster = parser.add_argument_group("cluster and batch")
     cluster.add_argument("--gpu", required=True, help="GPU type, e.g. H100, H200, B200, GB200")
-    cluster.add_argument("--gpus", type=int, required=True, help="number of GPUs")
-    cluster.add_argument("--gpus-per-node", type=int,
+    cluster.add_argument("--gpus", type=argtypes.count(1, argtypes.MAX_GPUS), required=True, help="number of GPUs")
+    cluster.add_argument("--gpus-per-node", type=argtypes.count(1, 1024),
                          help="GPUs in one NVLink domain (default: from knowledge/gpus.yaml)")
-    cluster.add_argument("--capacity-gib", type=float, help="usable memory per GPU, when the GPU table has none")
-    cluster.add_argument("--seq-length", type=int, help="sequence length (default: the config's)")
-    cluster.add_argument("--global-batch-size", type=int, help="global batch size (default: the config's)")
+    cluster.add_argument("--capacity-gib", type=argtypes.number(0, 1 << 20, low_open=True),
+                         help="usable memory per GPU, when the GPU table has none")
+    cluster.add_argument("--seq-length", type=argtypes.count(1, 1 << 30),
+                         help="sequence length (default: the config's)")
+    cluster.add_argument("--global-batch-size", type=argtypes.count(), help="global batch size (default: the config's)")
     cluster.add_argument("--task", choices=["pretrain", "sft", "lora"], help="default: the config's, else pretrain")
     cluster.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                          help="environment of the run, checked against the constraints (repeatable)")
     search = parser.add_argument_group("search and output")
-    search.add_argument("--headroom", type=float, default=0.05, help="fraction of capacity kept free (default 0.05)")
+    search.add_argument("--headroom", type=argtypes.number(0, 0.9), default=0.05,
+                        help="fraction of capacity kept free (default 0.05)")
     search.add_argument("--expandable-segments", action=argparse.BooleanOptionalAction, default=True,
                         help="assume PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
                         "(less allocator slack; default on)")
     search.add_argument("--allow-cross-node-tp", action="store_true", help="also try TP beyond one NVLink domain")
-    search.add_argument("--top", type=int, default=5, help="layouts to show (default 5)")
+    search.add_argument("--top", type=argtypes.count(1, 100_000), default=5, help="layouts to show (default 5)")
     search.add_argument("--all", action="store_true", help="decide every candidate and show all that fit")
     search.add_argument("--format", choices=["markdown", "json"], default="markdown")
     search.add_argument("--lang", choices=["en", "zh"], default="en")

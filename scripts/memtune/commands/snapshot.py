@@ -11,6 +11,7 @@ from typing import Any
 from ..errors import UserError
 from ..inputs.snapshot import analyze_snapshot
 from ..textfmt import human
+from . import argtypes
 
 EPILOG = """The pickle is read with an unpickler that imports nothing, so a file that is not
 plain data is refused without running any of it. Numbers are for one device:
@@ -25,7 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("snapshot", help="analyse a torch.cuda.memory._dump_snapshot() pickle",
                             epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("file", type=Path, metavar="FILE.pickle")
-    parser.add_argument("--top", type=int, default=10, help="allocation sites to list (default 10)")
+    parser.add_argument("--top", type=argtypes.count(1, 100_000), default=10,
+                        help="allocation sites to list (default 10)")
     parser.add_argument("--format", choices=["text", "json"], default="text")
     parser.set_defaults(func=run)
 

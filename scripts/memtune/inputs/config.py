@@ -22,6 +22,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..facts import TrainingConfig
+from . import limits
 
 # --- the TrainingConfig fields and the kind of value each holds ---------------------------------
 
@@ -43,6 +44,20 @@ def _field_kinds() -> dict[str, str]:
 
 
 FIELD_KINDS = _field_kinds()
+# Physical counts and sizes: a value below 1 is a typo, not a layout (Megatron asserts on each).
+# The other integer fields may be 0 (no MTP layers, no offloaded layers, no data-loader workers),
+# never negative; fractions lie in [0, 1]; no number is NaN or infinite.
+AT_LEAST_ONE = frozenset({
+    "tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
+    "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size", "data_parallel_size",
+    "world_size", "micro_batch_size", "global_batch_size", "seq_length", "num_layers", "hidden_size",
+    "ffn_hidden_size", "num_attention_heads", "num_query_groups", "kv_channels", "vocab_size", "padded_vocab_size",
+    "make_vocab_size_divisible_by", "moe_router_topk", "moe_ffn_hidden_size", "max_position_embeddings",
+    "mamba_num_heads", "mamba_head_dim", "mamba_state_dim", "mamba_num_groups",
+    "microbatch_group_size_per_vp_stage", "num_distributed_optimizer_instances", "peft_dim",
+})
+FRACTIONS = frozenset({"activation_offload_fraction", "optimizer_offload_fraction", "hidden_dropout",
+                       "attention_dropout"})
 _INTERNAL = {"provided", "source", "warnings"}
 
 # Bridge ConfigContainer sections (src/megatron/bridge/training/config.py @067f987df).
@@ -197,6 +212,48 @@ def _object_value(value: Any) -> Any:
     return value
 
 
+def _brief(value: Any) -> str:
+    """repr for a message: one line, short, and no recursion into a crafted 10^5-deep value."""
+    if isinstance(value, (Mapping, list, tuple)):
+        return f"a {type(value).__name__}"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of {len(str(value)) if value.bit_length() < 14000 else 'thousands of'} digits"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _as_int(value: Any, where: str) -> int:
+    if isinstance(value, bool):
+        raise UserError(f"{where}: expected an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and re.fullmatch(r"\s*[-+]?\d{1,18}\s*", value):
+        return int(value)
+    if isinstance(value, str) and re.fullmatch(r"\s*[-+]?\d+\s*", value):
+        raise UserError(f"{where}: {len(value.strip())}-digit integer; no training setting is that large")
+    raise UserError(f"{where}: expected an integer, got {_brief(value)}")
+
+
+_MAX_SETTING = 2**53  # past any count or size a training run has, and exact as a float
+
+
+def _in_range(name: str, number: int | float, where: str) -> int | float:
+    """Refuse NaN, infinities, negatives, values below 1 for counts and sizes, fractions outside [0, 1]."""
+    if number != number or number in (float("inf"), float("-inf")):
+        raise UserError(f"{where}: {number} is not a number a training setting can have")
+    if abs(number) > _MAX_SETTING:
+        raise UserError(f"{where}: {_brief(number)} is larger than any training setting")
+    if name in FRACTIONS and not 0 <= number <= 1:
+        raise UserError(f"{where}: {number} is outside [0, 1]")
+    if name in AT_LEAST_ONE and number < 1:
+        raise UserError(f"{where}: {number} is below 1; a size or count must be at least 1")
+    if number < 0:
+        raise UserError(f"{where}: {number} is negative")
+    return number
+
+
 def coerce(name: str, value: Any, where: str) -> Any:
     """Convert ``value`` to the kind of TrainingConfig field ``name``; UserError when it cannot be."""
     if value is None:
@@ -213,22 +270,16 @@ def coerce(name: str, value: Any, where: str) -> Any:
     if kind == "bool":
         return as_bool(value, where)
     if kind == "int":
-        if isinstance(value, bool):
-            raise UserError(f"{where}: expected an integer, got {value!r}")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str) and re.fullmatch(r"\s*-?\d{1,4000}\s*", value):  # int() refuses > 4300 digits
-            return int(value)
-        raise UserError(f"{where}: expected an integer, got {value!r}")
+        return _in_range(name, _as_int(value, where), where)
     if kind == "float":
         try:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                return float(value)
-            return float(str(value))
+                number = float(value)
+            else:
+                number = float(str(value)[:100])
         except (ValueError, OverflowError):  # OverflowError: an int past float range
-            raise UserError(f"{where}: expected a number, got {value!r}") from None
+            raise UserError(f"{where}: expected a number, got {_brief(value)}") from None
+        return _in_range(name, number, where)
     if kind == "str":
         value = _object_value(value)
         if value is None:
@@ -315,6 +366,7 @@ class Builder:
         self.source = source
         self.path = path
         self.hints = hints  # "did you mean" suggestions for keys memtune does not read (users' input only)
+        self.hints_left = MAX_TYPO_HINTS
         self.values: dict[str, Any] = {}
         self.origin: dict[str, str] = {}
         self.warnings: list[str] = []
@@ -341,9 +393,16 @@ class Builder:
         return replace(cfg, **changes)
 
 
+MAX_TYPO_HINTS = 32  # per file: a config with 200k unknown keys is not a typo, and each hint costs a fuzzy match
+_MAX_HINT_KEY_CHARS = 100  # no real key is longer; fuzzy matching is quadratic in the key's length
+
+
 def near_miss(key: str, known: Iterable[str]) -> str | None:
     """The known key ``key`` probably misspells, or None (longer/shorter variants are other keys)."""
     import difflib  # only for a typo hint
+
+    if len(key) > _MAX_HINT_KEY_CHARS:
+        return None
 
     for cand in difflib.get_close_matches(key, list(known), n=3, cutoff=0.88):
         if cand == key or cand.startswith(key) or key.startswith(cand) or abs(len(cand) - len(key)) > 2:
@@ -424,7 +483,10 @@ def _bridge_key(b: Builder, section: str, key: str, value: Any, line: int | None
         known = [k.split(".", 1)[1] for k in BRIDGE_KEYS if k.startswith(section + ".")]
         if section in SAME_NAME_SECTIONS:
             known += [k for k in FIELD_KINDS if k not in _INTERNAL]
-        guess = near_miss(key, known) if b.hints else None
+        guess = None
+        if b.hints and b.hints_left > 0:
+            b.hints_left -= 1
+            guess = near_miss(key, known)
         if guess:
             b.warn(f"{_where(b.path, line, dotted)}: not a key memtune reads; did you mean {section}.{guess}?")
         return
@@ -560,10 +622,7 @@ _TASK_CONFIG_MARK = re.compile(r"^_target_:\s*megatron\.bridge\.training\.config
 
 
 def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+    return limits.read_text(path, "a training config")
 
 
 def read_config(path: str | Path, overrides: list[str] | None = None, kb: Any = None) -> TrainingConfig:

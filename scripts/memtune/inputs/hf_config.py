@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..facts import TrainingConfig
+from . import limits
 from .config import Builder
 from .jsontext import parse_json
 
@@ -60,10 +61,7 @@ def looks_like_hf(data: Mapping[str, Any]) -> bool:
 def read_hf_config(path: str | Path, kb: Any = None) -> TrainingConfig:
     """An HF ``config.json`` -> TrainingConfig with the architecture fields set."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+    text = limits.read_text(path, "a Hugging Face config.json")
     data = parse_json(text, path)
     if not isinstance(data, Mapping):
         raise UserError(f"{path}:1: expected a JSON object")

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..facts import TrainingConfig
+from . import limits
 from .config import BRIDGE_SECTIONS, FIELD_KINDS, Builder, apply_overrides
 from .megatron_names import NOT_FLAGS, RENAMED  # noqa: F401  (re-exported: the flag spellings)
 
@@ -419,6 +420,7 @@ def _virtual_stages(values: Mapping[str, Any], aux: Mapping[str, Any]) -> int | 
 
 
 _MAX_LAYOUT_CHARS = 1 << 20  # expanded layout size; real ones are a few hundred characters
+_MAX_LAYOUT_NESTING = 8
 
 
 def layout_stages(layout: str) -> int | None:
@@ -437,7 +439,14 @@ def layout_stages(layout: str) -> int | None:
 
     text = layout.replace(",", "")
     try:
-        text = re.sub(r"\(([^)]+)\)\*(\d+)", repeat, text)
+        # innermost groups first, one nesting level per pass: [^()] keeps each pass linear (a [^)] group
+        # rescanned from every '(' of '(((((...': quadratic), and no real layout nests more than twice
+        for _ in range(_MAX_LAYOUT_NESTING):
+            text, n = re.subn(r"\(([^()]+)\)\*(\d+)", repeat, text)
+            if not n:
+                break
+        else:
+            return None
         text = re.sub(r"(.)\*(\d+)", repeat, text)
     except ValueError:
         return None
@@ -471,14 +480,15 @@ def read_megatron_args(text_or_path: str | Path | Mapping[str, Any], path: str |
         return args_from_mapping(text_or_path, path or "<args>")
     if isinstance(text_or_path, Path) or _is_file(text_or_path):
         p = Path(text_or_path)
-        try:
-            text = p.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise UserError(f"{p}: cannot read ({exc.strerror})") from None
+        text = limits.read_text(p, "a launch script", limits.MAX_LAUNCH_SCRIPT_BYTES)
         path = str(p)
     else:
         text = str(text_or_path)
     path = path or "<args>"
+    if len(text) > limits.MAX_LAUNCH_SCRIPT_BYTES:
+        cap_kib = limits.MAX_LAUNCH_SCRIPT_BYTES // 1024
+        raise UserError(f"{path}: {len(text)} characters is more than the {cap_kib} KiB a launch script or "
+                        "command line can be here")
     shell = shell_args(text, path)
     args = shell.args
     reader = _Reader("megatron-args", path, kb)

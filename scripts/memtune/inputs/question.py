@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
+from ..errors import UserError
 from ..facts import QuestionFacts, TrainingConfig
 from .gpu import ALIAS_LEFT, find_gpus, gpu_pattern
 
@@ -42,10 +43,18 @@ def _vocab(kb: Any) -> Mapping[str, Any]:
 _ABSURD_DIGITS = re.compile(r"\d{100,}")  # no figure in a question is this long: read it as no number
 
 
+# What people type, with an OOM message or a config excerpt pasted in, is a few KB.  The parser runs
+# some thirty patterns over the text, so its time grows with the length (~1 s at 16 KB crafted).
+MAX_QUESTION_CHARS = 16 * 1024
+
+
 def parse_question(text: str | None, kb: Any = None) -> QuestionFacts:
     """Read what a question states; anything it does not state stays unknown."""
     if not text or not text.strip():
         return QuestionFacts()
+    if len(text) > MAX_QUESTION_CHARS:
+        raise UserError(f"question: {len(text)} characters is more than the {MAX_QUESTION_CHARS} a question needs; "
+                        "pass a pasted log with --log FILE (or --log - for stdin) and a config with --config")
     if kb is None:
         from .. import knowledge
 

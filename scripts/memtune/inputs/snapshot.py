@@ -14,6 +14,7 @@ and ``memory_snapshot.cpp`` (see research/peers.md §3.5).
 
 from __future__ import annotations
 
+import io
 import pickle
 import re
 from collections import defaultdict
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from . import limits
 
 ALLOCATED = "active_allocated"
 PENDING_FREE = ("active_pending_free", "active_awaiting_free")  # C++ name, Python docstring name
@@ -49,15 +51,39 @@ class _PlainDataUnpickler(pickle.Unpickler):
         raise _Refused(f"{module}.{name}")
 
     def persistent_load(self, pid: Any) -> Any:
-        raise _Refused(f"persistent id {pid!r}")
+        raise _Refused(f"persistent id {_brief(pid)}")
+
+
+def _memo_indices_bounded(data: bytes) -> bool:
+    """Every PUT index below the opcode count, as a real pickler writes them (portable, slower check).
+
+    Only where the address-space bound is unavailable: the C unpickler sizes its memo array by
+    the largest index, so a 10-byte file with index 2**28 would take 4 GB.
+    """
+    import pickletools
+
+    count = 0
+    for op, arg, _ in pickletools.genops(data):
+        count += 1
+        if op.name in ("PUT", "BINPUT", "LONG_BINPUT") and int(arg) > count:
+            return False
+    return True
 
 
 def load_snapshot(path: str | Path) -> Any:
-    """Unpickle ``path`` refusing every import; the result is plain Python data."""
+    """Unpickle ``path`` refusing every import and bounding its memory; the result is plain Python data."""
     path = Path(path)
+    raw = limits.read_bytes(path, "a memory snapshot", limits.MAX_SNAPSHOT_BYTES)
+    allowance = limits.SNAPSHOT_MEMORY_FLOOR + limits.SNAPSHOT_MEMORY_PER_BYTE * len(raw)
     try:
-        with path.open("rb") as fh:
-            return _PlainDataUnpickler(fh).load()
+        with limits.memory_bound(allowance) as bounded:
+            if not bounded and not _memo_indices_bounded(raw):
+                raise MemoryError
+            return _PlainDataUnpickler(io.BytesIO(raw)).load()
+    except MemoryError:
+        raise UserError(f"{path}: refused: unpickling would need more than {allowance // limits.MIB} MiB for a "
+                        f"{len(raw)}-byte file (memo indices or sizes no real snapshot has); nothing in it was "
+                        "run") from None
     except _Refused as exc:
         raise UserError(
             f"{path}: refused: the pickle asks to load {exc}; a memory snapshot holds only plain data, "
@@ -73,10 +99,43 @@ def analyze_snapshot(path: str | Path, top: int = 10) -> dict[str, Any]:
     """Summary of the snapshot at ``path``; keys become ``snapshot.<key>`` facts."""
     data = load_snapshot(path)
     try:
-        return summarize(data, str(path), top=top)
+        return summarize(data, str(path), top=top, file_bytes=Path(path).stat().st_size)
     except (OverflowError, ValueError) as exc:  # an int far past 64 bits: a damaged file, not what PyTorch writes
         reason = str(exc).split(";")[0]
         raise UserError(f"{path}: not a readable snapshot (a number is out of range: {reason})") from None
+
+
+def _brief(value: Any) -> str:
+    """A short repr that cannot recurse: scalars as themselves, containers by type (a value may nest 10^5 deep)."""
+    if isinstance(value, (str, bytes, int, float, bool)) or value is None:
+        text = repr(value) if not isinstance(value, int) or value.bit_length() < 128 else "a huge integer"
+        return text if len(text) <= 80 else text[:77] + "..."
+    return f"a {type(value).__name__}"
+
+
+def _text(value: Any, default: str = "") -> str:
+    return value if isinstance(value, str) else default
+
+
+class _Budget:
+    """Items a summary may visit: shared references let a 12 KB pickle stand for 10^10 blocks or frames.
+
+    The two real snapshots visit 0.02-0.07 items per file byte; the bound is far above that.
+    """
+
+    PER_BYTE = 4
+    FLOOR = 200_000
+
+    def __init__(self, file_bytes: int | None) -> None:
+        self.left = self.FLOOR + self.PER_BYTE * file_bytes if file_bytes is not None else None
+
+    def spend(self, n: int, source: str) -> None:
+        if self.left is None:
+            return
+        self.left -= n
+        if self.left < 0:
+            raise UserError(f"{source}: refused: the snapshot refers to the same data over and over (more blocks "
+                            "and frames than a file this size can hold); it is not what PyTorch writes")
 
 
 # --------------------------------------------------------------------------- data model
@@ -142,10 +201,12 @@ def _where_int(obj: dict, key: str, where: str, source: str, default: int | None
         raise UserError(f"{source}: {where}: missing {key!r}")
     if isinstance(value, bool) or not isinstance(value, int):
         raise UserError(f"{source}: {where}: {key!r} is {type(value).__name__}, expected an integer")
+    if not 0 <= value < 2**63:  # sizes, addresses and device ids: what the C++ allocator can hold
+        raise UserError(f"{source}: {where}: {key!r} is {_brief(value)}, outside 0 .. 2**63")
     return value
 
 
-def _parse_segment(raw: Any, idx: int, source: str) -> _Segment:
+def _parse_segment(raw: Any, idx: int, source: str, budget: _Budget) -> _Segment:
     where = f"segments[{idx}]"
     if not isinstance(raw, dict):
         raise UserError(f"{source}: {where}: expected a dict, found {type(raw).__name__}")
@@ -153,6 +214,7 @@ def _parse_segment(raw: Any, idx: int, source: str) -> _Segment:
     blocks_raw = raw.get("blocks", [])
     if not isinstance(blocks_raw, list):
         raise UserError(f"{source}: {where}: 'blocks' is {type(blocks_raw).__name__}, expected a list")
+    budget.spend(1 + len(blocks_raw), source)
     blocks = []
     for j, blk in enumerate(blocks_raw):
         bwhere = f"{where}.blocks[{j}]"
@@ -160,13 +222,14 @@ def _parse_segment(raw: Any, idx: int, source: str) -> _Segment:
             raise UserError(f"{source}: {bwhere}: expected a dict, found {type(blk).__name__}")
         state = blk.get("state")
         if state not in BLOCK_STATES:
-            raise UserError(f"{source}: {bwhere}: unknown block state {state!r} (known: {', '.join(BLOCK_STATES)})")
+            raise UserError(f"{source}: {bwhere}: unknown block state {_brief(state)} "
+                            f"(known: {', '.join(BLOCK_STATES)})")
         requested = blk.get("requested_size")
         frames = blk.get("frames") or []
         blocks.append(_Block(
             size=_where_int(blk, "size", bwhere, source),
             state=state,
-            requested=requested if isinstance(requested, int) and not isinstance(requested, bool) else None,
+            requested=_int_or_none(requested),
             frames=frames if isinstance(frames, list) else [],
         ))
     from_blocks_alloc = sum(b.size for b in blocks if b.state == ALLOCATED)
@@ -182,7 +245,7 @@ def _parse_segment(raw: Any, idx: int, source: str) -> _Segment:
         total=total,
         allocated=_where_int(raw, "allocated_size", where, source, default=from_blocks_alloc),
         active=_where_int(raw, "active_size", where, source, default=from_blocks_active),
-        segment_type=str(raw.get("segment_type", "large")),
+        segment_type=_text(raw.get("segment_type"), "large"),
         pool=pool,
         expandable=expandable if isinstance(expandable, bool) else None,
         blocks=blocks,
@@ -198,7 +261,7 @@ def _layout(data: Any, source: str) -> tuple[str, list[Any], list[Any], dict[str
         if not isinstance(traces, list):
             raise UserError(f"{source}: 'device_traces' is {type(traces).__name__}, expected a list")
         return "dict", data["segments"], traces, settings if isinstance(settings, dict) else {}
-    found = f"a dict with keys {sorted(map(str, data))[:6]}" if isinstance(data, dict) else type(data).__name__
+    found = f"a dict with keys {sorted(map(_brief, data))[:6]}" if isinstance(data, dict) else type(data).__name__
     raise UserError(f"{source}: not a memory snapshot: expected a dict with 'segments' or a list of segments, "
                     f"found {found}")
 
@@ -210,7 +273,7 @@ def _frame_label(frame: Any) -> tuple[str, str | None] | None:
     """``(site, module)`` for a Python frame worth naming, or None for internal/C++ frames."""
     if not isinstance(frame, dict):
         return None
-    filename = str(frame.get("filename", ""))
+    filename = _text(frame.get("filename"))
     if not filename.endswith(".py") or _INTERNAL_FRAME.search(filename):
         return None
     name, line = frame.get("name", "?"), frame.get("line", 0)
@@ -224,7 +287,7 @@ def _frame_label(frame: Any) -> tuple[str, str | None] | None:
 
 def _site(frames: list[Any]) -> tuple[str, str | None] | None:
     """Innermost Megatron/TE frame, else innermost frame of the user's own code, else of any library."""
-    labelled = [(lab, str(fr.get("filename", ""))) for fr in frames if (lab := _frame_label(fr))]
+    labelled = [(lab, _text(fr.get("filename"))) for fr in frames if (lab := _frame_label(fr))]
     if not labelled:
         return None
     named = [lab for lab, _ in labelled if lab[1]]
@@ -236,7 +299,8 @@ def _site(frames: list[Any]) -> tuple[str, str | None] | None:
 
 
 def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """A non-negative 64-bit int, else None (a negative or huge size is not what the allocator records)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63 else None
 
 
 def _timeline(trace: list[Any], end_active: int, end_reserved: int) -> dict[str, Any]:
@@ -281,9 +345,10 @@ def _timeline(trace: list[Any], end_active: int, end_reserved: int) -> dict[str,
 # --------------------------------------------------------------------------- summary
 
 
-def _pick_device(segments: list[_Segment], traces: list[Any]) -> int:
+def _pick_device(segments: list[_Segment], traces: list[Any], budget: _Budget, source: str) -> int:
     """The device that hit an OOM, else the one with the most reserved memory."""
     for dev, trace in enumerate(traces):
+        budget.spend(len(trace) if isinstance(trace, list) else 1, source)
         if isinstance(trace, list) and any(isinstance(e, dict) and e.get("action") == "oom" for e in trace):
             return dev
     reserved: dict[int, int] = defaultdict(int)
@@ -292,11 +357,15 @@ def _pick_device(segments: list[_Segment], traces: list[Any]) -> int:
     return max(reserved, key=lambda d: (reserved[d], -d)) if reserved else 0
 
 
-def summarize(data: Any, source: str = "<snapshot>", top: int = 10) -> dict[str, Any]:
-    """Pure reduction of loaded snapshot data to flat numbers (bytes, ratios) plus breakdowns."""
+def summarize(data: Any, source: str = "<snapshot>", top: int = 10, file_bytes: int | None = None) -> dict[str, Any]:
+    """Pure reduction of loaded snapshot data to flat numbers (bytes, ratios) plus breakdowns.
+
+    ``file_bytes`` (the pickle's size) bounds the items visited; None trusts in-memory data.
+    """
+    budget = _Budget(file_bytes)
     layout, raw_segments, traces, settings = _layout(data, source)
-    all_segments = [_parse_segment(raw, i, source) for i, raw in enumerate(raw_segments)]
-    device = _pick_device(all_segments, traces)
+    all_segments = [_parse_segment(raw, i, source, budget) for i, raw in enumerate(raw_segments)]
+    device = _pick_device(all_segments, traces, budget, source)
     segments = [s for s in all_segments if s.device == device]
 
     totals, by_type, by_pool = _Totals(), defaultdict(_Totals), defaultdict(_Totals)
@@ -316,6 +385,7 @@ def summarize(data: Any, source: str = "<snapshot>", top: int = 10) -> dict[str,
                 pending += blk.size
             else:
                 requested += blk.requested if blk.requested is not None else blk.size
+                budget.spend(len(blk.frames), source)
                 site = _site(blk.frames)
                 if site:
                     entry = sites.setdefault(site[0], [site[1], 0, 0])
@@ -363,6 +433,7 @@ def summarize(data: Any, source: str = "<snapshot>", top: int = 10) -> dict[str,
     }
     trace = traces[device] if 0 <= device < len(traces) and isinstance(traces[device], list) else None
     if trace:
+        budget.spend(len(trace), source)
         summary.update(_timeline(trace, totals.active, reserved))
     if summary.get("oom_requested_bytes") is not None:
         summary.update(_oom_verdict(summary, segments))

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..facts import MemoryReport
+from . import limits
 from .jsontext import parse_json
 
 # memory_stats() key -> stats fact name
@@ -68,12 +69,7 @@ _THEORY_KEYS = {
 def read_memory_stats(path: str | Path) -> dict[str, Any]:
     """Summary of a ``torch.cuda.memory_stats()`` dump (flat dotted keys or the nested form)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: not a text file (expected memory_stats() JSON)") from None
+    text = limits.read_text(path, "memory_stats() JSON", errors="strict")
     data = parse_json(text, path)
     return summarize_memory_stats(data, str(path))
 
@@ -87,8 +83,9 @@ def summarize_memory_stats(data: Any, source: str = "<memory_stats>") -> dict[st
     if not known:
         raise UserError(f"{source}: no torch.cuda.memory_stats() keys found (e.g. 'reserved_bytes.all.peak')")
     for name, value in known.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not -(2**63) <= value < 2**64:
-            raise UserError(f"{source}: {name}: expected a number (a 64-bit count), found {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 2**63:
+            shown = type(value).__name__ if isinstance(value, (dict, list)) else repr(value)[:60]
+            raise UserError(f"{source}: {name}: expected a byte count or counter (0 to 2**63), found {shown}")
     out: dict[str, Any] = {"provided": True, "source": "memory_stats", "file": Path(source).name, **known}
     out.update(_derived(out))
     return out

@@ -12,6 +12,24 @@ import yaml
 
 from ..errors import UserError
 
+# A config without aliases expands to at most one value per few bytes; aliases that multiply it
+# (the 456-byte "billion laughs" expands to 10^9 values) or nesting no config has are refused.
+EXPANSION_PER_BYTE = 4
+EXPANSION_FLOOR = 10_000
+MAX_DEPTH = 100  # a Bridge config dump nests 4-6 deep
+# A Bridge config dump has ~1,500 keys (3,000 nodes).  Pure-Python PyYAML spends ~20 us per node, so
+# a node budget keeps any accepted file near a second; every node needs a line break, a comma or a
+# bracket, so their count bounds the nodes before anything is parsed.
+MAX_NODES = 40_000
+
+
+def check_size(text: str, path: str) -> None:
+    """Refuse, before parsing, a document that may hold more nodes than MAX_NODES."""
+    bound = text.count("\n") + text.count(",") + text.count("[") + text.count("{") + 1
+    if bound > MAX_NODES:
+        raise UserError(f"{path}: refused: up to {bound} YAML values (lines, commas, brackets); a training config "
+                        f"has a few thousand, at most {MAX_NODES} are read")
+
 
 class _Loader(yaml.SafeLoader):  # not libyaml's CSafeLoader: it overflows the C stack on deep nesting (fuzz)
     """SafeLoader used only to compose nodes; unknown tags (!!python/...) never get constructed."""
@@ -41,8 +59,49 @@ def _node_value(node: yaml.Node, loader: _Loader) -> Any:
     return None
 
 
+def check_expansion(node: yaml.Node, text_len: int, path: str) -> None:
+    """Refuse a document whose aliases expand it past the budget, or that nests deeper than MAX_DEPTH.
+
+    Iterative (no recursion), and it stops as soon as the budget is spent, so a bomb costs
+    the budget, not its expansion.
+    """
+    budget = EXPANSION_FLOOR + EXPANSION_PER_BYTE * text_len
+    stack: list[tuple[yaml.Node, int]] = [(node, 1)]
+    while stack:
+        current, depth = stack.pop()
+        budget -= 1
+        if budget < 0:
+            raise UserError(f"{path}: refused: YAML aliases expand it to more values than a {text_len}-byte config "
+                            "can hold (an alias bomb?)")
+        if depth > MAX_DEPTH:
+            raise UserError(f"{path}: refused: YAML nested more than {MAX_DEPTH} levels deep; no config is")
+        if isinstance(current, yaml.SequenceNode):
+            stack.extend((child, depth + 1) for child in current.value)
+        elif isinstance(current, yaml.MappingNode):
+            for key, value in current.value:
+                stack.append((key, depth + 1))
+                stack.append((value, depth + 1))
+
+
+def safe_load_bounded(text: str, path: str) -> Any:
+    """``yaml.safe_load`` after the expansion and depth check; YAML errors propagate as yaml.YAMLError."""
+    check_size(text, path)
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        check_expansion(node, len(text), path)
+        return loader.construct_document(node)
+    except RecursionError:
+        raise UserError(f"{path}: invalid YAML: nested too deeply") from None
+    finally:
+        loader.dispose()
+
+
 def load_yaml_tree(text: str, path: str) -> tuple[Any, dict[tuple[str, ...], int]]:
     """Parse YAML tolerating unknown tags; returns (value, {key path: 1-based line}) for two levels."""
+    check_size(text, path)
     try:
         loader = _Loader(text)
     except yaml.reader.ReaderError as exc:  # a control character YAML does not allow
@@ -60,6 +119,7 @@ def load_yaml_tree(text: str, path: str) -> tuple[Any, dict[tuple[str, ...], int
         loader.dispose()
     if node is None:
         return None, {}
+    check_expansion(node, len(text), path)
     lines: dict[tuple[str, ...], int] = {}
     if isinstance(node, yaml.MappingNode):
         for k, v in node.value:
