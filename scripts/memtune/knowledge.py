@@ -72,11 +72,13 @@ class Knowledge:
 def _read_yaml(path: Path) -> Any:
     import yaml
 
-    # libyaml's safe loader when PyYAML was built with it: 8x faster start-up, same data.
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    # libyaml's safe loader when PyYAML was built with it: 8x faster start-up, same data (the knowledge
+    # base is ours; user YAML goes through inputs/yamltree.py's bounded pure-Python loader instead).
     try:
         with path.open(encoding="utf-8") as fh:
-            return yaml.load(fh, Loader=loader)
+            if hasattr(yaml, "CSafeLoader"):
+                return yaml.load(fh, Loader=yaml.CSafeLoader)
+            return yaml.safe_load(fh)
     except OSError as exc:
         raise KnowledgeError(f"{path}: cannot read ({exc.strerror})") from None
     except yaml.YAMLError as exc:

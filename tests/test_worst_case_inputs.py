@@ -1,0 +1,205 @@
+"""Crafted worst cases: every log pattern and reader stays near-linear, and the bombs end fast and small.
+
+Issue 10 found log patterns that backtracked (7 s to > 60 s on 20-90 KB), a 10-byte pickle that
+took 4 GB, a 456-byte YAML that took 6.5 GB, and quadratic layout and typo-hint code.  The cases
+here are built the way ReDoS checkers build them, a prefix the pattern needs and then one short
+"pump" repeated to 1 MB, so a pattern that retries from every repetition is caught whatever it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+import re
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from memtune import knowledge
+from memtune.errors import UserError
+from memtune.inputs import oom_log
+from memtune.inputs.config import read_config
+from memtune.inputs.megatron_args import layout_stages
+
+ROOT = Path(__file__).resolve().parents[1]
+MB = 1 << 20
+KB = knowledge.load()
+PUMPS = ["a", "1", " ", "a.", "1.", "a ", "a: ", "aB", "a-", "(a", "=1", "|a"]
+LIMIT_S = 1.0
+
+
+def _patterns() -> dict[str, re.Pattern[str]]:
+    """Every compiled pattern the log scanner runs, by where it sits in oom_log.Patterns."""
+    found: dict[str, re.Pattern[str]] = {}
+
+    def walk(obj: object, where: str) -> None:
+        if isinstance(obj, re.Pattern):
+            found.setdefault(where, obj)
+        elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            for f in dataclasses.fields(obj):
+                walk(getattr(obj, f.name), f"{where}.{f.name}")
+        elif isinstance(obj, (tuple, list)):
+            for i, item in enumerate(obj):
+                walk(item, f"{where}[{i}]")
+        elif isinstance(obj, dict):
+            for key, item in obj.items():
+                walk(item, f"{where}.{key}")
+
+    walk(oom_log.compile_signatures(KB), "patterns")
+    return found
+
+
+PATTERNS = _patterns()
+
+
+def _literal(pattern: str) -> str:
+    """The longest literal run in a pattern: the prefix that gets a search into the pattern's body."""
+    runs = [re.sub(r"\\(.)", r"\1", r) for r in re.findall(r"(?:\\.|[^\\()\[\]{}?*+|^$.])+", pattern)]
+    return max(runs, key=len, default="")
+
+
+def _timed(call) -> float:
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
+
+
+def test_there_are_patterns_to_check():
+    assert len(PATTERNS) > 80
+
+
+@pytest.mark.parametrize("where", sorted(PATTERNS))
+def test_every_log_pattern_is_linear_on_pumped_input(where):
+    regex = PATTERNS[where]
+    worst = (0.0, "")
+    for prefix in {"", _literal(regex.pattern)}:
+        for pump in PUMPS:
+            text = prefix + pump * (MB // len(pump))
+            spent = _timed(lambda text=text: (regex.search(text), regex.match(text)))
+            worst = max(worst, (spent, f"{prefix[:30]!r} + {pump!r} * n"))
+    assert worst[0] <= LIMIT_S, f"{where} took {worst[0]:.2f} s on {worst[1]}: {regex.pattern[:120]}"
+
+
+def _examples() -> list[str]:
+    texts: list[str] = []
+
+    def walk(obj: object) -> None:
+        if isinstance(obj, dict):
+            for key, value in obj.items():
+                if key == "text" and isinstance(value, str) and value.strip():
+                    texts.append(value.splitlines()[0])
+                else:
+                    walk(value)
+        elif isinstance(obj, list):
+            for item in obj:
+                walk(item)
+
+    walk(yaml.safe_load((ROOT / "knowledge" / "signatures.yaml").read_text(encoding="utf-8")))
+    return texts
+
+
+@pytest.mark.parametrize("example", _examples(), ids=lambda t: t[:40])
+def test_whole_scanner_is_fast_on_a_repeated_signature_line(example):
+    """One 1 MB line of a signature's own text cut short and repeated: no match completes, all retry."""
+    half = example[: max(1, len(example) // 2)] + " "
+    two_words = " ".join(example.split()[:2]) + " "
+    cases = [half * (MB // len(half)), two_words * (MB // len(two_words))]
+    digit = re.search(r"\d", example)
+    if digit:
+        cases.append(example[: digit.start()] + "9" * MB)
+    for text in cases:
+        assert _timed(lambda text=text: oom_log.parse_log([text + "\n"], KB)) <= LIMIT_S, text[:80]
+
+
+# --------------------------------------------------------------------------- config readers
+
+
+def _config_cases() -> dict[str, str]:
+    n = 512 * 1024 - 64  # just under the text-input cap: the largest file the readers accept
+    return {
+        "long-scalar.yaml": "model:\n  tensor_model_parallel_size: 2\n  x: '" + "a" * n + "'\n",
+        "flow-list.yaml": "model:\n  x: [" + "1," * (n // 2) + "1]\n",
+        "near-miss-keys.yaml": "model:\n" + "".join(f"  tensor_model_paralel_siz{i}: 1\n" for i in range(n // 34)),
+        "nested-flow.yaml": "model:\n  x: " + "[" * (n // 2) + "]" * (n // 2) + "\n",
+        "comment.yaml": "# " + "a" * n + "\nmodel:\n  seq_length: 4\n",
+        "oversized.yaml": "model:\n  x: 1\n" + "#" * (2 * MB),
+        "launch.sh": "#!/bin/bash\ntorchrun pretrain_gpt.py " + "--num-layers 4 " * (256 * 1024 // 16),
+        "layout.sh": "#!/bin/bash\ntorchrun pretrain_gpt.py --pipeline-model-parallel-layout '"
+                     + "(" * 100_000 + "t" + ")" * 100_000 + "'\n",
+        "hf.json": '{"model_type": "llama", "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_config_cases()))
+def test_config_readers_are_fast_on_crafted_files(name, tmp_path):
+    path = tmp_path / name
+    path.write_text(_config_cases()[name])
+
+    def read() -> None:
+        try:
+            read_config(path, kb=KB)
+        except UserError as exc:
+            assert "\n" not in str(exc)
+
+    assert _timed(read) <= LIMIT_S
+
+
+def test_layout_with_deep_parentheses_is_linear():
+    text = "(" * 200_000 + "t|" + ")" * 200_000
+    assert _timed(lambda: layout_stages(text)) <= 0.2
+
+
+# --------------------------------------------------------------------------- bombs, end to end
+
+
+def _bombs(tmp_path: Path) -> dict[str, list[str]]:
+    memo = tmp_path / "memo.pickle"  # LONG_BINPUT with index 2**30: the C unpickler would size its memo 16 GB
+    memo.write_bytes(b"\x80\x02]r" + struct.pack("<I", 2**30) + b".")
+    frames = [{"filename": "/x/megatron/core/a.py", "line": 1, "name": "f"}] * 4000
+    block = {"size": 1, "state": "active_allocated", "frames": frames}
+    shared = tmp_path / "shared.pickle"  # 4000 refs to one segment of 4000 refs to one block of 4000 frames
+    shared.write_bytes(pickle.dumps({"segments": [{"total_size": 1, "blocks": [block] * 4000}] * 4000,
+                                     "device_traces": []}, protocol=4))
+    laughs = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for prev, name in zip("abcdefgh", "bcdefghi", strict=True):
+        laughs.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+    yaml_bomb = tmp_path / "laughs.yaml"
+    yaml_bomb.write_text("model:\n  tensor_model_parallel_size: 1\n" + "\n".join(laughs) + "\n")
+    return {"pickle memo index": ["snapshot", str(memo)], "pickle shared references": ["snapshot", str(shared)],
+            "yaml billion laughs (estimate)": ["estimate", "--config", str(yaml_bomb)],
+            "yaml billion laughs (apply dry run)": ["apply", "selective-recompute", "--to", str(yaml_bomb)]}
+
+
+# Runs memtune in this process image and reports its own peak (VmHWM belongs to the address space
+# made at exec; ru_maxrss would also count the pytest pages a forked child starts with).
+_MEASURED = """
+import runpy, sys
+out, sys.argv = sys.argv[1], sys.argv[2:]
+code = 0
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+except SystemExit as exc:
+    code = exc.code
+peak = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+open(out, "w").write(peak.split()[1])
+sys.exit(code)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="peak memory read from /proc (Linux)")
+def test_bombs_end_in_two_seconds_and_200_mb_with_one_line(tmp_path):
+    peak_file = tmp_path / "peak-kib"
+    for what, argv in _bombs(tmp_path).items():
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-c", _MEASURED, str(peak_file), str(ROOT / "scripts" / "memtune.py"),
+                               *argv], capture_output=True, text=True, timeout=60)
+        spent = time.perf_counter() - started
+        assert done.returncode == 2, (what, done.stderr[-300:])
+        assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, what
+        assert spent <= 2.0, f"{what}: {spent:.1f} s"
+        peak_mb = int(peak_file.read_text()) / 1024
+        assert peak_mb <= 200, f"{what}: {peak_mb:.0f} MB"
