@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,7 @@ class Verdicts:
     expert_violations: list[str]
     scorer_violations: list[str]
     cause_agrees: bool
-    notes: list[str] = field(default_factory=list)
+    scorer_why: str = ""  # the text behind the scorer's first fix, to audit a disagreement
 
     @property
     def violations_agree(self) -> bool:
@@ -108,6 +108,7 @@ def compare(item: Labelled, scenario: Scenario, scorer: Scorer) -> Verdicts:
         expert_violations=sorted(set(item.labels["violations"])),
         scorer_violations=sorted({f for f in never if f in answer.recommended}),
         cause_agrees=item.labels["cause"] == answer.top_cause,
+        scorer_why=answer.why.get(answer.first_fix or "", ""),
     )
 
 
@@ -134,6 +135,15 @@ def measure(items: list[Labelled], scenarios: dict[str, Scenario], scorer: Score
             for lang in sorted({i.language for i in items})
             for sub in [[r for r, i in zip(rows, items, strict=True) if i.language == lang]]
         },
+        # per writer (the id prefix): the scorer is tuned on some writers' answers, the others stay held out
+        "per_writer": {
+            w: {"answers": len(sub), "first_fix_verdict": share([r.first_fix_verdict_agrees for r in sub
+                                                                 if r.first_fix_verdict_agrees is not None]),
+                "first_fix_id": share([r.first_fix_id_agrees for r in sub]),
+                "violations": share([r.violations_agree for r in sub])}
+            for w in sorted({r.id.split("-", 1)[0] for r in rows})
+            for sub in [[r for r in rows if r.id.split("-", 1)[0] == w]]
+        },
         "rows": [r.__dict__ | {"violations_agree": r.violations_agree} for r in rows],
     }
 
@@ -151,13 +161,17 @@ def render(result: dict[str, Any], show_misses: bool) -> str:
     for lang, sub in result["per_language"].items():
         lines.append(f"| {lang}: first-fix id / violations ({sub['answers']}) | "
                      f"{pct(sub['first_fix_id'])} / {pct(sub['violations'])} |")
+    for writer, sub in result["per_writer"].items():
+        lines.append(f"| writer {writer}: verdict / id / violations ({sub['answers']}) | "
+                     f"{pct(sub['first_fix_verdict'])} / {pct(sub['first_fix_id'])} / {pct(sub['violations'])} |")
     if show_misses:
-        lines += ["", "| answer | expert first fix | scorer first fix | expert violations | scorer violations |",
-                  "|---|---|---|---|---|"]
+        lines += ["", "| answer | expert first fix | scorer first fix | expert violations | scorer violations "
+                  "| scorer read |", "|---|---|---|---|---|---|"]
         for r in result["rows"]:
             if not (r["first_fix_id_agrees"] and r["violations_agree"]):
+                why = r["scorer_why"].replace("|", "\\|")
                 lines.append(f"| {r['id']} | {r['expert_first_fix']} | {r['scorer_first_fix']} | "
-                             f"{', '.join(r['expert_violations'])} | {', '.join(r['scorer_violations'])} |")
+                             f"{', '.join(r['expert_violations'])} | {', '.join(r['scorer_violations'])} | {why} |")
     return "\n".join(lines) + "\n"
 
 

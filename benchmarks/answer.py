@@ -2,8 +2,13 @@
 
 Markdown is parsed with markdown-it-py, not searched as flat text, because *where* a fix is
 named decides what it means: under "Avoid" / "不要" headings, after a lead-in such as
-"**Do not:**", or in a negated clause it is advice against; under "Cause" / "Evidence"
-headings it is neither advice for nor against; elsewhere it is a recommendation.
+"**Do not:**", in a negated clause or as the X of "replace X with Y" it is advice against;
+under "Cause" / "Evidence" headings, in a condition the user does not meet ("Only if you move
+to TP2 ...") or kept as it is ("已经打开，保持不动") it is neither; elsewhere it is a
+recommendation.  The first fix is the first one in the strongest place: the block a "Fix:" /
+"改法：" / "Change first" label or heading leads, then the first ordered plan, then a
+recommendation section, then a code block, then prose — an expert does not read a fix named
+while explaining the cause as the answer's advice.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ KINDS = ("avoid", "neutral", "recommend", "cause")  # heading classification ord
 # A colon ends a clause only for causes: "Avoid: X" negates X, but "not fragmentation: the logits" does not
 # negate the logits.
 _CLAUSE_END = re.compile(r"[;!?。；！？，\n]|[.,](?=\s|$)")
+_SENTENCE_END = re.compile(r"[!?。！？\n]|[.;；](?=\s|$)")
 _CAUSE_CLAUSE_END = re.compile(r"[;!?。；！？，：\n]|[.,:](?=\s|$)")
 
 
@@ -40,6 +46,9 @@ class Answer:
     first_fix: str | None = None
     text: str = ""  # what literal `mentions` are searched in
     source: str = "markdown"  # markdown | json
+    # Why each id was read as it was: id -> "<place>: «the text around it»" for its deciding mention, so a
+    # reader can audit a verdict (first fix, a violation, an avoid, the cause).
+    why: dict[str, str] = field(default_factory=dict)
 
     @property
     def top_cause(self) -> str | None:
@@ -57,6 +66,14 @@ class Grading:
     cause_before: CueSet
     cause_after: CueSet
     cause_phrases: dict[str, dict[str, list[str]]]
+    primary: CueSet = field(default_factory=lambda: CueSet([]))
+    conditional: CueSet = field(default_factory=lambda: CueSet([]))
+    sequenced: CueSet = field(default_factory=lambda: CueSet([]))
+    replacement: tuple[re.Pattern[str], ...] = ()
+    negation_double: CueSet = field(default_factory=lambda: CueSet([]))
+    kept_before: CueSet = field(default_factory=lambda: CueSet([]))
+    kept_after: CueSet = field(default_factory=lambda: CueSet([]))
+    against_in_sentence: CueSet = field(default_factory=lambda: CueSet([]))
 
     @classmethod
     def load(cls, path: Path = GRADING_FILE) -> Grading:
@@ -74,9 +91,39 @@ class Grading:
                 cause_before=CueSet.from_langs(cneg["before"]),
                 cause_after=CueSet.from_langs(cneg["after"]),
                 cause_phrases=dict(data["causes"]),
+                primary=CueSet.from_langs(data.get("primary")),
+                conditional=CueSet.from_langs(data.get("conditional")),
+                sequenced=CueSet.from_langs(data.get("sequenced")),
+                replacement=tuple(_replacement_regex(r["head"], r["sep"]) for r in data.get("replacement") or []),
+                negation_double=CueSet.from_langs(neg.get("double")),
+                kept_before=CueSet.from_langs((data.get("kept") or {}).get("before")),
+                kept_after=CueSet.from_langs((data.get("kept") or {}).get("after")),
+                against_in_sentence=CueSet.from_langs(data.get("against_in_sentence")),
             )
         except (KeyError, TypeError) as exc:
             raise UserError(f"{path}: missing or malformed key {exc}") from None
+
+    def is_primary(self, label: str) -> bool:
+        """A recommend heading or label that says it is the first thing to do."""
+        return self.classify(label) == "recommend" and self.primary.search(label)
+
+    def is_conditional(self, text: str) -> bool:
+        """Opens with a condition ("Only if you move to TP2...") that is not the plan's next step ("If still OOM")."""
+        head = _LABEL.sub("", text, count=1).lstrip(" *_（(")[:80]
+        opening = re.split(r"[,，:：;；]", head, maxsplit=1)[0]
+        return bool(self.conditional.spans(head[:12])) and not self.sequenced.search(opening)
+
+    def kept(self, text: str, start: int, end: int) -> bool:
+        """The clause around ``text[start:end]`` keeps the setting as it is."""
+        return bool(negated(text, start, end, self.kept_before, self.kept_after))
+
+    def against_later_in_sentence(self, text: str, end: int) -> bool:
+        nxt = _SENTENCE_END.search(text, end)
+        return self.against_in_sentence.search(text[end: nxt.start() if nxt else len(text)])
+
+    def replaced_spans(self, text: str) -> list[tuple[int, int]]:
+        """Spans naming what a "replace X with Y" sentence replaces (X)."""
+        return [m.span(1) for rx in self.replacement for m in rx.finditer(text)]
 
     def classify(self, heading: str) -> str:
         """avoid | neutral | recommend | cause | other, first cue family that matches wins."""
@@ -84,6 +131,12 @@ class Grading:
             if self.headings[kind].search(heading):
                 return kind
         return "other"
+
+
+def _replacement_regex(head: str, sep: str) -> re.Pattern[str]:
+    """``head X sep``: X (at most 120 characters, one clause) is the replaced thing."""
+    word = (lambda w: rf"\b{re.escape(w)}\b") if head.isascii() else re.escape
+    return re.compile(rf"{word(head)}(.{{1,120}}?){word(sep)}", re.IGNORECASE)
 
 
 def negated(
@@ -94,6 +147,7 @@ def negated(
     after: CueSet,
     exceptions: CueSet | None = None,
     clause_end: re.Pattern[str] = _CLAUSE_END,
+    double: CueSet | None = None,
 ) -> bool:
     """True when the clause around ``text[start:end]`` argues against it."""
     lo = max((m.end() for m in clause_end.finditer(text, 0, start)), default=0)
@@ -103,7 +157,9 @@ def negated(
     if exceptions:
         for a, b in exceptions.spans(head):
             head = head[:a] + " " * (b - a) + head[b:]
-    return before.search(head) or after.search(text[end:hi])
+    if before.search(head):
+        return True
+    return after.search(text[end:hi]) and not (double and double.search(head))
 
 
 @dataclass
@@ -111,6 +167,8 @@ class _Unit:
     text: str
     kind: str
     olist: int | None  # the outermost recommendation ordered list this unit sits in
+    primary: bool = False  # under a "do this first" heading or label, or the block such a label leads
+    code: bool = False  # a fenced or indented code block: settings as the user would paste them
 
 
 def _inline_text(token: Any) -> str:
@@ -132,19 +190,29 @@ def _is_lead(text: str, raw: str) -> bool:
 def _units(markdown: str, grading: Grading) -> list[_Unit]:
     tokens = MarkdownIt("commonmark").enable(["table", "strikethrough"]).parse(markdown)
     units: list[_Unit] = []
-    headings: list[tuple[int, str]] = []  # (level, effective kind)
-    lists: list[tuple[str, int | None]] = []  # (kind, recommendation ordered-list id)
+    headings: list[tuple[int, str, bool]] = []  # (level, effective kind, primary)
+    lists: list[tuple[str, int | None, bool]] = []  # (kind, recommendation ordered-list id, primary)
     next_olist = 0
     row: list[str] | None = None
     last_para: tuple[int, str, str] | None = None  # (closing token index, text, raw)
 
-    def section_kind() -> str:
+    def section() -> tuple[str, bool]:
         if lists:
-            return lists[-1][0]
-        return headings[-1][1] if headings else "other"
+            return lists[-1][0], lists[-1][2]
+        return (headings[-1][1], headings[-1][2]) if headings else ("other", False)
 
     def olist() -> int | None:
         return lists[-1][1] if lists else None
+
+    def lead() -> tuple[str, bool] | None:
+        """The kind a paragraph ending in ':' just before this block gives it ("Fix:", "改法：", "Avoid:")."""
+        if last_para and last_para[0] == i - 1 and _is_lead(last_para[1], last_para[2]):
+            label = _LABEL.match(last_para[1])
+            text = label.group(1) if label else last_para[1]
+            kind = grading.classify(text)
+            short = len(text.strip(" *_")) <= _MAX_ACTION_LABEL or not label
+            return kind, kind == "recommend" and short and bool(grading.is_primary(text))
+        return None
 
     for i, tok in enumerate(tokens):
         if tok.type == "heading_open":
@@ -153,25 +221,26 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
             while headings and headings[-1][0] >= level:
                 headings.pop()
             kind = grading.classify(text)
+            primary = bool(grading.is_primary(text))
             if kind == "other" and headings:
-                kind = headings[-1][1]
-            headings.append((level, kind))
-            units.append(_Unit(text, kind, None))
+                kind, primary = headings[-1][1], headings[-1][2]
+            headings.append((level, kind, primary))
+            units.append(_Unit(text, kind, None, primary))
         elif tok.type in ("bullet_list_open", "ordered_list_open"):
-            kind = section_kind()
-            if last_para and last_para[0] == i - 1 and _is_lead(last_para[1], last_para[2]):
-                lead = grading.classify(last_para[1])
-                kind = lead if lead != "other" else kind
+            kind, primary = section()
+            led = lead()
+            if led and led[0] != "other":
+                kind, primary = led
             ident = olist()
             if ident is None and tok.type == "ordered_list_open" and kind == "recommend":
                 ident, next_olist = next_olist, next_olist + 1
-            lists.append((kind, ident))
+            lists.append((kind, ident, primary))
         elif tok.type in ("bullet_list_close", "ordered_list_close"):
             lists.pop()
         elif tok.type == "tr_open":
             row = []
         elif tok.type == "tr_close" and row is not None:
-            units.append(_Unit(" — ".join(row), section_kind(), olist()))
+            units.append(_Unit(" — ".join(row), *section_olist(section(), olist())))
             row = None
         elif tok.type == "inline":
             prev = tokens[i - 1].type if i else ""
@@ -181,41 +250,126 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
             if row is not None:
                 row.append(text)
             else:
-                units.append(_Unit(text, section_kind(), olist()))
+                units.append(_Unit(text, *section_olist(section(), olist())))
                 if prev == "paragraph_open":
                     last_para = (i + 1, text, tok.content)
         elif tok.type in ("fence", "code_block"):
-            units.append(_Unit(tok.content, section_kind(), olist()))
+            kind, primary = section()
+            led = lead()
+            if led and led[0] != "other":
+                kind, primary = led
+            units.append(_Unit(tok.content, kind, olist(), primary, code=True))
     return units
 
 
-_LABEL = re.compile(r"^\s*([^:：\n]{1,40})[:：]")
+def section_olist(section: tuple[str, bool], olist: int | None) -> tuple[str, int | None, bool]:
+    return section[0], olist, section[1]
 
 
-def _label_kind(text: str, grading: Grading) -> str | None:
-    """A leading "Sources:" / "Evidence:" / "Avoid:" label re-files one paragraph or list item."""
+_LABEL = re.compile(r"^\s*([^:：\n。！？!?，,]{1,40})[:：]")  # a label is one phrase, not a sentence
+
+
+_MAX_ACTION_LABEL = 24  # "Change first", "修法", "Step 1": short; a fix's title before a colon is not a label
+
+
+def _label_kind(text: str, grading: Grading, section: str) -> tuple[str, bool] | None:
+    """A leading label re-files one paragraph or list item: "Sources:" / "Avoid:", or "改法：" (primary).
+
+    A recommend label only promotes prose (an item under "Avoid" that starts "Change X: ..." stays avoided).
+    """
     m = _LABEL.match(text)
-    kind = grading.classify(m.group(1)) if m else "other"
-    return kind if kind in ("avoid", "neutral", "cause") else None
+    if not m:
+        return None
+    kind = grading.classify(m.group(1))
+    if kind in ("avoid", "neutral", "cause"):
+        return kind, False
+    if kind == "recommend" and section in ("recommend", "other") and len(m.group(1).strip(" *_")) <= _MAX_ACTION_LABEL:
+        return kind, bool(grading.is_primary(m.group(1)))
+    return None
+
+
+_MAX_SNIPPET = 20_000
+
+
+def _flattened_yaml(code: str) -> str:
+    """A YAML snippet's nested keys as ``section.key=value`` lines, the Hydra spelling recognisers know.
+
+    ``model:\n  context_parallel_size: 4`` becomes ``model.context_parallel_size=4``; anything that is not
+    a small plain YAML mapping adds nothing.
+    """
+    if len(code) > _MAX_SNIPPET or ":" not in code or "*" in code:
+        return ""
+    try:
+        data = yaml.safe_load(code)
+    except yaml.YAMLError:
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    lines: list[str] = []
+
+    def walk(node: Any, prefix: str, depth: int) -> None:
+        if depth > 8 or len(lines) > 500:
+            return
+        for key, value in node.items():
+            dotted = f"{prefix}{key}"
+            if isinstance(value, dict):
+                walk(value, dotted + ".", depth + 1)
+            elif prefix:
+                shown = json.dumps(value) if isinstance(value, (list, bool)) or value is None else str(value)
+                lines.append(f"{dotted}={shown}")
+
+    walk(data, "", 0)
+    return "\n" + "\n".join(lines) if lines else ""
+
+
+# How strongly a place in the answer says "do this": the first fix is the first one found in the
+# strongest place. A fix named in explanatory prose is the weakest: experts read it as background.
+_STRENGTH = {"primary": 0, "list": 1, "recommend": 2, "code": 3, "other": 4}
 
 
 def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading: Grading) -> Answer:
     """Score-ready view of a free-text answer."""
-    recommended: list[tuple[int, str, int | None, str]] = []  # (order, id, olist, kind)
+    recommended: list[tuple[int, int, str, bool]] = []  # (strength, order, id, in a code block)
     avoided: list[str] = []
+    spans: dict[tuple[str, int], str] = {}
+    places: dict[int, str] = {}
+    avoid_why: dict[str, str] = {}
+    cause_why: dict[str, str] = {}
+    argued_against: set[str] = set()  # named in a clause that argues against it (not merely under "Avoid")
     cause_hits: list[tuple[int, int, str]] = []  # (preference, order, id)
     order = 0
     for unit in _units(markdown, grading):
-        kind = _label_kind(unit.text, grading) or unit.kind
+        if unit.code:
+            unit.text += _flattened_yaml(unit.text)
+        kind, primary = unit.kind, unit.primary
+        relabel = _label_kind(unit.text, grading, unit.kind)
+        if relabel:
+            kind, primary = relabel[0], relabel[1] or (primary and relabel[0] == "recommend")
+        if kind in ("recommend", "other") and grading.is_conditional(unit.text):
+            kind = "conditional"
+        replaced = grading.replaced_spans(unit.text)
         for m in fixes.find(unit.text):
             order += 1
+            spans.setdefault((m.ident, order), _span(unit.text, m.start, m.end))
+            if kind == "conditional":
+                continue  # an option for a situation the user is not in: neither advice for nor against
             against = negated(
-                unit.text, m.start, m.end, grading.negation_before, grading.negation_after, grading.negation_exceptions
-            )
+                unit.text, m.start, m.end, grading.negation_before, grading.negation_after, grading.negation_exceptions,
+                double=grading.negation_double,
+            ) or any(a <= m.start < b for a, b in replaced) or grading.against_later_in_sentence(unit.text, m.end)
+            if not against and kind != "avoid" and grading.kept(unit.text, m.start, m.end):
+                continue  # kept as it is: neither advice for nor against
+            if against:
+                argued_against.add(m.ident)
             if kind == "avoid" or against:
                 avoided.append(m.ident)
+                avoid_why.setdefault(m.ident, f"against ({'avoid section' if kind == 'avoid' else 'clause'}): "
+                                              f"«{spans[(m.ident, order)]}»")
             elif kind in ("recommend", "other"):
-                recommended.append((order, m.ident, unit.olist, kind))
+                place = ("primary" if primary else "list" if unit.olist is not None else
+                         "recommend" if kind == "recommend" else "code" if unit.code else "other")
+                recommended.append((_STRENGTH[place], order, m.ident, unit.code))
+                places[order] = place
         for m in causes.find(unit.text):
             order += 1
             if kind == "avoid" or negated(
@@ -223,26 +377,32 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
             ):
                 continue
             cause_hits.append((0 if kind == "cause" else 1, order, m.ident))
+            cause_why.setdefault(m.ident, f"cause ({kind}): «{_span(unit.text, m.start, m.end)}»")
+    # A fix the answer argues against somewhere ("TP2→4 几乎不省显存", "replace full recompute with ...") is not
+    # one it recommends where it is only restated (a command line repeating the current TP, prose); advice for
+    # it in the answer's recommendation prose still counts (one misread negation must not erase it).
+    recommended = [r for r in recommended if r[2] not in argued_against or r[0] <= _STRENGTH["recommend"] and not r[3]]
+    why = dict(avoid_why)
+    for _, order, ident, _ in sorted(recommended):  # the strongest mention decides, as for the first fix
+        why.setdefault(ident, f"recommended ({places[order]}): «{spans[(ident, order)]}»")
+    for ident, text in cause_why.items():
+        why.setdefault(f"cause:{ident}", text)
     return Answer(
-        recommended=_unique(r[1] for r in recommended),
+        recommended=_unique(r[2] for r in sorted(recommended, key=lambda r: r[1])),
         avoided=_unique(avoided),
         causes=_unique(c[2] for c in sorted(cause_hits)),
-        first_fix=_first_fix(recommended),
+        first_fix=min(recommended)[2] if recommended else None,  # strongest place, then earliest
         text=markdown,
         source="markdown",
+        why=why,
     )
 
 
-def _first_fix(recommended: list[tuple[int, str, int | None, str]]) -> str | None:
-    """First item of the first ordered recommendation list, else first recommendation, else first mention."""
-    in_lists = sorted((r for r in recommended if r[2] is not None), key=lambda r: (r[2], r[0]))
-    if in_lists:
-        return in_lists[0][1]
-    for kind in ("recommend", "other"):
-        for r in recommended:
-            if r[3] == kind:
-                return r[1]
-    return None
+def _span(text: str, start: int, end: int, context: int = 50) -> str:
+    """The mention with some context either side, on one line."""
+    lo, hi = max(0, start - context), min(len(text), end + context)
+    snippet = " ".join(text[lo:hi].split())
+    return ("…" if lo else "") + snippet + ("…" if hi < len(text) else "")
 
 
 def from_json(diagnosis: Mapping[str, Any], markdown: str = "") -> Answer:

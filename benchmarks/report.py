@@ -67,4 +67,5 @@ def _problems(s: dict[str, Any]) -> list[str]:
             out.append(f"{key} missing: {', '.join(recall['missing'])}")
     if s["violations"]:
         out.append(f"recommended although never_recommend: {', '.join(s['violations'])}")
+    out += [f"why {ident}: {text}" for ident, text in (s.get("why") or {}).items()]
     return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,6 +87,14 @@ def validate(data: Any, ids: KnownIds, where: str) -> list[str]:
     return problems
 
 
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+def infer_language(question: str) -> str:
+    """``zh`` when the question has Chinese characters (users mix in English settings), else ``en``."""
+    return "zh" if _CJK.search(question or "") else "en"
+
+
 def load_scenario(path: Path, ids: KnownIds) -> Scenario:
     data = _read_yaml(path)
     problems = validate(data, ids, str(path))
@@ -97,10 +106,10 @@ def load_scenario(path: Path, ids: KnownIds) -> Scenario:
         id=data["id"],
         path=path,
         category=data["category"],
-        language=data["language"],
+        language=data.get("language") or infer_language(data["question"]),
         question=data["question"],
         source=data["source"],
-        ground_truth=data["ground_truth"],
+        ground_truth=data.get("ground_truth") or "",
         inputs=dict(data.get("inputs") or {}),
         expect=dict(data["expect"]),
         url=data.get("url"),

@@ -55,6 +55,7 @@ class ScenarioScore:
     violations: list[str] = field(default_factory=list)
     mentions: Recall | None = None
     error: str | None = None
+    why: dict[str, str] = field(default_factory=dict)  # the text behind the first fix, violations and cause
 
     @property
     def passed(self) -> bool:
@@ -114,6 +115,11 @@ def score(scenario: Scenario, answer: Answer) -> ScenarioScore:
         wanted = expect["avoid_include"]
         result.avoid_include = Recall(wanted, [f for f in wanted if f not in avoided])
     result.violations = [f for f in expect.get("never_recommend", []) if f in recommended]
+    for ident in [answer.first_fix, *result.violations]:
+        if ident and ident in answer.why:
+            result.why[ident] = answer.why[ident]
+    if answer.top_cause and f"cause:{answer.top_cause}" in answer.why:
+        result.why[f"cause:{answer.top_cause}"] = answer.why[f"cause:{answer.top_cause}"]
     if "mentions" in expect:
         text = _norm(answer.text)
         result.mentions = Recall(expect["mentions"], [m for m in expect["mentions"] if _norm(m) not in text])

@@ -467,3 +467,68 @@ def test_our_markdown_answer_reads_like_our_json_answer():
 def test_ids_written_verbatim_are_recognised(scorer):
     answer = scorer.read_markdown("**Most likely cause** (`capacity-activations`)\n\n## Fix\n1. `reduce-micro-batch`\n")
     assert answer.top_cause == "capacity-activations" and answer.first_fix == "reduce-micro-batch"
+
+
+# --------------------------------------------------------------------------- reading an answer's structure
+
+
+@pytest.mark.parametrize("text, first, not_recommended", [
+    # a fix named while explaining the cause does not outrank the labelled recommendation
+    ("PYTORCH_CUDA_ALLOC_CONF has expandable_segments:True, which needs NCCL_GRAPH_REGISTER=0.\n\n"
+     "Fix:\n\n```bash\nexport NCCL_GRAPH_REGISTER=0\n```\n", "nccl-graph-register-off", []),
+    ("原因是配置冲突。\n\n改法：在启动脚本里加一行：\n\n```bash\nexport NCCL_GRAPH_REGISTER=0\n```\n",
+     "nccl-graph-register-off", []),
+    # replace X with Y: X is advice against
+    ("## Fix\nReplace full recompute with selective recompute:\n\n"
+     "```\nmodel.recompute_granularity=selective\n```\n", "selective-recompute", ["full-recompute"]),
+    ("把 full recompute 换成 selective recompute。", "selective-recompute", ["full-recompute"]),
+    # a condition the user does not meet is an option, the plan's next step is a recommendation
+    ("Set expandable segments.\n\nOnly if you move to TP2 + SP, enable sequence_parallel_input_regather.\n",
+     "expandable-segments", ["lora-input-regather"]),
+    # kept as it is: neither for nor against
+    ("selective recompute 已经打开，保持不动即可。先做：export NCCL_GRAPH_REGISTER=0", "nccl-graph-register-off",
+     ["selective-recompute"]),
+    # a YAML snippet's nested keys are read as the Hydra overrides they are
+    ("Do this:\n\n```yaml\nmodel:\n  context_parallel_size: 4\n```\n", "increase-cp", []),
+])
+def test_the_primary_recommendation_is_read_by_structure(text, first, not_recommended):
+    answer = _real_scorer().read_markdown(text)
+    assert answer.first_fix == first, answer
+    assert not set(not_recommended) & set(answer.recommended), answer.recommended
+
+
+def test_a_restated_setting_the_answer_argues_against_is_not_recommended():
+    text = ("别提 TP：TP2→4 几乎不省显存。\n\n改法：把 EP 提到 8：\n\n"
+            "```bash\n--tensor-model-parallel-size 2 --expert-model-parallel-size 8\n```\n")
+    answer = _real_scorer().read_markdown(text)
+    assert answer.first_fix == "increase-ep" and "increase-tp" in answer.avoided
+    assert "increase-tp" not in answer.recommended
+
+
+def test_a_scenario_directory_without_language_or_ground_truth_scores_as_it_is(tmp_path, capsys):
+    """The format outside scenario sets are written in: no `language`, no `ground_truth`."""
+    scen, answers = tmp_path / "scen", tmp_path / "answers"
+    scen.mkdir(), answers.mkdir()
+    docs = {"en-case": "Llama3-70B SFT on 32xH100 OOMs at 58.8 GB with 18 GiB reserved but unallocated",
+            "zh-case": "Llama3-70B 在 32 张 H100 上 OOM，reserved but unallocated 有 18 GiB，怎么办？"}
+    for ident, question in docs.items():
+        (scen / f"{ident}.yaml").write_text(yaml.safe_dump(
+            {"id": ident, "category": "fragmentation", "question": question, "source": "an outside set",
+             "expect": {"first_fix": ["expandable-segments"]}}, allow_unicode=True), encoding="utf-8")
+        (answers / f"{ident}.md").write_text("## Fix\n1. export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n")
+    assert run.main(["--scenarios", str(scen), "--answers", str(answers), "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["first_fix_accuracy"] == 1.0
+    assert {s["id"]: s["language"] for s in out["per_scenario"]} == {"en-case": "en", "zh-case": "zh"}
+
+
+def test_each_verdict_carries_the_text_behind_it():
+    answer = _real_scorer().read_markdown(
+        "Background: expandable_segments is already set.\n\n## Change first\n\n"
+        "```bash\nexport NCCL_GRAPH_REGISTER=0\n```\n\n## Avoid\n- lowering the micro-batch\n")
+    assert answer.first_fix == "nccl-graph-register-off"
+    assert answer.why["nccl-graph-register-off"].startswith("recommended (primary): «export NCCL_GRAPH_REGISTER=0")
+    assert answer.why["reduce-micro-batch"].startswith("against (avoid section)")
+    result = score(scenario({"first_fix": ["nccl-graph-register-off"], "never_recommend": ["reduce-micro-batch"]},
+                            "w"), answer)
+    assert set(result.why) == {"nccl-graph-register-off"} and result.first_fix.ok and not result.violations

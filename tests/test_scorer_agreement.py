@@ -1,8 +1,7 @@
 """The free-text scorer against the labelled answer set (benchmarks/answers, labelled blind to the scorer).
 
-The floors are the agreement measured when the set was written (issue 8: first score, before any
-scorer change); they only ever go up.  The goal stated in issue 8 is 95 % on first-fix verdicts and
-on violations.
+The floors are the agreement last measured; they only ever go up.  The goal stated in issue 8 is
+95 % on first-fix verdicts and on violations.
 """
 
 from __future__ import annotations
@@ -20,7 +19,9 @@ from benchmarks import agreement  # noqa: E402
 from benchmarks.scenario import load_scenarios  # noqa: E402
 from benchmarks.score import Scorer  # noqa: E402
 
-FLOORS = {"first_fix_verdict": 0.7748, "violations": 0.8203, "first_fix_id": 0.6875}
+# First measurement (scorer unchanged): verdict 0.7748, violations 0.8203, id 0.6875.  Raised with each
+# scorer change that the held-out writer (c-*, whose answers were not read while changing it) confirms.
+FLOORS = {"first_fix_verdict": 0.9369, "violations": 0.8984, "first_fix_id": 0.8516}
 
 
 @pytest.fixture(scope="module")
