@@ -81,14 +81,14 @@ def from_diagnose(scenario: Scenario) -> Produced:
     with tempfile.TemporaryDirectory(prefix="memtune-bench-") as tmp:
         rc, out, err = _run_memtune(diagnose_argv(scenario, Path(tmp), "json"))
         if rc not in (0, 1):
-            return Produced(None, f"diagnose --format json exited {rc}: {_last_line(err)}")
+            return Produced(None, f"diagnose --format json exited {rc}: {last_line(err)}")
         try:
             diagnosis = json.loads(out)
         except json.JSONDecodeError as exc:
             return Produced(None, f"diagnose --format json printed invalid JSON ({exc.msg} at line {exc.lineno})")
         md_rc, markdown, md_err = _run_memtune(diagnose_argv(scenario, Path(tmp), "markdown"))
         if md_rc not in (0, 1):
-            return Produced(None, f"diagnose --format markdown exited {md_rc}: {_last_line(md_err)}")
+            return Produced(None, f"diagnose --format markdown exited {md_rc}: {last_line(md_err)}")
     return Produced(Scorer.read_json(diagnosis, markdown), raw={".json": out, ".md": markdown})
 
 
@@ -236,11 +236,11 @@ def from_agent(scenario: Scenario, command: str, scorer: Scorer, timeout: float,
     if error:
         return Produced(None, error)
     if code != 0:
-        return Produced(None, f"agent command exited {code}: {_last_line(stderr)}")
+        return Produced(None, f"agent command exited {code}: {last_line(stderr)}")
     text = stdout.decode("utf-8", "replace")
     return Produced(scorer.read_markdown(text), raw={".md": text})
 
 
-def _last_line(text: str) -> str:
+def last_line(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1][:300] if lines else "(no message)"

@@ -46,6 +46,8 @@ def render(metrics: dict[str, Any], title: str = "OOM benchmark") -> str:
             f"| {name} | {cat['scenarios']} | {_fmt(cat['first_fix_accuracy'])} | {_fmt(cat['cause_accuracy'])} "
             f"| {_fmt(cat['include_recall'])} | {_fmt(cat['avoid_recall'])} | {cat['violations']} |"
         )
+    if metrics.get("judge"):
+        lines += _judge_lines(metrics["judge"])
     misses = [s for s in metrics["per_scenario"] if not s["passed"]]
     if misses:
         lines += ["", "## Scenarios with misses", "", "| Scenario | What was wrong |", "|---|---|"]
@@ -69,3 +71,16 @@ def _problems(s: dict[str, Any]) -> list[str]:
         out.append(f"recommended although never_recommend: {', '.join(s['violations'])}")
     out += [f"why {ident}: {text}" for ident, text in (s.get("why") or {}).items()]
     return out
+
+
+def _judge_lines(part: dict[str, Any]) -> list[str]:
+    lines = ["", f"## Judge beside the rule scorer ({part['judged']} answers judged, {len(part['errors'])} errors)", "",
+             "| Measure | Rule scorer | Judge |", "|---|---|---|"]
+    for key in ("first_fix_accuracy", "cause_accuracy", "violations"):
+        lines.append(f"| {_LABELS[key]} | {_fmt(part['rules'][key])} | {_fmt(part['judge'][key])} |")
+    if part["disagreements"]:
+        lines += ["", "| Scenario | Measure | Rule scorer | Judge |", "|---|---|---|---|"]
+        lines += [f"| {d['scenario']} | {d['measure']} | {_cell(d['rules'])} | {_cell(d['judge'])} |"
+                  for d in part["disagreements"]]
+    lines += [f"- judge error on {sid}: {_cell(err)}" for sid, err in part["errors"].items()]
+    return lines

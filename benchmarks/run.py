@@ -24,9 +24,9 @@ for _path in (ROOT / "scripts", ROOT):
 from memtune.errors import UserError  # noqa: E402
 from memtune.knowledge import KnowledgeError  # noqa: E402
 
-from benchmarks import producers, report  # noqa: E402
+from benchmarks import judge, producers, report  # noqa: E402
 from benchmarks.scenario import Scenario, known_ids, load_scenarios  # noqa: E402
-from benchmarks.score import ScenarioScore, Scorer, failed, metrics, score  # noqa: E402
+from benchmarks.score import ScenarioScore, Scorer, failed, metrics, score, summarize  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,11 +53,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gate-set", metavar="NAME",
                         help="apply --min-first-fix to this scenario set only (e.g. dev); violations gate every set")
     parser.add_argument("--max-violations", type=int, metavar="N", help="fail (exit 1) if violations > N")
+    parser.add_argument("--judge-cmd", metavar="CMD",
+                        help="also have CMD judge each Markdown answer (JSON in, JSON verdict out; see "
+                             "benchmarks/judge.py); its verdicts and the disagreements are reported beside ours")
     return parser
 
 
 def run(args: argparse.Namespace, scenarios: list[Scenario]) -> list[ScenarioScore]:
+    return [rules for rules, _ in run_judged(args, scenarios)]
+
+
+def run_judged(args: argparse.Namespace,
+               scenarios: list[Scenario]) -> list[tuple[ScenarioScore, ScenarioScore | str | None]]:
+    """Each scenario's score, and with --judge-cmd the judge's score of the same answer (or its error)."""
     producers.RANKING = getattr(args, "ranking", None)
+    judge_cmd = getattr(args, "judge_cmd", None)
+    ids = known_ids(args.knowledge) if judge_cmd else None
     scorer = Scorer.from_kb(args.knowledge) if args.answers or args.agent_cmd else None
     if args.answers and not args.answers.is_dir():
         raise UserError(f"{args.answers}: answers directory not found")
@@ -73,8 +84,26 @@ def run(args: argparse.Namespace, scenarios: list[Scenario]) -> list[ScenarioSco
             args.save_answers.mkdir(parents=True, exist_ok=True)
             for suffix, text in produced.raw.items():
                 (args.save_answers / f"{scenario.id}{suffix}").write_text(text, encoding="utf-8")
-        results.append(score(scenario, produced.answer) if produced.answer else failed(scenario, produced.error))
+        rules = score(scenario, produced.answer) if produced.answer else failed(scenario, produced.error)
+        judged: ScenarioScore | str | None = None
+        markdown = produced.raw.get(".md")
+        if judge_cmd and markdown:
+            verdict = judge.judge(scenario, markdown, judge_cmd, ids, args.timeout)
+            judged = judge.score_judged(scenario, verdict) or verdict
+        results.append((rules, judged))
     return results
+
+
+def judge_report(pairs: list[tuple[ScenarioScore, ScenarioScore | str | None]]) -> dict:
+    """The judge's headline numbers beside ours, its errors, and every disagreement."""
+    judged = [(r, j) for r, j in pairs if isinstance(j, ScenarioScore)]
+    return {
+        "judged": len(judged),
+        "errors": {r.id: j for r, j in pairs if isinstance(j, str)},
+        "rules": summarize(r for r, _ in judged),
+        "judge": summarize(j for _, j in judged),
+        "disagreements": [d.__dict__ for r, j in judged for d in judge.disagreements(r, j)],
+    }
 
 
 def gate_failures(result: dict, args: argparse.Namespace) -> list[str]:
@@ -103,7 +132,10 @@ def main(argv: list[str] | None = None) -> int:
             scenarios = [s for s in scenarios if any(text in s.id for text in args.only)]
             if not scenarios:
                 raise UserError(f"--only {' '.join(args.only)}: no scenario id matches")
-        result = metrics(run(args, scenarios))
+        pairs = run_judged(args, scenarios)
+        result = metrics([rules for rules, _ in pairs])
+        if args.judge_cmd:
+            result["judge"] = judge_report(pairs)
     except (UserError, KnowledgeError) as exc:
         print(f"benchmarks/run.py: error: {exc}", file=sys.stderr)
         return 2

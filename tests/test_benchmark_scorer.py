@@ -532,3 +532,28 @@ def test_each_verdict_carries_the_text_behind_it():
     result = score(scenario({"first_fix": ["nccl-graph-register-off"], "never_recommend": ["reduce-micro-batch"]},
                             "w"), answer)
     assert set(result.why) == {"nccl-graph-register-off"} and result.first_fix.ok and not result.violations
+
+
+def test_judge_verdicts_are_reported_beside_ours_with_the_disagreements(tmp_path, capsys):
+    scen, answers = tmp_path / "scen", tmp_path / "answers"
+    scen.mkdir(), answers.mkdir()
+    for ident in ("one", "two"):
+        (scen / f"{ident}.yaml").write_text(yaml.safe_dump(
+            {"id": ident, "category": "fragmentation", "source": "a judge test case",
+             "question": "Llama3-70B OOMs with 18 GiB reserved but unallocated",
+             "expect": {"first_fix": ["expandable-segments"], "never_recommend": ["increase-tp"]}}))
+        (answers / f"{ident}.md").write_text("## Fix\n1. export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n")
+    # the judge reads scenario "two" differently: it says the answer raises TP first
+    judge_code = ("import json; req = json.load(sys.stdin); sid = req['scenario']['id']; "
+                  "assert 'expandable-segments' in req['scenario']['fix_ids'] and req['answer'].startswith('## Fix'); "
+                  "print(json.dumps({'first_fix': 'expandable-segments' if sid == 'one' else 'increase-tp'}))")
+    assert run.main(["--scenarios", str(scen), "--answers", str(answers), "--format", "json",
+                     "--judge-cmd", _agent(judge_code)]) == 0
+    part = json.loads(capsys.readouterr().out)["judge"]
+    assert part["judged"] == 2 and part["errors"] == {}
+    assert part["rules"]["first_fix_accuracy"] == 1.0 and part["judge"]["first_fix_accuracy"] == 0.5
+    found = {(d["scenario"], d["measure"]) for d in part["disagreements"]}
+    assert found == {("two", "first_fix"), ("two", "violations")}
+    nonsense = _agent("print('nonsense')")
+    assert run.main(["--scenarios", str(scen), "--answers", str(answers), "--judge-cmd", nonsense]) == 0
+    assert "judge verdict is not usable" in capsys.readouterr().out
