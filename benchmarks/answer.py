@@ -381,7 +381,8 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
     # A fix the answer argues against somewhere ("TP2→4 几乎不省显存", "replace full recompute with ...") is not
     # one it recommends where it is only restated (a command line repeating the current TP, prose); advice for
     # it in the answer's recommendation prose still counts (one misread negation must not erase it).
-    recommended = [r for r in recommended if r[2] not in argued_against or r[0] <= _STRENGTH["recommend"] and not r[3]]
+    recommended = [r for r in recommended
+                   if r[2] not in argued_against or r[0] <= _STRENGTH["recommend"] and not r[3]]
     why = dict(avoid_why)
     for _, order, ident, _ in sorted(recommended):  # the strongest mention decides, as for the first fix
         why.setdefault(ident, f"recommended ({places[order]}): «{spans[(ident, order)]}»")
