@@ -327,8 +327,57 @@ def _flattened_yaml(code: str) -> str:
 _STRENGTH = {"primary": 0, "list": 1, "recommend": 2, "code": 3, "other": 4}
 
 
-def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading: Grading) -> Answer:
+_OFF = {"false", "none", "null", "0", "off", "no", ""}
+
+
+def _state(value: str) -> bool:
+    value = value.strip().strip("'\"").rstrip(".,;:").lower()  # "NCCL_GRAPH_REGISTER=0." ends a sentence
+    return value not in _OFF and value.replace(" ", "") != "[]"
+
+
+def fix_switches(fixes: list[Mapping[str, Any]]) -> dict[str, dict[str, bool]]:
+    """For each fix, the settings its own apply lines write and whether each turns something on or off.
+
+    ``model.cpu_offloading=true`` -> {"cpu_offloading": True}; ``NCCL_NVLS_ENABLE=0`` -> {"nccl_nvls_enable":
+    False}; a mode (``recompute_method=uniform``) counts as on.  An answer writing the opposite state
+    (``model.cpu_offloading=false``, ``recompute_method=null``) turns the fix off: advice against it.
+    """
+    out: dict[str, dict[str, bool]] = {}
+    for fix in fixes:
+        apply = fix.get("apply") or {}
+        for items in (apply.get("bridge_override") or [], apply.get("env") or []):
+            pairs = []
+            for item in items:
+                key, sep, value = str(item).split("#", 1)[0].strip().lstrip("+").partition("=")
+                if sep and "," not in value and ":" not in value:
+                    pairs.append((key.rsplit(".", 1)[-1].lower(), _state(value)))
+            # the settings in the same state as the fix's defining (first) one; the others are companions it
+            # switches the other way (activation offload sets recompute_granularity=null), not the fix itself
+            for key, state in pairs:
+                if pairs and state == pairs[0][1]:
+                    out.setdefault(fix["id"], {})[key] = state
+    return out
+
+
+# key=value / key: value / --flag value; a bare flag (--use-megatron-fsdp \\) has no value and is left alone.
+_SETTING = re.compile(r"([A-Za-z_][\w.-]*)"
+                      r"(?:\s*[=:]\s*['\"]?(\[[^\]\n]*\]|[\w.-]*)|[ \t]+['\"]?(?!-)(\[[^\]\n]*\]|[\w.]+))")
+
+
+def _turned_off(text: str, start: int, end: int, switches: Mapping[str, bool]) -> bool:
+    """The mention at ``text[start:end]`` writes one of the fix's settings with the opposite on/off state."""
+    for m in _SETTING.finditer(text, max(0, start - 40), min(len(text), end + 40)):
+        key = m.group(1).rsplit(".", 1)[-1].lower().replace("-", "_")
+        value = m.group(2) if m.group(2) is not None else m.group(3)
+        if key in switches and m.start() <= end and m.end() >= start and _state(value) != switches[key]:
+            return True
+    return False
+
+
+def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading: Grading,
+                  switches: Mapping[str, Mapping[str, bool]] | None = None) -> Answer:
     """Score-ready view of a free-text answer."""
+    switches = switches or {}
     recommended: list[tuple[int, int, str, bool]] = []  # (strength, order, id, in a code block)
     avoided: list[str] = []
     spans: dict[tuple[str, int], str] = {}
@@ -356,7 +405,8 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
             against = negated(
                 unit.text, m.start, m.end, grading.negation_before, grading.negation_after, grading.negation_exceptions,
                 double=grading.negation_double,
-            ) or any(a <= m.start < b for a, b in replaced) or grading.against_later_in_sentence(unit.text, m.end)
+            ) or any(a <= m.start < b for a, b in replaced) or grading.against_later_in_sentence(unit.text, m.end) \
+                or (m.ident in switches and _turned_off(unit.text, m.start, m.end, switches[m.ident]))
             if not against and kind != "avoid" and grading.kept(unit.text, m.start, m.end):
                 continue  # kept as it is: neither advice for nor against
             if against:

@@ -22,7 +22,7 @@ from typing import Any
 from memtune.errors import UserError
 from memtune.recognize import Recognizer
 
-from .answer import Answer, Grading, from_json, from_markdown
+from .answer import Answer, Grading, fix_switches, from_json, from_markdown
 from .scenario import Scenario, kb_entries
 
 METRICS = ("first_fix_accuracy", "cause_accuracy", "include_recall", "avoid_recall", "violations", "mentions_recall")
@@ -76,6 +76,7 @@ class Scorer:
     fixes: Recognizer
     causes: Recognizer
     grading: Grading
+    switches: dict[str, dict[str, bool]] = field(default_factory=dict)  # fix -> setting -> on/off it writes
 
     @classmethod
     def from_kb(cls, kb_root: Path | None = None, grading: Grading | None = None) -> Scorer:
@@ -86,10 +87,10 @@ class Scorer:
             raise UserError("knowledge/fixes.yaml: no fix declares `recognize`, free-text answers cannot be scored")
         fallback = Recognizer.from_phrases(grading.cause_phrases, "benchmarks/grading.yaml: causes")
         causes = Recognizer.from_recognize(kb_entries("causes", kb_root), "knowledge/causes.yaml").merged(fallback)
-        return cls(fixes, causes, grading)
+        return cls(fixes, causes, grading, fix_switches(kb_entries("fixes", kb_root)))
 
     def read_markdown(self, text: str) -> Answer:
-        return from_markdown(text, self.fixes, self.causes, self.grading)
+        return from_markdown(text, self.fixes, self.causes, self.grading, self.switches)
 
     @staticmethod
     def read_json(diagnosis: dict[str, Any], markdown: str = "") -> Answer:

@@ -557,3 +557,23 @@ def test_judge_verdicts_are_reported_beside_ours_with_the_disagreements(tmp_path
     nonsense = _agent("print('nonsense')")
     assert run.main(["--scenarios", str(scen), "--answers", str(answers), "--judge-cmd", nonsense]) == 0
     assert "judge verdict is not usable" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("text, against, recommended", [
+    # writing a fix's own setting with the opposite state turns it off: advice against
+    ("改法：\n\n```\nmodel.cpu_offloading=false\nmodel.fine_grained_activation_offloading=true\n```\n",
+     "activation-cpu-offload", "fine-grained-activation-offload"),
+    ("## Fix\n```\nmodel.recompute_granularity=selective\nmodel.recompute_method=null\n```\n",
+     "full-recompute", "selective-recompute"),
+])
+def test_a_setting_written_with_the_opposite_state_argues_against_its_fix(text, against, recommended):
+    answer = _real_scorer().read_markdown(text)
+    assert against in answer.avoided and against not in answer.recommended
+    assert answer.first_fix == recommended
+
+
+def test_switches_come_from_each_fix_s_own_apply_lines():
+    switches = _real_scorer().switches
+    assert switches["activation-cpu-offload"]["cpu_offloading"] is True
+    assert "recompute_granularity" not in switches["activation-cpu-offload"]  # a companion it turns off
+    assert switches["disable-nccl-nvls"]["nccl_nvls_enable"] is False

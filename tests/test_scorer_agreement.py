@@ -21,7 +21,7 @@ from benchmarks.score import Scorer  # noqa: E402
 
 # First measurement (scorer unchanged): verdict 0.7748, violations 0.8203, id 0.6875.  Raised with each
 # scorer change that the held-out writer (c-*, whose answers were not read while changing it) confirms.
-FLOORS = {"first_fix_verdict": 0.9369, "violations": 0.9141, "first_fix_id": 0.8672}
+FLOORS = {"first_fix_verdict": 0.955, "violations": 0.9609, "first_fix_id": 0.8828}
 
 
 @pytest.fixture(scope="module")
