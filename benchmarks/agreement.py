@@ -90,7 +90,7 @@ def load_labelled(directory: Path = DEFAULT_DIR) -> list[Labelled]:
 
 
 def compare(item: Labelled, scenario: Scenario, scorer: Scorer) -> Verdicts:
-    answer = scorer.read_markdown(item.answer)
+    answer = scorer.read_markdown(item.answer, scenario.inputs)
     expect = scenario.expect
     accepted = expect.get("first_fix")
     never = expect.get("never_recommend", [])

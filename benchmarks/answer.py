@@ -361,12 +361,12 @@ def fix_switches(fixes: list[Mapping[str, Any]]) -> dict[str, dict[str, bool]]:
 
 # key=value / key: value / --flag value; a bare flag (--use-megatron-fsdp \\) has no value and is left alone.
 _SETTING = re.compile(r"([A-Za-z_][\w.-]*)"
-                      r"(?:\s*[=:]\s*['\"]?(\[[^\]\n]*\]|[\w.-]*)|[ \t]+['\"]?(?!-)(\[[^\]\n]*\]|[\w.]+))")
+                      r"(?:[ \t]*[=:][ \t]*['\"]?(\[[^\]\n]*\]|[\w.-]*)|[ \t]+['\"]?(?!-)(\[[^\]\n]*\]|[\w.]+))")
 
 
 def _turned_off(text: str, start: int, end: int, switches: Mapping[str, bool]) -> bool:
     """The mention at ``text[start:end]`` writes one of the fix's settings with the opposite on/off state."""
-    for m in _SETTING.finditer(text, max(0, start - 40), min(len(text), end + 40)):
+    for m in _SETTING.finditer(text, max(0, start - 2), min(len(text), end + 40)):  # the key starts the mention
         key = m.group(1).rsplit(".", 1)[-1].lower().replace("-", "_")
         value = m.group(2) if m.group(2) is not None else m.group(3)
         if key in switches and m.start() <= end and m.end() >= start and _state(value) != switches[key]:
@@ -374,10 +374,64 @@ def _turned_off(text: str, start: int, end: int, switches: Mapping[str, bool]) -
     return False
 
 
+def current_settings(inputs: Mapping[str, Any]) -> dict[str, str]:
+    """The run's settings as the scenario states them (config sections, overrides, env): key -> value.
+
+    Keys are the last dotted part, lower-case; values normalised as _norm_value does.
+    """
+    out: dict[str, str] = {}
+
+    def walk(node: Any) -> None:
+        for key, value in node.items():
+            if isinstance(value, Mapping):
+                walk(value)
+            elif not isinstance(value, list):
+                out[str(key).lower()] = _norm_value(str(value))
+
+    if isinstance(inputs.get("config"), Mapping):
+        walk(inputs["config"])
+    for item in inputs.get("overrides") or []:
+        key, sep, value = str(item).lstrip("+").partition("=")
+        if sep:
+            out[key.rsplit(".", 1)[-1].lower()] = _norm_value(value)
+    if isinstance(inputs.get("env"), Mapping):
+        out.update({str(k).lower(): _norm_value(str(v)) for k, v in inputs["env"].items()})
+    return out
+
+
+def _norm_value(value: str) -> str:
+    text = value.strip().strip("'\"").rstrip(".,;:").lower()
+    if text in ("true", "yes", "on"):
+        return "true"
+    return "false" if text in _OFF else text
+
+
+def _restated(text: str, start: int, end: int, current: Mapping[str, str]) -> bool:
+    """The mention writes a setting with the value the run already has ("--use-distributed-optimizer" when
+    it is on, "tensor_model_parallel_size: 2" at TP 2): the layout restated, not a change."""
+    for m in _SETTING.finditer(text, max(0, start - 2), min(len(text), end + 40)):
+        key = m.group(1).lstrip("-").rsplit(".", 1)[-1].lower().replace("-", "_")
+        if m.start() > end or m.end() < start or key not in current:
+            continue
+        value = m.group(2) if m.group(2) is not None else m.group(3)
+        if _norm_value(value) == current[key]:
+            return True
+    for m in _BARE_FLAG.finditer(text, max(0, start - 2), min(len(text), end + 2)):
+        key = m.group(1).replace("-", "_").lower()
+        if current.get(key) == "true" or current.get(key.removeprefix("use_")) == "true":
+            return True
+    return False
+
+
+_BARE_FLAG = re.compile(r"--([a-z][a-z0-9-]*)(?=\s*(?:\\|$|\s--))", re.M)
+
+
 def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading: Grading,
-                  switches: Mapping[str, Mapping[str, bool]] | None = None) -> Answer:
-    """Score-ready view of a free-text answer."""
+                  switches: Mapping[str, Mapping[str, bool]] | None = None,
+                  current: Mapping[str, str] | None = None) -> Answer:
+    """Score-ready view of a free-text answer; ``current``: the run's stated settings (current_settings)."""
     switches = switches or {}
+    current = current or {}
     recommended: list[tuple[int, int, str, bool]] = []  # (strength, order, id, in a code block)
     avoided: list[str] = []
     spans: dict[tuple[str, int], str] = {}
@@ -397,6 +451,9 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
         if kind in ("recommend", "other") and grading.is_conditional(unit.text):
             kind = "conditional"
         replaced = grading.replaced_spans(unit.text)
+        # a setting written out is an instruction in a command block or a recommendation; in prose
+        # ("with use_distributed_optimizer: false, each GPU holds ...") it describes the run as it is
+        instructs = unit.code or kind == "recommend" or primary
         for m in fixes.find(unit.text):
             order += 1
             spans.setdefault((m.ident, order), _span(unit.text, m.start, m.end))
@@ -406,9 +463,11 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
                 unit.text, m.start, m.end, grading.negation_before, grading.negation_after, grading.negation_exceptions,
                 double=grading.negation_double,
             ) or any(a <= m.start < b for a, b in replaced) or grading.against_later_in_sentence(unit.text, m.end) \
-                or (m.ident in switches and _turned_off(unit.text, m.start, m.end, switches[m.ident]))
+                or (instructs and m.ident in switches and _turned_off(unit.text, m.start, m.end, switches[m.ident]))
             if not against and kind != "avoid" and grading.kept(unit.text, m.start, m.end):
                 continue  # kept as it is: neither advice for nor against
+            if not against and unit.code and current and _restated(unit.text, m.start, m.end, current):
+                continue  # a command line repeating the run's own setting
             if against:
                 argued_against.add(m.ident)
             if kind == "avoid" or against:

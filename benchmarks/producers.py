@@ -97,7 +97,7 @@ def from_directory(scenario: Scenario, directory: Path, scorer: Scorer) -> Produ
     md, js = directory / f"{scenario.id}.md", directory / f"{scenario.id}.json"
     if md.is_file():
         text = md.read_text(encoding="utf-8")
-        return Produced(scorer.read_markdown(text), raw={".md": text})
+        return Produced(scorer.read_markdown(text, scenario.inputs), raw={".md": text})
     if js.is_file():
         text = js.read_text(encoding="utf-8")
         try:
@@ -238,7 +238,7 @@ def from_agent(scenario: Scenario, command: str, scorer: Scorer, timeout: float,
     if code != 0:
         return Produced(None, f"agent command exited {code}: {last_line(stderr)}")
     text = stdout.decode("utf-8", "replace")
-    return Produced(scorer.read_markdown(text), raw={".md": text})
+    return Produced(scorer.read_markdown(text, scenario.inputs), raw={".md": text})
 
 
 def last_line(text: str) -> str:

@@ -14,7 +14,7 @@ scores both:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from typing import Any
 from memtune.errors import UserError
 from memtune.recognize import Recognizer
 
-from .answer import Answer, Grading, fix_switches, from_json, from_markdown
+from .answer import Answer, Grading, current_settings, fix_switches, from_json, from_markdown
 from .scenario import Scenario, kb_entries
 
 METRICS = ("first_fix_accuracy", "cause_accuracy", "include_recall", "avoid_recall", "violations", "mentions_recall")
@@ -89,8 +89,10 @@ class Scorer:
         causes = Recognizer.from_recognize(kb_entries("causes", kb_root), "knowledge/causes.yaml").merged(fallback)
         return cls(fixes, causes, grading, fix_switches(kb_entries("fixes", kb_root)))
 
-    def read_markdown(self, text: str) -> Answer:
-        return from_markdown(text, self.fixes, self.causes, self.grading, self.switches)
+    def read_markdown(self, text: str, inputs: Mapping[str, Any] | None = None) -> Answer:
+        """``inputs``: the scenario's inputs, so a command line that repeats the run's settings is read as such."""
+        return from_markdown(text, self.fixes, self.causes, self.grading, self.switches,
+                             current_settings(inputs) if inputs else None)
 
     @staticmethod
     def read_json(diagnosis: dict[str, Any], markdown: str = "") -> Answer:

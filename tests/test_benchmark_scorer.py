@@ -577,3 +577,16 @@ def test_switches_come_from_each_fix_s_own_apply_lines():
     assert switches["activation-cpu-offload"]["cpu_offloading"] is True
     assert "recompute_granularity" not in switches["activation-cpu-offload"]  # a companion it turns off
     assert switches["disable-nccl-nvls"]["nccl_nvls_enable"] is False
+
+
+def test_a_command_line_repeating_the_run_s_own_settings_is_not_a_recommendation():
+    text = ("## Fix\n\n```yaml\noptimizer:\n  use_distributed_optimizer: true\n"
+            "  use_precision_aware_optimizer: true\n```\n")
+    inputs = {"config": {"optimizer": {"use_distributed_optimizer": True}}}
+    scorer = _real_scorer()
+    assert scorer.read_markdown(text).first_fix == "distributed-optimizer"  # without the run, both read as advice
+    answer = scorer.read_markdown(text, inputs)
+    assert answer.first_fix == "precision-aware-optimizer" and "distributed-optimizer" not in answer.recommended
+    flags = "Fix:\n\n```bash\n--use-distributed-optimizer \\\n--tensor-model-parallel-size 2\n```\n"
+    assert scorer.read_markdown(flags, {"config": {"model": {"tensor_model_parallel_size": 2}}}).first_fix == \
+        "distributed-optimizer"

@@ -73,3 +73,15 @@ def test_malformed_yaml_names_file_and_line(kb_copy):
     (kb_copy / "ui.yaml").write_text("ui: [unclosed\n", encoding="utf-8")
     with pytest.raises(knowledge.KnowledgeError, match=r"ui.yaml: line \d+"):
         knowledge.load(str(kb_copy))
+
+
+def test_a_key_given_twice_in_one_mapping_is_a_problem():
+    """YAML keeps the last of two equal keys: a second `patterns:` once erased a recogniser (issue 8)."""
+    import yaml
+    from memtune.knowledge import _duplicate_keys
+
+    text = "fixes:\n  - id: a\n    recognize:\n      patterns: ['x']\n      literals: [y]\n      patterns: ['z']\n"
+    problems = _duplicate_keys(yaml.compose(text), "fixes.yaml")
+    assert problems == ["fixes.yaml:6: key 'patterns' given twice in one mapping (first at line 4); "
+                        "YAML keeps only the last"]
+    assert _duplicate_keys(yaml.compose("a: {b: 1}\nc: {b: 2}\n"), "x.yaml") == []

@@ -252,7 +252,28 @@ def _truncation_problems(kb: Knowledge) -> list[str]:
                 if rest[:1].isspace() and comment.startswith("#") and looks_cut:
                     problems.append(f"{path.name}:{tok.end_mark.line + 1}: text after ' #' is a YAML comment and is "
                                     f"dropped from {tok.value[:40]!r}...; quote the value")
+        problems += _duplicate_keys(yaml.compose(text), path.name)
     return problems
+
+
+def _duplicate_keys(node: Any, name: str) -> list[str]:
+    """Keys given twice in one mapping: YAML keeps the last silently, so the first one's entries vanish."""
+    import yaml
+
+    problems, stack = [], [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, yaml.MappingNode):
+            seen: dict[str, int] = {}
+            for key, value in current.value:
+                if key.value in seen:
+                    problems.append(f"{name}:{key.start_mark.line + 1}: key {key.value!r} given twice in one "
+                                    f"mapping (first at line {seen[key.value]}); YAML keeps only the last")
+                seen.setdefault(key.value, key.start_mark.line + 1)
+                stack.append(value)
+        elif isinstance(current, yaml.SequenceNode):
+            stack.extend(current.value)
+    return sorted(problems)
 
 
 def _ids(kb: Knowledge, table: str) -> set[str]:
