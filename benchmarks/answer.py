@@ -208,7 +208,9 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
         """The kind a paragraph ending in ':' just before this block gives it ("Fix:", "改法：", "Avoid:")."""
         if last_para and last_para[0] == i - 1 and _is_lead(last_para[1], last_para[2]):
             label = _LABEL.match(last_para[1])
-            text = label.group(1) if label else last_para[1]
+            # no label: the opening clause speaks for the block ("打开融合的 CE，避免多份拷贝：" is advice for it;
+            # "避免" there is a purpose clause)
+            text = label.group(1) if label else re.split(r"[,，;；。]", last_para[1], maxsplit=1)[0]
             kind = grading.classify(text)
             short = len(text.strip(" *_")) <= _MAX_ACTION_LABEL or not label
             return kind, kind == "recommend" and short and bool(grading.is_primary(text))

@@ -22,7 +22,7 @@ from benchmarks.score import Scorer  # noqa: E402
 # Over all 168 answers, writer d (40 answers, written after the scorer changes and never read while making
 # them) included.  First measurement, old scorer, on the 128 of writers a-c: verdict 0.7748, violations
 # 0.8203, id 0.6875.
-FLOORS = {"first_fix_verdict": 0.9583, "violations": 0.9405, "first_fix_id": 0.875}
+FLOORS = {"first_fix_verdict": 0.9583, "violations": 0.9405, "first_fix_id": 0.881}
 
 
 @pytest.fixture(scope="module")
