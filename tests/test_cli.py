@@ -158,3 +158,39 @@ def test_json_answer_follows_its_published_schema(args):
 
     schema = json.loads((ROOT / "knowledge" / "schema" / "diagnosis.schema.json").read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator(schema).validate(diagnose_json(*args))
+
+
+@pytest.mark.parametrize("exc, code, words", [
+    (RecursionError("maximum recursion depth exceeded"), 2, "nested too deeply"),
+    (MemoryError(), 2, "too large to hold in memory"),
+    (PermissionError(13, "Permission denied", "/x/run.yaml"), 2, "/x/run.yaml: Permission denied"),
+    (OSError(28, "No space left on device"), 2, "No space left on device"),
+    (ValueError("bad\nvalue"), 3, "internal error: ValueError: bad value - this is a bug"),
+    (KeyboardInterrupt(), 130, "interrupted"),
+])
+def test_every_escaping_exception_becomes_one_line(exc, code, words):
+    from memtune.cli import error_line
+
+    got_code, message = error_line(exc)
+    assert got_code == code and words in message and "\n" not in message
+
+
+def test_a_bug_in_a_command_exits_3_with_one_line(monkeypatch, capsys):
+    from memtune.commands import explain
+
+    def boom(args):
+        raise TypeError("unexpected None")
+
+    monkeypatch.setattr(explain, "run", boom, raising=False)
+    real_register = explain.register
+
+    def register(sub):
+        real_register(sub)
+        sub.choices["explain"].set_defaults(func=boom)
+
+    monkeypatch.setattr(explain, "register", register)
+    from memtune import cli
+
+    assert cli.main(["explain", "expandable-segments"]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "internal error: TypeError: unexpected None" in err

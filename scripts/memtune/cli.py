@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except BaseException as exc:  # noqa: BLE001 - the one error path: a line on stderr, never a traceback
         code, message = error_line(exc)
-        print(message, file=sys.stderr)
+        if message:
+            print(message, file=sys.stderr)
         return code
 
 
