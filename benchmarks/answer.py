@@ -32,6 +32,7 @@ KINDS = ("avoid", "neutral", "recommend", "cause")  # heading classification ord
 # A colon ends a clause only for causes: "Avoid: X" negates X, but "not fragmentation: the logits" does not
 # negate the logits.
 _CLAUSE_END = re.compile(r"[;!?。；！？，\n]|[.,](?=\s|$)")
+_KEPT_AFTER = 24  # characters after a mention in which "already on" / "保持不动" still speaks of it
 _SENTENCE_END = re.compile(r"[!?。！？\n]|[.;；](?=\s|$)")
 _CAUSE_CLAUSE_END = re.compile(r"[;!?。；！？，：\n]|[.,:](?=\s|$)")
 
@@ -114,8 +115,13 @@ class Grading:
         return bool(self.conditional.spans(head[:12])) and not self.sequenced.search(opening)
 
     def kept(self, text: str, start: int, end: int) -> bool:
-        """The clause around ``text[start:end]`` keeps the setting as it is."""
-        return bool(negated(text, start, end, self.kept_before, self.kept_after))
+        """The clause around ``text[start:end]`` keeps the setting as it is.
+
+        An `after` cue counts only right after the mention ("selective 已经打开"): further on in the clause it
+        is about something else ("halve the MBS so the global batch stays the same").
+        """
+        lo = max((m.end() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
+        return bool(self.kept_before.search(text[lo:start]) or self.kept_after.search(text[end:end + _KEPT_AFTER]))
 
     def against_later_in_sentence(self, text: str, end: int) -> bool:
         nxt = _SENTENCE_END.search(text, end)

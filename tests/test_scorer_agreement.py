@@ -21,7 +21,7 @@ from benchmarks.score import Scorer  # noqa: E402
 
 # Over all 208 answers; writer e (40, written after the last scorer change and never read while making
 # it) included.  Old scorer on the same 208: verdict 0.7735, violations 0.7885, id 0.6731.
-FLOORS = {"first_fix_verdict": 0.9503, "violations": 0.9231, "first_fix_id": 0.8702}
+FLOORS = {"first_fix_verdict": 0.9558, "violations": 0.9663, "first_fix_id": 0.8798}
 
 
 @pytest.fixture(scope="module")
