@@ -71,6 +71,7 @@ class Grading:
     conditional: CueSet = field(default_factory=lambda: CueSet([]))
     sequenced: CueSet = field(default_factory=lambda: CueSet([]))
     replacement: tuple[re.Pattern[str], ...] = ()
+    flag_aliases: dict[str, str] = field(default_factory=dict)
     negation_double: CueSet = field(default_factory=lambda: CueSet([]))
     kept_before: CueSet = field(default_factory=lambda: CueSet([]))
     kept_after: CueSet = field(default_factory=lambda: CueSet([]))
@@ -96,6 +97,7 @@ class Grading:
                 conditional=CueSet.from_langs(data.get("conditional")),
                 sequenced=CueSet.from_langs(data.get("sequenced")),
                 replacement=tuple(_replacement_regex(r["head"], r["sep"]) for r in data.get("replacement") or []),
+                flag_aliases=dict(data.get("flag_aliases") or {}),
                 negation_double=CueSet.from_langs(neg.get("double")),
                 kept_before=CueSet.from_langs((data.get("kept") or {}).get("before")),
                 kept_after=CueSet.from_langs((data.get("kept") or {}).get("after")),
@@ -414,11 +416,13 @@ def _norm_value(value: str) -> str:
     return "false" if text in _OFF else text
 
 
-def _restated(text: str, start: int, end: int, current: Mapping[str, str]) -> bool:
+def _restated(text: str, start: int, end: int, current: Mapping[str, str],
+              aliases: Mapping[str, str] | None = None) -> bool:
     """The mention writes a setting with the value the run already has ("--use-distributed-optimizer" when
     it is on, "tensor_model_parallel_size: 2" at TP 2): the layout restated, not a change."""
     for m in _SETTING.finditer(text, max(0, start - 2), min(len(text), end + 40)):
         key = m.group(1).lstrip("-").rsplit(".", 1)[-1].lower().replace("-", "_")
+        key = (aliases or {}).get(key, key)
         if m.start() > end or m.end() < start or key not in current:
             continue
         value = m.group(2) if m.group(2) is not None else m.group(3)
@@ -474,7 +478,8 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
                 or (instructs and m.ident in switches and _turned_off(unit.text, m.start, m.end, switches[m.ident]))
             if not against and kind != "avoid" and grading.kept(unit.text, m.start, m.end):
                 continue  # kept as it is: neither advice for nor against
-            if not against and unit.code and current and _restated(unit.text, m.start, m.end, current):
+            if not against and unit.code and current and _restated(unit.text, m.start, m.end, current,
+                                                                   grading.flag_aliases):
                 continue  # a command line repeating the run's own setting
             if against:
                 argued_against.add(m.ident)

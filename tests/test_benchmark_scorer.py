@@ -590,3 +590,12 @@ def test_a_command_line_repeating_the_run_s_own_settings_is_not_a_recommendation
     flags = "Fix:\n\n```bash\n--use-distributed-optimizer \\\n--tensor-model-parallel-size 2\n```\n"
     assert scorer.read_markdown(flags, {"config": {"model": {"tensor_model_parallel_size": 2}}}).first_fix == \
         "distributed-optimizer"
+
+
+def test_perf_script_short_flags_are_read_against_the_run_s_layout():
+    text = ("Fix:\n\n```bash\npython scripts/performance/setup_experiment.py -tp 1 -ep 8 -mb 1 \\\n"
+            "  --cuda_graph_impl transformer_engine --cuda_graph_scope attn,moe_router\n```\n")
+    inputs = {"config": {"model": {"tensor_model_parallel_size": 1}, "train": {"micro_batch_size": 1}}}
+    answer = _real_scorer().read_markdown(text, inputs)
+    assert "reduce-micro-batch" not in answer.recommended  # -mb 1 at MBS 1 repeats the layout
+    assert answer.first_fix == "narrow-cuda-graph-scope"

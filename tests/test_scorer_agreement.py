@@ -19,9 +19,10 @@ from benchmarks import agreement  # noqa: E402
 from benchmarks.scenario import load_scenarios  # noqa: E402
 from benchmarks.score import Scorer  # noqa: E402
 
-# Over all 208 answers; writer e (40, written after the last scorer change and never read while making
-# it) included.  Old scorer on the same 208: verdict 0.7735, violations 0.7885, id 0.6731.
-FLOORS = {"first_fix_verdict": 0.9558, "violations": 0.9663, "first_fix_id": 0.8798}
+# Over all 248 answers.  Old scorer on the same 248: verdict 0.7788, violations 0.7863, id 0.6815.
+# Issue 8's target, held as its own test below.
+TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
+FLOORS = {"first_fix_verdict": 0.9539, "violations": 0.9677, "first_fix_id": 0.8911}
 
 
 @pytest.fixture(scope="module")
@@ -62,3 +63,8 @@ def test_the_set_is_large_bilingual_and_has_every_fix_as_a_first_fix(labelled):
 @pytest.mark.parametrize("measure", sorted(FLOORS))
 def test_agreement_does_not_fall_below_its_floor(result, measure):
     assert result[measure] >= FLOORS[measure], f"{measure}: {result[measure]} < {FLOORS[measure]}"
+
+
+@pytest.mark.parametrize("measure", sorted(TARGET))
+def test_agreement_meets_the_target(result, measure):
+    assert result[measure] >= TARGET[measure], f"{measure}: {result[measure]} < {TARGET[measure]}"
