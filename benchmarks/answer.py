@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -341,8 +341,8 @@ _OFF = {"false", "none", "null", "0", "off", "no", ""}
 
 
 def _state(value: str) -> bool:
-    value = value.strip().strip("'\"").rstrip(".,;:").lower()  # "NCCL_GRAPH_REGISTER=0." ends a sentence
-    return value not in _OFF and value.replace(" ", "") != "[]"
+    """On or off: false / none / null / 0 / off / an empty list are off, any other value (a mode) is on."""
+    return _norm_value(value).replace(" ", "") not in ("false", "[]")
 
 
 def fix_switches(fixes: list[Mapping[str, Any]]) -> dict[str, dict[str, bool]]:
@@ -364,7 +364,7 @@ def fix_switches(fixes: list[Mapping[str, Any]]) -> dict[str, dict[str, bool]]:
             # the settings in the same state as the fix's defining (first) one; the others are companions it
             # switches the other way (activation offload sets recompute_granularity=null), not the fix itself
             for key, state in pairs:
-                if pairs and state == pairs[0][1]:
+                if state == pairs[0][1]:
                     out.setdefault(fix["id"], {})[key] = state
     return out
 
@@ -374,14 +374,20 @@ _SETTING = re.compile(r"([A-Za-z_][\w.-]*)"
                       r"(?:[ \t]*[=:][ \t]*['\"]?(\[[^\]\n]*\]|[\w.-]*)|[ \t]+['\"]?(?!-)(\[[^\]\n]*\]|[\w.]+))")
 
 
+def _settings_at(text: str, start: int, end: int) -> Iterator[tuple[str, str]]:
+    """``(key, value)`` of each setting the mention at ``text[start:end]`` writes (the key starts the mention).
+
+    Keys are the last dotted part, lower-case, with '-' as '_' (``--recompute-method`` -> recompute_method).
+    """
+    for m in _SETTING.finditer(text, max(0, start - 2), min(len(text), end + 40)):
+        if m.start() <= end and m.end() >= start:
+            key = m.group(1).lstrip("-").rsplit(".", 1)[-1].lower().replace("-", "_")
+            yield key, m.group(2) if m.group(2) is not None else m.group(3)
+
+
 def _turned_off(text: str, start: int, end: int, switches: Mapping[str, bool]) -> bool:
     """The mention at ``text[start:end]`` writes one of the fix's settings with the opposite on/off state."""
-    for m in _SETTING.finditer(text, max(0, start - 2), min(len(text), end + 40)):  # the key starts the mention
-        key = m.group(1).rsplit(".", 1)[-1].lower().replace("-", "_")
-        value = m.group(2) if m.group(2) is not None else m.group(3)
-        if key in switches and m.start() <= end and m.end() >= start and _state(value) != switches[key]:
-            return True
-    return False
+    return any(key in switches and _state(value) != switches[key] for key, value in _settings_at(text, start, end))
 
 
 def current_settings(inputs: Mapping[str, Any]) -> dict[str, str]:
@@ -420,13 +426,9 @@ def _restated(text: str, start: int, end: int, current: Mapping[str, str],
               aliases: Mapping[str, str] | None = None) -> bool:
     """The mention writes a setting with the value the run already has ("--use-distributed-optimizer" when
     it is on, "tensor_model_parallel_size: 2" at TP 2): the layout restated, not a change."""
-    for m in _SETTING.finditer(text, max(0, start - 2), min(len(text), end + 40)):
-        key = m.group(1).lstrip("-").rsplit(".", 1)[-1].lower().replace("-", "_")
+    for key, value in _settings_at(text, start, end):
         key = (aliases or {}).get(key, key)
-        if m.start() > end or m.end() < start or key not in current:
-            continue
-        value = m.group(2) if m.group(2) is not None else m.group(3)
-        if _norm_value(value) == current[key]:
+        if key in current and _norm_value(value) == current[key]:
             return True
     for m in _BARE_FLAG.finditer(text, max(0, start - 2), min(len(text), end + 2)):
         key = m.group(1).replace("-", "_").lower()

@@ -45,3 +45,13 @@ def fill(template: str, facts: Mapping[str, Any]) -> str:
         return human(value, m.group(2))
 
     return _PLACEHOLDER.sub(one, template)
+
+
+def brief(value: Any) -> str:
+    """A value for a one-line error: short, and never a recursive repr of a crafted 10^5-deep value."""
+    if isinstance(value, (Mapping, list, tuple, set)):
+        return f"a {type(value).__name__}"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of {len(str(value)) if value.bit_length() < 14000 else 'thousands of'} digits"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

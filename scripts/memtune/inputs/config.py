@@ -22,6 +22,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..facts import TrainingConfig
+from ..textfmt import brief as _brief
 from . import limits
 
 # --- the TrainingConfig fields and the kind of value each holds ---------------------------------
@@ -210,16 +211,6 @@ def _object_value(value: Any) -> Any:
         tail = value.rsplit(".", 1)[-1]
         return _TORCH_DTYPES.get(tail, tail)
     return value
-
-
-def _brief(value: Any) -> str:
-    """repr for a message: one line, short, and no recursion into a crafted 10^5-deep value."""
-    if isinstance(value, (Mapping, list, tuple)):
-        return f"a {type(value).__name__}"
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
-        return f"an integer of {len(str(value)) if value.bit_length() < 14000 else 'thousands of'} digits"
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _as_int(value: Any, where: str) -> int:

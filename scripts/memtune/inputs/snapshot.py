@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..textfmt import brief as _brief
 from . import limits
 
 ALLOCATED = "active_allocated"
@@ -103,14 +104,6 @@ def analyze_snapshot(path: str | Path, top: int = 10) -> dict[str, Any]:
     except (OverflowError, ValueError) as exc:  # an int far past 64 bits: a damaged file, not what PyTorch writes
         reason = str(exc).split(";")[0]
         raise UserError(f"{path}: not a readable snapshot (a number is out of range: {reason})") from None
-
-
-def _brief(value: Any) -> str:
-    """A short repr that cannot recurse: scalars as themselves, containers by type (a value may nest 10^5 deep)."""
-    if isinstance(value, (str, bytes, int, float, bool)) or value is None:
-        text = repr(value) if not isinstance(value, int) or value.bit_length() < 128 else "a huge integer"
-        return text if len(text) <= 80 else text[:77] + "..."
-    return f"a {type(value).__name__}"
 
 
 def _text(value: Any, default: str = "") -> str:
