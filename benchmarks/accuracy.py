@@ -31,10 +31,11 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
 DATA_DIR = ROOT / "benchmarks" / "measured"
 SCHEMA_PATH = DATA_DIR / "schema.json"
-if str(ROOT / "scripts") not in sys.path:
-    sys.path.insert(0, str(ROOT / "scripts"))
+if str(SKILL / "scripts") not in sys.path:
+    sys.path.insert(0, str(SKILL / "scripts"))
 
 from memtune.errors import UserError  # noqa: E402
 from memtune.facts import TrainingConfig  # noqa: E402

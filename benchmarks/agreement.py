@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-for _path in (ROOT / "scripts", ROOT):
+SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
+for _path in (SKILL / "scripts", ROOT):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 

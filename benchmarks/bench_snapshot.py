@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
+sys.path.insert(0, str(SKILL / "scripts"))
 
 from memtune.inputs.snapshot import analyze_snapshot  # noqa: E402
 

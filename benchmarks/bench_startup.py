@@ -44,9 +44,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-LAUNCHER = ROOT / "scripts" / "memtune.py"
-DEFAULT_CONFIG = ROOT / "examples" / "llama3-70b-sft-config.yaml"  # over capacity: every fix is simulated
-DEFAULT_LOG = ROOT / "examples" / "llama3-70b-fragmentation.log"
+SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
+LAUNCHER = SKILL / "scripts" / "memtune.py"
+DEFAULT_CONFIG = SKILL / "examples" / "llama3-70b-sft-config.yaml"  # over capacity: every fix is simulated
+DEFAULT_LOG = SKILL / "examples" / "llama3-70b-fragmentation.log"
 
 
 def commands(python: str, config: Path, log: Path) -> dict[str, list[str]]:
@@ -79,7 +80,7 @@ def _is_script(path: str) -> bool:
 
 
 def compiled_state() -> str:
-    sys.path.insert(0, str(ROOT / "scripts"))
+    sys.path.insert(0, str(SKILL / "scripts"))
     from memtune import knowledge
 
     status = getattr(knowledge, "compiled_status", None)  # absent before the compiled KB existed

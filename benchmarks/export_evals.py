@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-for _path in (ROOT / "scripts", ROOT):
+SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
+for _path in (SKILL / "scripts", ROOT):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
@@ -36,7 +37,7 @@ NEGATIVES = Path(__file__).resolve().parent / "activation_negatives.yaml"
 OUTPUT = ROOT / "evals" / "evals.json"
 
 
-def skill_name(root: Path = ROOT) -> str:
+def skill_name(root: Path = SKILL) -> str:
     """The ``name`` in SKILL.md's front matter: the id agents activate the skill by."""
     path = root / "SKILL.md"
     try:

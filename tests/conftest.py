@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
 SHARED = ROOT.parent / "shared"
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(SKILL / "scripts"))
 
 
 @pytest.fixture(scope="session")

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import SKILL
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from memtune import cli, knowledge
 from memtune.actions import apply as actions
 from memtune.errors import UserError
 
-PATTERNS = yaml.safe_load((Path(__file__).parents[1] / "knowledge" / "validations.yaml").read_text())[
+PATTERNS = yaml.safe_load((SKILL / "knowledge" / "validations.yaml").read_text())[
     "launch_script"]["command_patterns"]
 ENV_FIX = {"id": "t-env", "apply": {"env": ["PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"]}}
 OVERRIDE_FIX = {"id": "t-yaml", "apply": {"bridge_override": ["model.recompute_granularity=selective",

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import export_evals  # noqa: E402
@@ -69,7 +70,7 @@ def test_id_enum_comes_from_the_knowledge_base(tmp_path, ids):
 
 
 def test_every_cause_id_is_the_expected_cause_somewhere(scenarios):
-    required = yaml.safe_load((ROOT / "knowledge" / "index.yaml").read_text())["required_ids"]["causes"]
+    required = yaml.safe_load((SKILL / "knowledge" / "index.yaml").read_text())["required_ids"]["causes"]
     covered = {c for s in scenarios for c in s.expect.get("cause", [])}
     assert set(required) <= covered, sorted(set(required) - covered)
 

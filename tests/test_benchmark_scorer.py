@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
 sys.path.insert(0, str(ROOT))
 
 from memtune.recognize import Recognizer, phrase_regex  # noqa: E402
@@ -418,7 +419,7 @@ def test_labelled_lines_are_refiled(scorer):
 
 
 def test_grading_cause_phrases_cover_exactly_the_kb_causes():
-    required = yaml.safe_load((ROOT / "knowledge" / "index.yaml").read_text())["required_ids"]["causes"]
+    required = yaml.safe_load((SKILL / "knowledge" / "index.yaml").read_text())["required_ids"]["causes"]
     phrases = Grading.load().cause_phrases
     assert set(phrases) == set(required)
     assert all(p.get("en") and p.get("zh") for p in phrases.values())

@@ -6,10 +6,10 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, SKILL
 
-LAUNCHER = [sys.executable, str(ROOT / "scripts" / "memtune.py")]
-EXAMPLES = ROOT / "examples"
+LAUNCHER = [sys.executable, str(SKILL / "scripts" / "memtune.py")]
+EXAMPLES = SKILL / "examples"
 
 
 def memtune(*args, stdin=None):
@@ -156,7 +156,7 @@ def test_json_answer_follows_its_published_schema(args):
     """knowledge/schema/diagnosis.schema.json is the contract agents and the benchmark rely on."""
     import jsonschema
 
-    schema = json.loads((ROOT / "knowledge" / "schema" / "diagnosis.schema.json").read_text(encoding="utf-8"))
+    schema = json.loads((SKILL / "knowledge" / "schema" / "diagnosis.schema.json").read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator(schema).validate(diagnose_json(*args))
 
 

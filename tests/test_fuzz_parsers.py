@@ -45,8 +45,9 @@ from memtune.inputs.snapshot import analyze_snapshot
 from memtune.inputs.stats import read_memory_stats
 
 ROOT = Path(__file__).resolve().parents[1]
+SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
 FIX = ROOT / "tests" / "fixtures"
-LOGS = sorted([*(FIX / "logs").glob("*.log"), *(ROOT / "examples").glob("*.log")])
+LOGS = sorted([*(FIX / "logs").glob("*.log"), *(SKILL / "examples").glob("*.log")])
 CONFIGS = sorted((FIX / "configs").iterdir())
 YAMLS = [p for p in CONFIGS if p.suffix == ".yaml" and "bad" not in p.name]
 JSONS = [p for p in CONFIGS if p.suffix == ".json"]
@@ -542,7 +543,7 @@ def _cli_cases(tmp: Path) -> list[list[str]]:
 def test_cli_turns_damaged_inputs_into_exit_2_without_traceback(tmp_path):
     env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
     cases = _cli_cases(tmp_path)
-    procs = [subprocess.Popen([sys.executable, str(ROOT / "scripts" / "memtune.py"), "diagnose", *case],
+    procs = [subprocess.Popen([sys.executable, str(SKILL / "scripts" / "memtune.py"), "diagnose", *case],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
              for case in cases]
     for case, proc in zip(cases, procs, strict=True):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import SKILL
 from memtune.errors import UserError
 from memtune.inputs import config as cfgmod
 from memtune.inputs.config import apply_overrides, read_bridge_config, read_config
@@ -14,7 +15,7 @@ from memtune.inputs.megatron_args import args_from_mapping, layout_stages, read_
 from memtune.knowledge import Knowledge
 
 FIX = Path(__file__).parent / "fixtures" / "configs"
-KB_DIR = Path(__file__).resolve().parents[1] / "knowledge"
+KB_DIR = SKILL / "knowledge"
 
 
 @pytest.fixture(scope="module")

@@ -2,10 +2,10 @@
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 import yaml
+from conftest import SKILL
 from memtune.errors import UserError
 from memtune.facts import TrainingConfig
 from memtune.inputs.env import env_from_config, parse_alloc_conf, read_env
@@ -13,7 +13,7 @@ from memtune.inputs.gpu import find_gpus, gpu_from_capacity, lookup_gpu
 from memtune.inputs.question import parse_question
 from memtune.knowledge import Knowledge
 
-KB_DIR = Path(__file__).resolve().parents[1] / "knowledge"
+KB_DIR = SKILL / "knowledge"
 GIB = 2**30
 
 

@@ -8,16 +8,16 @@ other KB tables are still being written.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from conftest import SKILL
 from memtune.conditions import evaluate, referenced_facts
 from memtune.derive import derive
 from memtune.facts import EnvFacts, Facts, TrainingConfig
 
-KNOWLEDGE = Path(__file__).resolve().parents[1] / "knowledge"
+KNOWLEDGE = SKILL / "knowledge"
 
 # Ids other KB tables and helpers refer to; they must stay.
 _INDEX = yaml.safe_load((KNOWLEDGE / "index.yaml").read_text(encoding="utf-8"))

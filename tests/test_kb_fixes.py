@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import re
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from conftest import SKILL
 
-KB = Path(__file__).resolve().parents[1] / "knowledge"
+KB = SKILL / "knowledge"
 
 # The constraint ids fixes may name in requires/conflicts (contract with constraints.yaml).
 CONSTRAINT_IDS = set(yaml.safe_load((KB / "index.yaml").read_text(encoding="utf-8"))["required_ids"]["constraints"])

@@ -4,7 +4,7 @@ import shutil
 
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import SKILL
 from memtune import knowledge
 
 
@@ -29,7 +29,7 @@ def test_every_cause_and_fix_is_reachable_from_a_rule(kb):
 @pytest.fixture
 def kb_copy(tmp_path):
     dst = tmp_path / "knowledge"
-    shutil.copytree(ROOT / "knowledge", dst)
+    shutil.copytree(SKILL / "knowledge", dst)
     knowledge.load.cache_clear()
     yield dst
     knowledge.load.cache_clear()

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
+sys.path.insert(0, str(SKILL / "scripts"))
 
 from memtune import knowledge, pipeline, report  # noqa: E402
 from memtune.ledger import share  # noqa: E402
@@ -21,7 +22,7 @@ from memtune.render.render import render_markdown  # noqa: E402
 
 KB = knowledge.load()
 GIB = 2**30
-EXAMPLES = ROOT / "examples"
+EXAMPLES = SKILL / "examples"
 LLAMA70B = ["model.num_layers=80", "model.hidden_size=8192", "model.num_attention_heads=64",
             "model.num_query_groups=8", "model.ffn_hidden_size=28672", "model.vocab_size=128256",
             "model.seq_length=8192", "model.tensor_model_parallel_size=4", "model.pipeline_model_parallel_size=4",

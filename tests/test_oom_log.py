@@ -25,9 +25,10 @@ from memtune.inputs.units import parse_size
 from memtune.knowledge import KnowledgeError
 
 ROOT = Path(__file__).resolve().parents[1]
+SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
-EXAMPLES = ROOT / "examples"
-TABLE = yaml.safe_load((ROOT / "knowledge" / "signatures.yaml").read_text(encoding="utf-8"))
+EXAMPLES = SKILL / "examples"
+TABLE = yaml.safe_load((SKILL / "knowledge" / "signatures.yaml").read_text(encoding="utf-8"))
 GIB = 2**30
 MIB = 2**20
 
@@ -95,7 +96,7 @@ def test_signatures_table_matches_its_schema(kb):
     import jsonschema
     from referencing import Registry, Resource
 
-    schema_dir = ROOT / "knowledge" / "schema"
+    schema_dir = SKILL / "knowledge" / "schema"
     schemas = [json.loads((schema_dir / f"{n}.schema.json").read_text()) for n in ("common", "signatures")]
     registry = Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in schemas)
     validator = jsonschema.Draft202012Validator(schemas[1], registry=registry)
@@ -441,7 +442,7 @@ def test_constraint_error_pattern_names_the_constraint(kb):
 
 def _constraint_examples() -> list:
     """error_examples of every constraint that has an error_pattern (none until constraints.yaml has some)."""
-    path = ROOT / "knowledge" / "constraints.yaml"
+    path = SKILL / "knowledge" / "constraints.yaml"
     table = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
     return [
         pytest.param(c["id"], text, id=f"{c['id']}-{i}")

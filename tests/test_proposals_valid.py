@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
+sys.path.insert(0, str(SKILL / "scripts"))
 
 from memtune import knowledge, pipeline, report  # noqa: E402
 from memtune.derive import derive  # noqa: E402

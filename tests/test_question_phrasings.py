@@ -17,7 +17,8 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
+sys.path.insert(0, str(SKILL / "scripts"))
 
 from memtune import knowledge  # noqa: E402
 from memtune.inputs.question import parse_question  # noqa: E402

@@ -2,11 +2,11 @@
 
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import SKILL
 from memtune.conditions import evaluate
 from memtune.textfmt import fill
 
-RULES = yaml.safe_load((ROOT / "knowledge" / "rules.yaml").read_text(encoding="utf-8"))["rules"]
+RULES = yaml.safe_load((SKILL / "knowledge" / "rules.yaml").read_text(encoding="utf-8"))["rules"]
 CASES = [(r["id"], kind, i, facts) for r in RULES for kind in ("fires", "silent")
          for i, facts in enumerate(r["tests"][kind])]
 

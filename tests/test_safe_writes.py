@@ -23,7 +23,8 @@ from memtune.actions import safewrite
 from memtune.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
-PATTERNS = yaml.safe_load((ROOT / "knowledge" / "validations.yaml").read_text())["launch_script"]["command_patterns"]
+SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
+PATTERNS = yaml.safe_load((SKILL / "knowledge" / "validations.yaml").read_text())["launch_script"]["command_patterns"]
 FIX_A = {"id": "t-a", "apply": {"env": ["PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"]}}
 FIX_B = {"id": "t-b", "apply": {"env": ["NCCL_GRAPH_REGISTER=0"]}}
 LAUNCH = "#!/bin/bash\nexport CUDA_DEVICE_MAX_CONNECTIONS=1\n" + "# padding line\n" * 200 + "torchrun pretrain_gpt.py\n"
@@ -41,7 +42,7 @@ def _apply(path: Path, fix: dict = FIX_A, **kw) -> tuple[Path, list[str]]:
 
 
 def _cli(*args: str, preexec=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "memtune.py"), *args], capture_output=True,
+    return subprocess.run([sys.executable, str(SKILL / "scripts" / "memtune.py"), *args], capture_output=True,
                           text=True, preexec_fn=preexec, timeout=60)
 
 
@@ -118,7 +119,7 @@ def test_concurrent_cli_applies_lose_no_reported_fix(tmp_path):
         directory = tmp_path / str(round_)
         directory.mkdir()
         path = _launch(directory)
-        procs = {fix: subprocess.Popen([sys.executable, str(ROOT / "scripts" / "memtune.py"), "apply", fix, "--to",
+        procs = {fix: subprocess.Popen([sys.executable, str(SKILL / "scripts" / "memtune.py"), "apply", fix, "--to",
                                         str(path), "--yes"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                        text=True) for fix in lines}
         text_after = {fix: p.communicate(timeout=60) + (p.returncode,) for fix, p in procs.items()}

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import agreement  # noqa: E402
@@ -41,8 +42,8 @@ def result(labelled, scenarios):
 
 
 def test_labels_use_known_ids_and_violations_follow_from_them(labelled, scenarios):
-    fixes = {f["id"] for f in yaml.safe_load((ROOT / "knowledge" / "fixes.yaml").read_text())["fixes"]}
-    causes = {c["id"] for c in yaml.safe_load((ROOT / "knowledge" / "causes.yaml").read_text())["causes"]}
+    fixes = {f["id"] for f in yaml.safe_load((SKILL / "knowledge" / "fixes.yaml").read_text())["fixes"]}
+    causes = {c["id"] for c in yaml.safe_load((SKILL / "knowledge" / "causes.yaml").read_text())["causes"]}
     for item in labelled:
         labels = item.labels
         ids = [labels["first_fix"], *labels["recommended"], *labels["conditional"], *labels["avoided"]]
@@ -54,7 +55,7 @@ def test_labels_use_known_ids_and_violations_follow_from_them(labelled, scenario
 
 
 def test_the_set_is_large_bilingual_and_has_every_fix_as_a_first_fix(labelled):
-    fixes = {f["id"] for f in yaml.safe_load((ROOT / "knowledge" / "fixes.yaml").read_text())["fixes"]}
+    fixes = {f["id"] for f in yaml.safe_load((SKILL / "knowledge" / "fixes.yaml").read_text())["fixes"]}
     assert len(labelled) >= 90
     assert {i.language for i in labelled} == {"en", "zh"}
     assert fixes <= {i.labels["first_fix"] for i in labelled}

@@ -12,10 +12,10 @@ import sys
 
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import ROOT, SKILL
 from memtune import cli, knowledge
 
-KB_DIR = ROOT / "knowledge"
+KB_DIR = SKILL / "knowledge"
 
 
 def _same(a, b, where="") -> None:
@@ -132,7 +132,7 @@ def test_compiled_load_imports_neither_yaml_nor_jsonschema(compiled_copy):
     code = ("import sys; sys.path.insert(0, sys.argv[1]); from memtune import knowledge; "
             "kb = knowledge.load(sys.argv[2]); assert kb.entries('fixes'); "
             "print(sorted(m for m in ('yaml', 'jsonschema') if m in sys.modules))")
-    proc = subprocess.run([sys.executable, "-c", code, str(ROOT / "scripts"), str(compiled_copy)],
+    proc = subprocess.run([sys.executable, "-c", code, str(SKILL / "scripts"), str(compiled_copy)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
@@ -140,8 +140,8 @@ def test_compiled_load_imports_neither_yaml_nor_jsonschema(compiled_copy):
 
 def test_diagnose_json_imports_only_what_it_uses():
     """No schema validation, templating or Markdown code, and no other command's module, on the JSON path."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", str(ROOT / "scripts" / "memtune.py"), "diagnose",
-                           "--log", str(ROOT / "examples" / "llama3-70b-fragmentation.log"), "--gpu", "H100-80GB",
+    proc = subprocess.run([sys.executable, "-X", "importtime", str(SKILL / "scripts" / "memtune.py"), "diagnose",
+                           "--log", str(SKILL / "examples" / "llama3-70b-fragmentation.log"), "--gpu", "H100-80GB",
                            "--format", "json"], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}

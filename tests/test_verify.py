@@ -17,7 +17,8 @@ from memtune.errors import UserError
 from memtune.facts import Facts
 
 ROOT = Path(__file__).resolve().parents[1]
-TABLE = yaml.safe_load((ROOT / "knowledge" / "validations.yaml").read_text(encoding="utf-8"))
+SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
+TABLE = yaml.safe_load((SKILL / "knowledge" / "validations.yaml").read_text(encoding="utf-8"))
 STEPS = {s["id"]: s for s in TABLE["validations"]}
 PATTERNS = launch.compile_patterns(TABLE["launch_script"]["command_patterns"])
 
@@ -29,7 +30,7 @@ def test_table_matches_its_schema():
     import jsonschema
     from referencing import Registry, Resource
 
-    schemas = [json.loads(p.read_text()) for p in (ROOT / "knowledge" / "schema").glob("*.schema.json")]
+    schemas = [json.loads(p.read_text()) for p in (SKILL / "knowledge" / "schema").glob("*.schema.json")]
     registry = Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in schemas)
     schema = next(s for s in schemas if s["$id"].endswith("/validations.schema.json"))
     errors = list(jsonschema.Draft202012Validator(schema, registry=registry).iter_errors(TABLE))

@@ -26,6 +26,7 @@ from memtune.inputs.config import read_config
 from memtune.inputs.megatron_args import layout_stages
 
 ROOT = Path(__file__).resolve().parents[1]
+SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
 MB = 1 << 20
 KB = knowledge.load()
 PUMPS = ["a", "1", " ", "a.", "1.", "a ", "a: ", "aB", "a-", "(a", "=1", "|a"]
@@ -98,7 +99,7 @@ def _examples() -> list[str]:
             for item in obj:
                 walk(item)
 
-    walk(yaml.safe_load((ROOT / "knowledge" / "signatures.yaml").read_text(encoding="utf-8")))
+    walk(yaml.safe_load((SKILL / "knowledge" / "signatures.yaml").read_text(encoding="utf-8")))
     return texts
 
 
@@ -195,7 +196,7 @@ def test_bombs_end_in_two_seconds_and_200_mb_with_one_line(tmp_path):
     peak_file = tmp_path / "peak-kib"
     for what, argv in _bombs(tmp_path).items():
         started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-c", _MEASURED, str(peak_file), str(ROOT / "scripts" / "memtune.py"),
+        done = subprocess.run([sys.executable, "-c", _MEASURED, str(peak_file), str(SKILL / "scripts" / "memtune.py"),
                                *argv], capture_output=True, text=True, timeout=60)
         spent = time.perf_counter() - started
         assert done.returncode == 2, (what, done.stderr[-300:])
