@@ -322,7 +322,7 @@ def _estimate_kwargs(case: Case, estimate: Estimator) -> dict[str, Any]:
     """gpu and micro-batches always; the run's environment (allocator settings) when the estimator takes it."""
     kwargs: dict[str, Any] = {"gpu": _gpu_arg(case), "num_microbatches": case.num_microbatches}
     if case.env and "env" in inspect.signature(estimate).parameters:
-        from memtune.inputs.env import env_from_config
+        from memtune.inputs.launch_env import env_from_config
 
         kwargs["env"] = env_from_config({k: str(v) for k, v in case.env.items()})
     return kwargs

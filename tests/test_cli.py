@@ -112,7 +112,22 @@ def test_missing_dependency_is_one_clear_line(tmp_path):
     env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
     proc = subprocess.run([*LAUNCHER, "kb", "validate"], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 2
-    assert "jinja2" in proc.stderr and "requirements.txt" in proc.stderr
+    assert "jinja2" in proc.stderr and "python3 -m pip install 'jinja2>=3.1.6,<4'" in proc.stderr
+
+
+def test_runtime_requirements_are_named_alike_everywhere():
+    """The launcher (the only list an installed skill has), requirements.txt and pyproject.toml agree."""
+    import ast
+
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+
+    tree = ast.parse((SKILL / "scripts" / "memtune.py").read_text(encoding="utf-8"))
+    launcher = next(ast.literal_eval(n.value) for n in tree.body
+                    if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "REQUIRED")
+    lines = [ln.strip() for ln in (ROOT / "requirements.txt").read_text().splitlines()
+             if ln.strip() and not ln.startswith("#")]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert sorted(launcher.values()) == sorted(lines) == sorted(project)
 
 
 def test_snapshot_evidence_is_cited_with_its_numbers(snapshot_files):

@@ -36,8 +36,8 @@ from memtune.inputs.config import (
     read_bridge_config,
     read_config,
 )
-from memtune.inputs.env import read_env
 from memtune.inputs.hf_config import read_hf_config
+from memtune.inputs.launch_env import read_env
 from memtune.inputs.megatron_args import read_megatron_args
 from memtune.inputs.oom_log import parse_log
 from memtune.inputs.question import parse_question

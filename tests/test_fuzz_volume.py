@@ -22,8 +22,8 @@ from memtune import knowledge
 from memtune.errors import UserError
 from memtune.facts import EnvFacts, LogFacts, QuestionFacts, TrainingConfig
 from memtune.inputs.config import apply_overrides, read_config
-from memtune.inputs.env import read_env
 from memtune.inputs.hf_config import read_hf_config
+from memtune.inputs.launch_env import read_env
 from memtune.inputs.megatron_args import read_megatron_args
 from memtune.inputs.oom_log import parse_log
 from memtune.inputs.question import parse_question

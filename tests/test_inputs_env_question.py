@@ -8,8 +8,8 @@ import yaml
 from conftest import SKILL
 from memtune.errors import UserError
 from memtune.facts import TrainingConfig
-from memtune.inputs.env import env_from_config, parse_alloc_conf, read_env
 from memtune.inputs.gpu import find_gpus, gpu_from_capacity, lookup_gpu
+from memtune.inputs.launch_env import env_from_config, parse_alloc_conf, read_env
 from memtune.inputs.question import parse_question
 from memtune.knowledge import Knowledge
 
@@ -117,39 +117,20 @@ def test_env_nothing_given_is_unknown(vkb):
     assert not env.provided and env.expandable_segments is None
 
 
-def test_env_process_only_when_asked_and_never_secrets(monkeypatch, vkb):
+def test_env_never_reads_the_process_environment(monkeypatch, vkb):
+    """The helper runs beside the agent, not in the job: its own environment says nothing about the run."""
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
-    monkeypatch.setenv("NCCL_API_KEY", "do-not-read")
-    monkeypatch.setenv("HOME_SOMETHING", "irrelevant")
-    monkeypatch.setenv("TORCH_UNLISTED_SETTING", "1")  # a memory-ish prefix is not enough: only listed names
-    assert read_env(["NCCL_DEBUG=INFO"], kb=vkb).expandable_segments is False
-    env = read_env([], from_process=True, kb=vkb)
-    assert env.expandable_segments is True
-    assert "PYTORCH_CUDA_ALLOC_CONF" in env.variables and set(env.variables) <= _listed(vkb)
-    assert not {"NCCL_API_KEY", "HOME_SOMETHING", "TORCH_UNLISTED_SETTING"} & set(env.variables)
+    monkeypatch.setenv("NCCL_GRAPH_REGISTER", "0")
+    assert not read_env([], kb=vkb).provided
+    env = read_env(["NCCL_DEBUG=INFO"], kb=vkb)
+    assert env.expandable_segments is False and "PYTORCH_CUDA_ALLOC_CONF" not in env.variables
 
 
-def _listed(vkb) -> set[str]:
-    return set(vkb.tables["vocabulary"]["env"]["process_names"])
-
-
-def test_env_process_names_cover_the_allocator_and_every_variable_a_fix_sets(vkb):
-    """--env-from-process must see every variable the diagnosis reasons about, or it would call a set one unset."""
-    fixes = yaml.safe_load((KB_DIR / "fixes.yaml").read_text(encoding="utf-8"))["fixes"]
-    set_by_fixes = {line.split("=", 1)[0] for fix in fixes for line in (fix.get("apply") or {}).get("env") or ()}
-    assert set_by_fixes >= {"PYTORCH_CUDA_ALLOC_CONF", "NCCL_GRAPH_REGISTER"}  # the lookup above found them
-    wanted = set_by_fixes | set(vkb.tables["vocabulary"]["env"]["alloc_conf_vars"])
-    assert wanted - _listed(vkb) == set()
-
-
-def test_env_source_precedence(monkeypatch, vkb):
-    monkeypatch.setenv("NCCL_GRAPH_REGISTER", "1")
+def test_env_source_precedence(vkb):
     config = {"NCCL_GRAPH_REGISTER": 0, "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
-    # Bridge env_vars are defaults: the launching shell's value wins over them
-    assert read_env([], from_process=True, config_env=config, kb=vkb).nccl_graph_register == "1"
-    # what the log shows beats the shell; --env beats everything
-    env = read_env(["NCCL_GRAPH_REGISTER=3"], from_process=True, log_text_env={"NCCL_GRAPH_REGISTER": "2"},
-                   config_env=config, kb=vkb)
+    # Bridge env_vars are defaults: what the log shows the run saw wins over them; --env beats everything
+    assert read_env([], log_text_env={"NCCL_GRAPH_REGISTER": "2"}, config_env=config, kb=vkb).nccl_graph_register == "2"
+    env = read_env(["NCCL_GRAPH_REGISTER=3"], log_text_env={"NCCL_GRAPH_REGISTER": "2"}, config_env=config, kb=vkb)
     assert env.nccl_graph_register == "3" and env.expandable_segments is True
 
 

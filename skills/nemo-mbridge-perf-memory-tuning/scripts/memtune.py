@@ -9,7 +9,10 @@ import importlib.util
 import sys
 from pathlib import Path
 
-REQUIRED = {"yaml": "pyyaml", "jsonschema": "jsonschema", "jinja2": "jinja2", "markdown_it": "markdown-it-py"}
+# Import name -> pip requirement.  The skill folder ships no requirements file: these four are the whole list
+# (the repository's requirements.txt and pyproject.toml say the same, tests/test_cli.py checks it).
+REQUIRED = {"yaml": "pyyaml>=6.0,<7", "jsonschema": "jsonschema>=4.18,<5", "jinja2": "jinja2>=3.1.6,<4",
+            "markdown_it": "markdown-it-py>=3.0,<5"}
 
 
 def main() -> int:
@@ -18,9 +21,9 @@ def main() -> int:
         return 2
     missing = [pkg for mod, pkg in REQUIRED.items() if importlib.util.find_spec(mod) is None]
     if missing:
-        req = Path(__file__).resolve().parent.parent / "requirements.txt"
-        print(f"memtune: error: missing Python packages: {' '.join(missing)} "
-              f"(run: python3 -m pip install -r {req})", file=sys.stderr)
+        names = " ".join(spec.split(">")[0].split("=")[0] for spec in missing)
+        print(f"memtune: error: missing Python packages: {names} "
+              f"(run: python3 -m pip install {' '.join(repr(spec) for spec in missing)})", file=sys.stderr)
         return 2
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from memtune.cli import main as cli_main

@@ -318,7 +318,7 @@ class Facts:
         """Dotted-name view for rule conditions; lists of dataclasses are left out."""
         flat: dict[str, Any] = {}
         for f in fields(self):
-            _flatten_into(flat, f.name, getattr(self, f.name))
+            _flatten_into(flat, f.name, vars(self)[f.name])
         return flat
 
     def to_dict(self) -> dict[str, Any]:
@@ -328,7 +328,7 @@ class Facts:
 def _flatten_into(flat: dict[str, Any], prefix: str, value: Any) -> None:
     if is_dataclass(value):
         for f in fields(value):
-            _flatten_into(flat, f"{prefix}.{f.name}", getattr(value, f.name))
+            _flatten_into(flat, f"{prefix}.{f.name}", vars(value)[f.name])
     elif isinstance(value, dict) and prefix.count(".") == 0:
         for key, sub in value.items():
             _flatten_into(flat, f"{prefix}.{key}", sub)

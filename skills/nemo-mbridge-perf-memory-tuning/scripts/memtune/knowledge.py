@@ -5,8 +5,8 @@
 (``*.yaml`` and ``schema/*.json``) still matches the hashes recorded in it, and otherwise parses
 the YAML sources, so an edited table takes effect at once.  Either way the Knowledge is the same.
 ``validate()`` adds the JSON-Schema checks and the cross-reference checks that ``memtune kb
-validate`` and CI run.  The KB directory is found next to this package in a skill folder, or via
-``MEMTUNE_KNOWLEDGE`` / the installed data path after ``pip install``.
+validate`` and CI run.  The KB directory is found next to this package in a skill folder, or in
+the installed data path after ``pip install``; no environment variable moves it.
 
 PyYAML and jsonschema are imported only on the paths that need them (a stale or missing compiled
 file, validation, compiling): a command whose compiled KB is current never loads either.
@@ -15,7 +15,6 @@ file, validation, compiling): a command whose compiled KB is current never loads
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -36,14 +35,14 @@ class KnowledgeError(Exception):
 
 def knowledge_dir() -> Path:
     candidates = [
-        os.environ.get("MEMTUNE_KNOWLEDGE"),
-        Path(__file__).resolve().parents[2] / "knowledge",
-        Path(sys.prefix) / "share" / "memtune" / "knowledge",
+        Path(__file__).resolve().parents[2] / "knowledge",  # the skill folder: scripts/memtune/ -> knowledge/
+        Path(sys.prefix) / "share" / "memtune" / "knowledge",  # pip install .
     ]
     for cand in candidates:
-        if cand and (Path(cand) / "index.yaml").is_file():
-            return Path(cand)
-    raise KnowledgeError("knowledge/index.yaml not found (set MEMTUNE_KNOWLEDGE to the skill's knowledge/ folder)")
+        if (cand / "index.yaml").is_file():
+            return cand
+    raise KnowledgeError(f"knowledge/index.yaml not found in {' or '.join(map(str, candidates))} "
+                         "(run scripts/memtune.py from the skill folder, or pip install the project)")
 
 
 @dataclass

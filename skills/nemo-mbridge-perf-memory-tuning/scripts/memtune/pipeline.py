@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .engine import Diagnosis, diagnose
-from .facts import EnvFacts, Facts, TrainingConfig
+from .facts import EnvFacts, Facts, GpuFacts, LogFacts, QuestionFacts, TrainingConfig
 from .knowledge import Knowledge
 
 
@@ -26,7 +26,6 @@ class Inputs:
     config: Path | None = None
     overrides: list[str] = field(default_factory=list)
     env: list[str] = field(default_factory=list)
-    env_from_process: bool = False
     gpu: str | None = None
     question: str | None = None
     snapshot: Path | None = None
@@ -41,43 +40,44 @@ ARCHITECTURE_FIELDS = ("num_layers", "hidden_size", "num_attention_heads")
 def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
     from .derive import derive
     from .inputs.config import apply_overrides, read_config
-    from .inputs.env import env_from_config, read_env
     from .inputs.gpu import lookup_gpu
+    from .inputs.launch_env import env_from_config, read_env
 
-    facts = Facts()
+    question = QuestionFacts()
     if inputs.question:
         from .inputs.question import parse_question
 
-        facts.question = parse_question(inputs.question, kb)
-        facts.question.mentioned_fixes = _mentioned_fixes(inputs.question, kb)
+        question = parse_question(inputs.question, kb)
+        question.mentioned_fixes = _mentioned_fixes(inputs.question, kb)
+    log = LogFacts()
     if inputs.log:
         from .inputs.oom_log import parse_log
 
-        facts.log = parse_log(inputs.log, kb)
+        log = parse_log(inputs.log, kb)
 
     config = read_config(inputs.config, inputs.overrides, kb=kb) if inputs.config else TrainingConfig()
     if not inputs.config and inputs.overrides:
         config = apply_overrides(config, inputs.overrides, kb=kb)
-    config = _fill_from_question(config, facts.question)
-    config = _recipe_defaults(_fill_architecture(_approximate_shape(config, facts.question, kb), kb), kb)
-    facts.config = config
+    config = _fill_from_question(config, question)
+    config = _recipe_defaults(_fill_architecture(_approximate_shape(config, question, kb), kb), kb)
 
     # Bridge applies cfg.env_vars with setdefault, so --env (the shell) outranks them; the log's exports
     # rank between the shell and --env (vocabulary.yaml env.source_precedence).
-    facts.env = read_env(inputs.env, from_process=inputs.env_from_process,
-                         log_text_env=facts.log.env or None, config_env=env_from_config(config), kb=kb)
-    facts.env = _fill_env_from_question(facts.env, facts.question.env)
+    environment = read_env(inputs.env, log_text_env=log.env, config_env=env_from_config(config), kb=kb)
 
     # What the user names explicitly, then what the OOM message measured, then what the question says.
+    gpu = GpuFacts()
     if inputs.gpu:
-        facts.gpu = lookup_gpu(inputs.gpu, kb)
-    elif facts.log.capacity_bytes:
-        facts.gpu = lookup_gpu(facts.log.capacity_bytes, kb)
-    elif facts.question.gpu_name:
-        facts.gpu = lookup_gpu(facts.question.gpu_name, kb)
-    elif facts.question.gpu_nominal_gb:
-        facts.gpu = _gpu_by_size(facts.question.gpu_nominal_gb, kb)
+        gpu = lookup_gpu(inputs.gpu, kb)
+    elif log.capacity_bytes:
+        gpu = lookup_gpu(log.capacity_bytes, kb)
+    elif question.gpu_name:
+        gpu = lookup_gpu(question.gpu_name, kb)
+    elif question.gpu_nominal_gb:
+        gpu = _gpu_by_size(question.gpu_nominal_gb, kb)
 
+    facts = Facts(log=log, env=_fill_env_from_question(environment, question.env), config=config, gpu=gpu,
+                  question=question)
     if inputs.snapshot:
         from .inputs.snapshot import analyze_snapshot
 
@@ -150,7 +150,7 @@ def _memory_stats(inputs: Inputs, facts: Facts) -> dict[str, Any]:
 def _fill_from_question(config: TrainingConfig, question: Any) -> TrainingConfig:
     """Numbers from the question fill only what the config did not say."""
     names = {f.name for f in fields(TrainingConfig)}
-    gaps = {k: v for k, v in question.layout.items() if k in names and getattr(config, k) is None}
+    gaps = {k: v for k, v in question.layout.items() if k in names and vars(config)[k] is None}
     if question.model_name and not config.model_name:
         gaps["model_name"] = question.model_name
     if question.num_gpus and config.world_size is None:
@@ -190,7 +190,7 @@ def _fill_env_from_question(env: EnvFacts, claims: dict[str, Any]) -> EnvFacts:
     """
     names = {f.name for f in fields(EnvFacts)}
     inferred = {"expandable_segments"} if env.alloc_conf is None else set()
-    gaps = {k: v for k, v in claims.items() if k in names and (getattr(env, k) is None or k in inferred)}
+    gaps = {k: v for k, v in claims.items() if k in names and (vars(env)[k] is None or k in inferred)}
     return replace(env, provided=True, **gaps) if gaps else env
 
 
@@ -199,7 +199,7 @@ def _approximate_shape(config: TrainingConfig, question: Any, kb: Knowledge) -> 
 
     The fields it fills are in ``from_preset``; with ``approximate_shape`` set they count as assumed evidence.
     """
-    if config.model_name or all(getattr(config, f) for f in ARCHITECTURE_FIELDS) or not question.model_size_b:
+    if config.model_name or all(vars(config)[f] for f in ARCHITECTURE_FIELDS) or not question.model_size_b:
         return config
     from .estimator.models import nearest_preset
 
@@ -213,7 +213,7 @@ def _approximate_shape(config: TrainingConfig, question: Any, kb: Knowledge) -> 
 
 def _fill_architecture(config: TrainingConfig, kb: Knowledge) -> TrainingConfig:
     """A model name with no architecture numbers takes them from knowledge/models.yaml."""
-    if not config.model_name or all(getattr(config, f) for f in ARCHITECTURE_FIELDS):
+    if not config.model_name or all(vars(config)[f] for f in ARCHITECTURE_FIELDS):
         return config
     from .estimator.models import preset
 
@@ -221,15 +221,15 @@ def _fill_architecture(config: TrainingConfig, kb: Knowledge) -> TrainingConfig:
         arch = preset(config.model_name, kb)
     except LookupError:
         return config
-    gaps = {f.name: getattr(arch, f.name) for f in fields(TrainingConfig)
-            if getattr(config, f.name) is None and getattr(arch, f.name) is not None}
+    gaps = {f.name: vars(arch)[f.name] for f in fields(TrainingConfig)
+            if vars(config)[f.name] is None and vars(arch)[f.name] is not None}
     return replace(config, **gaps, from_preset=[*config.from_preset, *(k for k in gaps if k != "model_name")])
 
 
 def _estimate(facts: Facts, kb: Knowledge, num_microbatches: int | None) -> dict[str, Any]:
     """Estimator summary facts when the layout is complete enough to estimate; else empty."""
     cfg = facts.config
-    if not all(getattr(cfg, f) for f in ARCHITECTURE_FIELDS) or not cfg.seq_length:
+    if not all(vars(cfg)[f] for f in ARCHITECTURE_FIELDS) or not cfg.seq_length:
         return {}
     from .errors import UserError
     from .estimator import estimate, summarize

@@ -16,9 +16,11 @@ from .textfmt import fill
 
 # Facts printed in the "facts used" list: only the ones some evidence rests on.
 _FACT_PREFIXES = ("log.", "env.", "config.", "gpu.", "question.", "estimate.", "snapshot.", "stats.", "derived.")
-_HIDDEN_FACTS = {"log.events", "question.text", "config.warnings", "env.variables", "config.env_vars",
-                 "snapshot.top_sites", "snapshot.segment_types", "snapshot.pools", "log.env",
-                 "log.theoretical_bytes", "question.layout", "question.env", "question.memory_figures"}
+# (section, field): raw material other facts are read from, or lists too long to print.
+_HIDDEN_FACTS = {f"{section}.{name}" for section, name in (
+    ("log", "events"), ("log", "env"), ("log", "theoretical_bytes"), ("question", "text"), ("question", "layout"),
+    ("question", "env"), ("question", "memory_figures"), ("config", "warnings"), ("config", "env_vars"),
+    ("env", "variables"), ("snapshot", "top_sites"), ("snapshot", "segment_types"), ("snapshot", "pools"))}
 
 
 def _sources(entry: Mapping[str, Any]) -> list[str]:
@@ -116,9 +118,8 @@ def build(diag: Diagnosis, flat: Mapping[str, Any], kb: Knowledge, lang: str = "
 
 def _explain(rules: Mapping[str, Any], rule_id: str, kb: Knowledge) -> Mapping[str, str]:
     """A rule's explanation; a cause the ledger alone concluded (engine._ledger_rules) says so."""
-    if rule_id in rules:
-        return rules[rule_id]["explain"]
-    return (kb.tables.get("ledger") or {})["owned_explain"]
+    entry = rules.get(rule_id) or {}
+    return entry.get("explain") or (kb.tables.get("ledger") or {})["owned_explain"]
 
 
 def _simulation(sim: Any) -> dict[str, Any] | None:

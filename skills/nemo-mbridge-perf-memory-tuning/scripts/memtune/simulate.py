@@ -51,7 +51,7 @@ class Simulation:
     def to_dict(self) -> dict[str, Any]:
         """The JSON view: every field but the internal variant links (``others`` may refer back to this one)."""
         skip = ("variant", "others")
-        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name not in skip}
+        return {f.name: copy.deepcopy(vars(self)[f.name]) for f in fields(self) if f.name not in skip}
 
 @dataclass(frozen=True)
 class Variant:
@@ -249,7 +249,7 @@ def _layout_variants(dim: str, extra: list[str], fix: Mapping[str, Any], cfg: Tr
     """
     from .planner.options import split
 
-    current = getattr(cfg, dim)
+    current = vars(cfg)[dim]
     if current is None and not cfg.num_layers:
         return None
     current = current or 1
@@ -266,7 +266,7 @@ def _changes(line: str, cfg: TrainingConfig, kb: Knowledge) -> bool:
     """Whether an override line sets something the config does not already have."""
     from .planner.options import override_fields
 
-    return any(getattr(cfg, name, None) != value for name, value in override_fields((line,), kb).items())
+    return any(vars(cfg).get(name) != value for name, value in override_fields((line,), kb).items())
 
 
 def _vpp_variants(fix: Mapping[str, Any], cfg: TrainingConfig, kb: Knowledge) -> list[Variant]:
@@ -336,7 +336,7 @@ def _best(fix_id: str, variants: list[Variant], ctx: _Context) -> Simulation:
 
 def _run(fix_id: str, variant: Variant, ctx: _Context) -> Simulation:
     cfg = _with_dp(ctx.facts.config)
-    changes = {k: v for k, v in variant.changes.items() if getattr(cfg, k, None) != v}
+    changes = {k: v for k, v in variant.changes.items() if vars(cfg).get(k) != v}
     sim = Simulation(fix_id, "estimate", overrides=list(variant.overrides), changes=dict(variant.changes),
                      variant=variant)
     if not changes:
@@ -352,7 +352,7 @@ def _run(fix_id: str, variant: Variant, ctx: _Context) -> Simulation:
         sim.changes["data_parallel_size"] = new.data_parallel_size
     # the constraints see the new layout: the user's facts with the changed config fields and the derived checks
     flat = dict(ctx.flat)
-    flat.update({f"config.{name}": getattr(new, name) for name in (*changes, "data_parallel_size", "world_size")})
+    flat.update({f"config.{name}": vars(new)[name] for name in (*changes, "data_parallel_size", "world_size")})
     flat.update({f"derived.{name}": value for name, value in derive(new, ctx.facts.env).items()})
     sim.violations = [v.id for v in check_constraints(flat, ctx.kb)
                       if v.id not in ctx.base_violations and not _resolved_alongside(v.id, ctx)]
@@ -415,14 +415,14 @@ def _rebalance(old: TrainingConfig, new: TrainingConfig) -> tuple[TrainingConfig
 def _product(cfg: TrainingConfig, names: Iterable[str]) -> int:
     out = 1
     for name in names:
-        out *= getattr(cfg, name) or 1
+        out *= vars(cfg)[name] or 1
     return out
 
 
 def _estimate(cfg: TrainingConfig, facts: Facts, kb: Knowledge) -> Any:
     from .pipeline import ARCHITECTURE_FIELDS
 
-    if not all(getattr(cfg, f) for f in ARCHITECTURE_FIELDS) or not cfg.seq_length:
+    if not all(vars(cfg)[f] for f in ARCHITECTURE_FIELDS) or not cfg.seq_length:
         return None
     from .estimator import estimate
 
@@ -453,10 +453,11 @@ def _phase_saving(before: Any, after: Any, phase: str | None, kb: Knowledge) -> 
     from .ledger import NEED_FROM_ESTIMATE, present_components
 
     present = present_components(phase, kb)
+    old, new = before.component_bytes(), after.component_bytes()
     total = 0.0
     for ident, keys in NEED_FROM_ESTIMATE.items():
         if ident in present:
-            total += sum(float(getattr(before, k)) - float(getattr(after, k)) for k in keys)
+            total += sum(float(old[k]) - float(new[k]) for k in keys)
     if present >= set(NEED_FROM_ESTIMATE):  # a step phase: the whole peak, overheads beside it included
         total = float(before.peak_with_overheads_bytes) - float(after.peak_with_overheads_bytes)
     return total

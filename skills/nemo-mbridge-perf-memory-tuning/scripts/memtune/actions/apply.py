@@ -109,7 +109,7 @@ def env_settings(fix: dict[str, Any]) -> list[tuple[str, str]]:
             words = words[1:]
         name, sep, value = words[0].partition("=") if len(words) == 1 else ("", "", "")
         if not sep or not _ENV_NAME.match(name):
-            raise UserError(f"fix {fix['id']}: apply.env item {item!r} is not NAME=VALUE; apply it by hand")
+            raise UserError(f"fix {fix['id']}: env line {item!r} is not NAME=VALUE; apply it by hand")
         pairs.append((name, _checked_value(fix["id"], item, value)))
     return pairs
 

@@ -111,12 +111,18 @@ def _fsync_dir(directory: Path) -> None:
             os.close(fd)
 
 
-def _write_temp(directory: Path, prefix: str, data: bytes) -> Path:
-    """A fully written, fsynced, read-back-verified temp file in ``directory`` (removed on failure)."""
+def _write_temp(directory: Path, prefix: str, data: bytes, mode: int | None = None) -> Path:
+    """A fully written, fsynced, read-back-verified temp file in ``directory`` (removed on failure).
+
+    ``mode`` is set on the open descriptor before anything is written, so the file never exists
+    under a different name with the final permissions and nothing can swap the path in between.
+    """
     fd, name = tempfile.mkstemp(dir=directory, prefix=prefix)
     tmp = Path(name)
     try:
         with os.fdopen(fd, "wb") as fh:
+            if mode is not None:
+                os.fchmod(fh.fileno(), mode)
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
@@ -126,6 +132,17 @@ def _write_temp(directory: Path, prefix: str, data: bytes) -> Path:
         tmp.unlink(missing_ok=True)
         raise
     return tmp
+
+
+def write_new(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Replace ``path`` atomically with ``data`` (a file memtune owns, or one it is restoring): no backup."""
+    tmp = _write_temp(path.parent, f".{path.name}.memtune-", data, mode=mode)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
 
 
 def read_capped(path: Path, cap: int, what: str) -> bytes:
@@ -151,9 +168,8 @@ def read_capped(path: Path, cap: int, what: str) -> bytes:
 def _replace(path: Path, data: bytes, info: os.stat_result) -> str | None:
     """Put ``data`` at ``path`` keeping mode, owner and links; a note when it had to write in place."""
     keeps_identity = info.st_nlink == 1
-    tmp = _write_temp(path.parent, f".{path.name}.memtune-", data)
+    tmp = _write_temp(path.parent, f".{path.name}.memtune-", data, mode=stat.S_IMODE(info.st_mode))
     try:
-        os.chmod(tmp, stat.S_IMODE(info.st_mode))
         if (info.st_uid, info.st_gid) != (os.geteuid(), os.getegid()):
             try:
                 os.chown(tmp, info.st_uid, info.st_gid)
@@ -317,10 +333,7 @@ def restore(path: Path, cap: int, force: bool = False, allow_read_only: bool = F
                 os.replace(tmp, saved)
                 notes.append(f"your edited {path.name} was saved as {saved.name}")
             if info is None:
-                tmp = _write_temp(path.parent, f".{path.name}.memtune-", plan.data)
-                os.chmod(tmp, plan.manifest.mode)
-                os.replace(tmp, path)
-                _fsync_dir(path.parent)
+                write_new(path, plan.data, mode=plan.manifest.mode)
             else:
                 note = _replace(path, plan.data, info)
                 if note:

@@ -1,21 +1,18 @@
-"""Evaluate and run the checks declared in knowledge/validations.yaml.
+"""Evaluate the checks declared in knowledge/validations.yaml; print the command checks.
 
 ``env`` and ``config`` checks are pure condition evaluations over the facts the
-user passed.  ``command`` checks start a process, so they run only when the
-caller says so (``memtune verify --run ID --yes``): the argument list comes
-verbatim from the knowledge base, a placeholder may only replace a whole
-argument, no shell is involved, each run has a timeout, and its output goes to
-a log file.
+user passed.  ``command`` checks are upstream tests (GPU jobs of minutes): the
+helper never starts them.  It prints the exact command line, built from the
+argument list in the knowledge base (a placeholder may only replace a whole
+argument and is shell-quoted), with its directory and time limit, so that the
+user, or the agent with the user's OK, runs it where the GPUs are.
 """
 
 from __future__ import annotations
 
-import os
 import re
+import shlex
 import shutil
-import signal
-import subprocess
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,14 +26,14 @@ from ..textfmt import fill
 
 _PLACEHOLDER = re.compile(r"^\{([a-z_]+)\}$")
 # Which option supplies the facts a check needs, for the "skipped" hint.
-_SOURCE_HINT = {"launch": "--launch", "env": "--env / --env-from-process / --launch", "config": "--config / --set"}
+_SOURCE_HINT = {"launch": "--launch", "env": "--env / --launch", "config": "--config / --set"}
 
 
 @dataclass
 class StepResult:
     id: str
     kind: str
-    status: str  # pass | fail | n/a | skipped | planned
+    status: str  # pass | fail | n/a | skipped | to-run
     detail: str = ""
     seconds: float | None = None
 
@@ -115,15 +112,25 @@ def command_argv(step: Mapping[str, Any], values: Mapping[str, str]) -> tuple[li
     return argv, cwd
 
 
+def shell_line(step: Mapping[str, Any], argv: list[str], cwd: str | None) -> str:
+    """One line to paste: cd, the step's time limit, the argv; every item shell-quoted."""
+    run = shlex.join(["timeout", str(step["timeout_s"]), *argv])
+    return f"cd {shlex.quote(cwd)} && {run}" if cwd else run
+
+
 def plan_command(step: Mapping[str, Any], values: Mapping[str, str]) -> StepResult:
-    """What would run, or why it cannot (status planned / skipped)."""
-    result = StepResult(step["id"], "command", "planned")
+    """The command line to run (status to-run), or why it cannot run here yet (skipped)."""
+    result = StepResult(step["id"], "command", "to-run")
     try:
         argv, cwd = command_argv(step, values)
     except UserError as exc:
         result.status, result.detail = "skipped", str(exc)
         return result
-    result.detail = " ".join(argv) + (f"   (in {cwd})" if cwd else "")
+    problem = _preflight(step, argv, cwd)
+    if problem:
+        result.status, result.detail = "skipped", problem
+        return result
+    result.detail = shell_line(step, argv, cwd)
     return result
 
 
@@ -137,43 +144,3 @@ def _preflight(step: Mapping[str, Any], argv: list[str], cwd: str | None) -> str
     if shutil.which(argv[0]) is None:
         return f"{argv[0]}: not found on PATH"
     return None
-
-
-def run_command(step: Mapping[str, Any], values: Mapping[str, str], log_path: Path,
-                timeout_s: float | None = None) -> StepResult:
-    """Run one command step with its timeout; stdout and stderr are appended to ``log_path``."""
-    result = StepResult(step["id"], "command", "fail")
-    argv, cwd = command_argv(step, values)
-    problem = _preflight(step, argv, cwd)
-    if problem:
-        result.detail = problem
-        return result
-    limit = timeout_s if timeout_s is not None else step["timeout_s"]
-    started = time.monotonic()
-    with log_path.open("ab") as log:
-        log.write(f"\n### {step['id']}: {' '.join(argv)}  (cwd {cwd or os.getcwd()}, timeout {limit}s)\n".encode())
-        log.flush()
-        proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        try:
-            code = proc.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            result.detail = f"timed out after {limit}s (stopped); output in {log_path}"
-            result.seconds = time.monotonic() - started
-            log.write(f"### {step['id']}: timed out after {limit}s\n".encode())
-            return result
-        log.write(f"### {step['id']}: exit code {code}\n".encode())
-    result.seconds = time.monotonic() - started
-    result.status = "pass" if code == 0 else "fail"
-    result.detail = f"exit code {code}; output in {log_path}"
-    return result
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """Stop the step and everything it started (it runs in its own session / process group)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (AttributeError, ProcessLookupError, PermissionError):
-        proc.kill()
-    proc.wait()

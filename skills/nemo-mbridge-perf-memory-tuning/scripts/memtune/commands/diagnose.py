@@ -26,9 +26,8 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="Bridge/Hydra override, e.g. model.tensor_model_parallel_size=4 (repeatable)")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                        help="environment variable of the failing run, e.g. PYTORCH_CUDA_ALLOC_CONF=... (repeatable)")
-    parser.add_argument("--env-from-process", action="store_true",
-                        help="also read this process's environment (off by default: only what you pass is read)")
+                        help="environment variable of the failing run, e.g. PYTORCH_CUDA_ALLOC_CONF=... (repeatable; "
+                             "this process's own environment is never read)")
     parser.add_argument("--gpu", help="GPU type, e.g. H100-80GB, H200, A100-40GB, B200, GB200")
     parser.add_argument("--question", help="the user's question in free text (English or Chinese)")
     parser.add_argument("--snapshot", type=Path, help="PyTorch memory snapshot pickle (restricted unpickler)")
@@ -59,10 +58,9 @@ def inputs_from_args(args: argparse.Namespace) -> pipeline.Inputs:
             raise UserError(f"{label} {path}: no such file")
     if stdin:
         log = sys.stdin  # read streaming, never copied to disk
-    return pipeline.Inputs(log=log, config=args.config, overrides=args.overrides, env=args.env,
-                           env_from_process=args.env_from_process, gpu=args.gpu, question=args.question,
-                           snapshot=args.snapshot, stats=args.stats, num_microbatches=args.num_microbatches,
-                           ranking=getattr(args, "ranking", None))
+    return pipeline.Inputs(log=log, config=args.config, overrides=args.overrides, env=args.env, gpu=args.gpu,
+                           question=args.question, snapshot=args.snapshot, stats=args.stats,
+                           num_microbatches=args.num_microbatches, ranking=getattr(args, "ranking", None))
 
 
 def write_new_file(path: Path, text: str) -> None:

@@ -103,8 +103,8 @@ def _apply_fields(cfg: TrainingConfig, overrides: list[str]) -> TrainingConfig:
 
 def merge(base: TrainingConfig, over: TrainingConfig) -> TrainingConfig:
     """``over``'s known fields replace ``base``'s; warnings accumulate; the source is the last one."""
-    values = {f.name: getattr(over, f.name) for f in fields(TrainingConfig)
-              if f.name not in ("provided", "warnings", "env_vars") and getattr(over, f.name) is not None}
+    values = {f.name: vars(over)[f.name] for f in fields(TrainingConfig)
+              if f.name not in ("provided", "warnings", "env_vars") and vars(over)[f.name] is not None}
     merged = replace(base, **values)
     merged.warnings = [*base.warnings, *over.warnings]
     merged.env_vars = {**base.env_vars, **over.env_vars}
@@ -119,7 +119,7 @@ def _existing(path: Path, label: str) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     from ..estimator import estimate, summarize
-    from ..inputs.env import parse_pairs
+    from ..inputs.launch_env import parse_pairs
 
     kb = knowledge.load()
     cfg = build_config(args, kb)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from .. import knowledge
@@ -68,12 +67,11 @@ def run_compile(args: argparse.Namespace) -> int:
     if current == data:
         print(f"{shown}: already current ({len(kb.tables)} tables, knowledge base {kb.version})")
         return 0
-    tmp = target.with_name(f".{target.name}.tmp")
+    from ..actions.safewrite import write_new
+
     try:
-        tmp.write_bytes(data)
-        os.replace(tmp, target)
+        write_new(target, data)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise UserError(f"{shown}: cannot write ({exc.strerror})") from None
     print(f"wrote {shown} ({len(kb.tables)} tables, knowledge base {kb.version})")
     return 0

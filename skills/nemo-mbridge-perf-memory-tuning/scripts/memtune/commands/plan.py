@@ -92,8 +92,8 @@ def _find(find, name: str, kb: knowledge.Knowledge) -> dict:
 
 
 def request_from_args(args: argparse.Namespace, kb: knowledge.Knowledge):
-    from ..inputs.env import read_env
     from ..inputs.gpu import GIB, lookup_gpu
+    from ..inputs.launch_env import read_env
     from ..planner import PlanRequest
 
     base = base_config(args, kb)

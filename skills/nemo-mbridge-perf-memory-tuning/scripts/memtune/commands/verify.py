@@ -1,8 +1,8 @@
 """``memtune verify``: the checks of knowledge/validations.yaml as a pass/fail table.
 
-Without ``--run``/``--yes`` nothing is started: env and config checks are only
-evaluated over the files and values passed, and each command step shows the
-exact argument list it would run.
+Nothing is ever started: env and config checks are evaluated over the files and
+values passed, and each command step (an upstream GPU test) is printed as the
+exact, shell-quoted line to run, with its directory and time limit.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import argparse
 import json
 import sys
 from dataclasses import asdict
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -21,28 +20,24 @@ from ..errors import UserError
 
 EPILOG = """examples:
   memtune verify --list
-  memtune verify --launch launch.sh --config run_config.yaml           (dry run: checks only, nothing started)
-  memtune verify --run lora-regather-unit-tests --bridge-repo ~/Megatron-Bridge --yes
+  memtune verify --launch launch.sh --config run_config.yaml
+  memtune verify --only lora-regather-unit-tests --bridge-repo ~/Megatron-Bridge   (prints the line to run)
 
 exit codes: 0 no check failed, 1 a check failed, 2 bad input."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("verify", help="run the validation checks (dry run unless --run ID --yes)",
+    parser = sub.add_parser("verify", help="the validation checks; prints upstream test commands, starts nothing",
                             epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--list", action="store_true", help="list the checks and what each would run, then stop")
-    parser.add_argument("--run", action="append", metavar="ID", help="only these checks; command checks need --yes")
-    parser.add_argument("--yes", action="store_true", help="really start the command checks named by --run")
+    parser.add_argument("--only", action="append", metavar="ID", help="only these checks (repeatable)")
     parser.add_argument("--bridge-repo", type=Path, help="Megatron Bridge checkout the upstream tests run in")
-    parser.add_argument("--log-file", type=Path,
-                        help="where command output goes (default ./memtune-verify-<UTC time>.log, only with --yes)")
     parser.add_argument("--launch", type=Path, help="launch shell script the training is started with")
     parser.add_argument("--config", type=Path, help="Bridge run config YAML, Megatron-LM launch script or HF config")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="Bridge/Hydra override (repeatable)")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                         help="environment variable of the run (repeatable)")
-    parser.add_argument("--env-from-process", action="store_true", help="also read this process's environment")
     parser.add_argument("--lang", choices=["en", "zh"], default="en")
     parser.add_argument("--format", choices=["text", "json"], default="text")
     parser.set_defaults(func=run)
@@ -51,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def gather_facts(args: argparse.Namespace, kb: knowledge.Knowledge) -> dict[str, Any]:
     """Flat facts from the evidence passed; exports before the launch command count as the run's env.
 
-    Variables the job inherits from the calling shell are unknown unless --env-from-process or --env says them.
+    Variables the job inherits from the calling shell are unknown unless --env says them.
     """
     flat: dict[str, Any] = {}
     env = list(args.env)
@@ -65,13 +60,12 @@ def gather_facts(args: argparse.Namespace, kb: knowledge.Knowledge) -> dict[str,
         facts = launch_facts(text, compile_patterns(verify.command_patterns(kb)))
         env = [f"{k}={v}" for k, v in facts["exports"].items()] + env
         flat.update({f"launch.{k}": v for k, v in facts.items() if k != "exports"})
-    if args.config is not None or args.overrides or env or args.env_from_process:
+    if args.config is not None or args.overrides or env:
         from .. import pipeline
 
         if args.config is not None and not args.config.is_file():
             raise UserError(f"--config {args.config}: no such file")
-        inputs = pipeline.Inputs(config=args.config, overrides=args.overrides, env=env,
-                                 env_from_process=args.env_from_process)
+        inputs = pipeline.Inputs(config=args.config, overrides=args.overrides, env=env)
         flat.update(pipeline.collect_facts(inputs, kb).flatten())
     if args.launch is not None:
         flat["env.provided"] = True  # the script is an environment source even when it exports nothing
@@ -80,23 +74,18 @@ def gather_facts(args: argparse.Namespace, kb: knowledge.Knowledge) -> dict[str,
 
 def run(args: argparse.Namespace) -> int:
     kb = knowledge.load()
-    selected = verify.select(kb, args.run)
+    selected = verify.select(kb, args.only)
     values = {"bridge_repo": str(args.bridge_repo.expanduser().resolve()) if args.bridge_repo else ""}
     if args.list:
         return _print_list(selected, values, args.lang)
-    if args.yes and not args.run:
-        raise UserError("--yes starts commands, so name them: --run ID (see memtune verify --list)")
     flat = gather_facts(args, kb)
-    log_path = args.log_file or Path(f"memtune-verify-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}.log")
     results = []
     for step in selected:
         if step["kind"] != "command":
             results.append(verify.evaluate_check(step, flat, kb, args.lang))
-        elif args.yes:
-            results.append(verify.run_command(step, values, log_path))
         else:
             results.append(verify.plan_command(step, values))
-    _print_results(results, args.format, dry_run=not args.yes)
+    _print_results(results, args.format)
     return 1 if any(r.status == "fail" for r in results) else 0
 
 
@@ -104,14 +93,17 @@ def _print_list(selected: list[dict[str, Any]], values: dict[str, str], lang: st
     for step in selected:
         print(f"{step['id']}  [{step['kind']}]  {step['title'][lang]}")
         if step["kind"] == "command":
-            plan = verify.plan_command(step, values)
-            extra = f", {step['gpus']} GPUs" if step.get("gpus") else ""
-            print(f"    runs: {plan.detail}  (timeout {step['timeout_s']}s{extra})")
+            try:
+                line = verify.shell_line(step, *verify.command_argv(step, values))
+            except UserError as exc:
+                line = f"{verify.shell_line(step, list(step['argv']), step.get('cwd'))}   ({exc})"
+            gpus = f"  ({step['gpus']} GPUs)" if step.get("gpus") else ""
+            print(f"    run: {line}{gpus}")
         print(f"    {step['checks'][lang]}")
     return 0
 
 
-def _print_results(results: list[verify.StepResult], fmt: str, dry_run: bool) -> None:
+def _print_results(results: list[verify.StepResult], fmt: str) -> None:
     if fmt == "json":
         sys.stdout.write(json.dumps([asdict(r) for r in results], indent=2, ensure_ascii=False) + "\n")
         return
@@ -119,5 +111,5 @@ def _print_results(results: list[verify.StepResult], fmt: str, dry_run: bool) ->
     print(f"{'check':<{width}}  {'kind':<7}  {'result':<7}  detail")
     for r in results:
         print(f"{r.id:<{width}}  {r.kind:<7}  {r.status:<7}  {r.detail}")
-    if dry_run and any(r.status == "planned" for r in results):
-        print("\ndry run: no command was started; add --run ID --yes to run one.")
+    if any(r.status == "to-run" for r in results):
+        print("\nnothing was started: run the to-run lines where the GPUs are; exit code 0 means pass.")

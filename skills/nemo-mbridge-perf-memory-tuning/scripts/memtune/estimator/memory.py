@@ -59,6 +59,13 @@ class StageEstimate:
     peak_with_overheads_bytes: float
     chunks: list[Any] = field(default_factory=list)  # (vp, layers, in_flight, activations_bytes) per VPP chunk
 
+    def component_bytes(self) -> dict[str, float]:
+        """The byte components at the allocated peak by field name (what ledger.NEED_FROM_ESTIMATE names)."""
+        return {"weights_bytes": self.weights_bytes, "grads_bytes": self.grads_bytes,
+                "optimizer_bytes": self.optimizer_bytes, "activations_bytes": self.activations_bytes,
+                "logits_bytes": self.logits_bytes, "workspace_bytes": self.workspace_bytes,
+                "graph_pool_bytes": self.graph_pool_bytes, "other_bytes": self.other_bytes}
+
 
 @dataclass(slots=True)
 class Estimate:

@@ -66,7 +66,7 @@ def fill_from_preset(cfg: TrainingConfig, kb: Knowledge) -> TrainingConfig:
     arch, getter = hit
     if None not in getter(cfg.__dict__):  # already filled (the planner's configs): skip the per-field walk
         return cfg
-    gaps = {k: (list(v) if isinstance(v, list) else v) for k, v in arch.items() if getattr(cfg, k) is None}
+    gaps = {k: (list(v) if isinstance(v, list) else v) for k, v in arch.items() if vars(cfg)[k] is None}
     return replace(cfg, **gaps) if gaps else cfg
 
 

@@ -504,7 +504,7 @@ class _Scanner:
         self._overflow_sigs: dict[str, None] = {}
         self.reports: dict[int | None, MemoryReport] = {}
         self.theoretical: dict[str, float] = {}
-        self.env: dict[str, str] = {}
+        self.exports: dict[str, str] = {}  # variables the log shows set
         self.constraint_ids: dict[str, None] = {}
         self.snapshot_path: str | None = None
 
@@ -784,8 +784,8 @@ class _Scanner:
             if (not name.startswith(self.p.env_triggers) or any(n in upper for n in self.p.env_never)
                     or len(value) > self.prm["max_text_chars"]):
                 return
-            if name in self.env or len(self.env) < self.prm["max_env_vars"]:
-                self.env[name] = value
+            if name in self.exports or len(self.exports) < self.prm["max_env_vars"]:
+                self.exports[name] = value
             return
 
     def _crash(self, error: str, rank: int | None, phase: str | None) -> None:
@@ -819,8 +819,8 @@ class _Scanner:
         return (self._frames_phase(tb) if tb is not None else None) or self.log_phase
 
     def _frames_phase(self, tb: _Traceback) -> str | None:
-        for rule in self.p.phases:
-            for func_rx, path_rx, code_rx in rule.markers:
+        for phase in self.p.phases:
+            for func_rx, path_rx, code_rx in phase.markers:
                 for func, path, code in tb.frames:
                     if func_rx is not None and not func_rx.search(func or ""):
                         continue
@@ -828,7 +828,7 @@ class _Scanner:
                         continue
                     if code_rx is not None and not (code and code_rx.search(code)):
                         continue
-                    return rule.id
+                    return phase.id
         return None
 
     def _backfill_phase(self, rank: int | None, phase: str) -> None:
@@ -923,7 +923,7 @@ def _assemble(scanner: _Scanner, events: list[OomEvent]) -> LogFacts:
         for name in ("requested_bytes", "capacity_bytes", "free_bytes", "allocated_bytes", "reserved_bytes",
                      "reserved_unallocated_bytes", "private_pool_bytes", "process_bytes", "other_process_bytes",
                      "other_process_count"):
-            setattr(facts, name, getattr(numbers_ev, name))
+            setattr(facts, name, vars(numbers_ev)[name])
         facts.pytorch_format = numbers_ev.format
         facts.phase = facts.phase or numbers_ev.phase
         _derive_log_numbers(facts)
@@ -946,7 +946,7 @@ def _assemble(scanner: _Scanner, events: list[OomEvent]) -> LogFacts:
     facts.snapshot_path = scanner.snapshot_path
     facts.memory_reports = sorted(scanner.reports.values(), key=lambda r: (r.rank is None, r.rank or 0))
     facts.theoretical_bytes = dict(scanner.theoretical)
-    facts.env = dict(scanner.env)
+    facts.env.update(scanner.exports)
     return facts
 
 

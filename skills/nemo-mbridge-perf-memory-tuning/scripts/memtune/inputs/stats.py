@@ -136,7 +136,7 @@ def summarize_reports(reports: Iterable[MemoryReport], theoretical: Mapping[str,
 
 
 def _report_stats(report: MemoryReport) -> dict[str, Any]:
-    stats = {name: getattr(report, key) for key, name in _REPORT_KEYS.items() if getattr(report, key) is not None}
+    stats = {name: vars(report)[key] for key, name in _REPORT_KEYS.items() if vars(report)[key] is not None}
     if report.alloc_retries is not None:
         stats["num_alloc_retries"] = report.alloc_retries
     return stats

@@ -16,5 +16,5 @@ def __getattr__(name: str) -> Any:
     if name in __all__:
         from . import search
 
-        return getattr(search, name)
+        return vars(search)[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

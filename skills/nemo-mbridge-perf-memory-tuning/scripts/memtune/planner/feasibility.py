@@ -38,7 +38,7 @@ class Feasibility:
     def __init__(self, kb: Knowledge, base: TrainingConfig, env: EnvFacts, varied: frozenset[str]) -> None:
         self.kb = kb
         self.base = base
-        self.env = env
+        self.environment = env
         names: set[str] = set()
         for con in kb.entries("constraints"):
             if con.get("violated_when"):
@@ -47,9 +47,9 @@ class Feasibility:
         self.varied_names = tuple(n for n in config_names if n in varied)
         self.derived_names = tuple(sorted(n.split(".", 1)[1] for n in names if n.startswith("derived.")))
         env_known = {f.name for f in dc_fields(EnvFacts)}
-        self.fixed: dict[str, Any] = {f"env.{n.split('.', 1)[1]}": getattr(env, n.split(".", 1)[1])
+        self.fixed: dict[str, Any] = {f"env.{n.split('.', 1)[1]}": vars(env)[n.split(".", 1)[1]]
                                       for n in names if n.startswith("env.") and n.split(".", 1)[1] in env_known}
-        self.fixed.update({f"config.{n}": getattr(base, n, None) for n in config_names if n not in varied})
+        self.fixed.update({f"config.{n}": vars(base).get(n) for n in config_names if n not in varied})
         self._derived: dict[tuple, dict[str, Any]] = {}
         self._verdicts: dict[tuple, tuple[str, ...]] = {}
         cleared = replace(base, **{f: None for f in varied})
@@ -67,7 +67,7 @@ class Feasibility:
         """``derive`` of the base config with a shape's sizes; the same for every option on that shape."""
         hit = self._derived.get(shape_key)
         if hit is None:
-            hit = derive(replace(self.base, **shape_fields), self.env)
+            hit = derive(replace(self.base, **shape_fields), self.environment)
             self._derived[shape_key] = hit
         return hit
 

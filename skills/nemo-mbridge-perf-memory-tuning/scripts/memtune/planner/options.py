@@ -77,7 +77,7 @@ def override_fields(overrides: tuple[str, ...], kb: Knowledge) -> dict[str, Any]
     for text in overrides:
         name = field_of(split(text)[0])
         if name:
-            values[name] = getattr(cfg, name)
+            values[name] = vars(cfg)[name]
     return values
 
 

@@ -215,7 +215,7 @@ class Planner:
         self._formatted: dict[tuple, dict[str, str]] = {}
         self._envs: dict[int, tuple[str, ...]] = {}
         self._resettable = frozenset(  # fields whose base value a layout may have to turn back
-            n for n in self.space.field_keys if n in self.varied and getattr(self.base, n) is not None)
+            n for n in self.space.field_keys if n in self.varied and vars(self.base)[n] is not None)
         self.assumptions: list[str] = []
 
     # --- setup ------------------------------------------------------------------------------------
@@ -252,7 +252,7 @@ class Planner:
             for name, value in o.fields.items():
                 on_values.setdefault(name, []).append(value)
         for name in self.space.group_fields[group]:
-            value = getattr(self.base, name)
+            value = vars(self.base)[name]
             if value is not None and value in on_values[name]:
                 value = False if isinstance(value, bool) else None
             out[name] = value
@@ -467,7 +467,7 @@ class Planner:
             keys = self.space.field_keys
             fields = {**s.fields, "micro_batch_size": mbs, **combo.fields}
             resets = {name: keys[name] for name, value in fields.items()
-                      if name in self._resettable and getattr(self.base, name) not in (None, value)}
+                      if name in self._resettable and vars(self.base)[name] not in (None, value)}
         return render_texts(templates, values, resets)
 
     def _texts(self, key: tuple, fields: Mapping[str, Any]) -> dict[str, str]:
@@ -592,7 +592,7 @@ class Planner:
             return {}
         names = [*SIZE_FIELDS, "micro_batch_size", "recompute_granularity", "recompute_modules",
                  *sorted(self.space.group_fields["model_state"] | self.space.group_fields["activation_offload"])]
-        out = {n: _norm(n, getattr(given, n)) for n in dict.fromkeys(names) if getattr(given, n) is not None}
+        out = {n: _norm(n, vars(given)[n]) for n in dict.fromkeys(names) if vars(given)[n] is not None}
         if given.recompute_granularity != "selective":
             out.pop("recompute_modules", None)  # Megatron reads the modules only for selective recompute
         return out

@@ -2,8 +2,8 @@
 
 Values come from up to four places; knowledge/vocabulary.yaml ``env.source_precedence`` says which
 wins (Bridge ``env_vars`` are only defaults, the shell overrides them, the log shows what the run saw,
-``--env`` is the user's last word).  This process's environment is read only when asked, and then
-only the variables vocabulary.yaml ``env.process_names`` lists by name: nothing else is looked at.
+``--env`` is the user's last word).  This process's environment is never read: the helper runs
+beside the agent, not inside the training job, so what it would see is not what the job saw.
 
 The allocator string (``opt:val,opt2:val2``) is parsed the way PyTorch does it: spaces ignored,
 later options override earlier ones, the first of the ``*ALLOC_CONF`` variables that is set is the
@@ -12,7 +12,6 @@ one read.  Option names and values PyTorch would reject are listed, not guessed 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,28 +45,21 @@ def parse_pairs(pairs: list[str], label: str = "--env") -> dict[str, str]:
     return out
 
 
-def _process_env(vocab: Mapping[str, Any]) -> dict[str, str]:
-    """The listed variables that are set: looking up names, not scanning, keeps everything else unread."""
-    return {name: os.environ[name] for name in vocab.get("process_names") or () if name in os.environ}
-
-
-def read_env(pairs: list[str], from_process: bool = False, log_text_env: Mapping[str, str] | None = None,
+def read_env(pairs: list[str], log_text_env: Mapping[str, str] | None = None,
              config_env: Mapping[str, Any] | None = None, kb: Any = None) -> EnvFacts:
     """Merge the environment sources and read the allocator and NCCL settings from them."""
     vocab = _vocab(kb)
     sources: dict[str, Mapping[str, Any]] = {}
     if config_env:
         sources["config"] = {str(k): str(v) for k, v in config_env.items()}
-    if from_process:
-        sources["process"] = _process_env(vocab)
     if log_text_env:
         sources["log"] = dict(log_text_env)
     if pairs:
         sources["cli"] = parse_pairs(pairs)
-    if not sources and not from_process:
+    if not sources:
         return EnvFacts()
     variables: dict[str, str] = {}
-    for name in vocab.get("source_precedence") or ("config", "process", "log", "cli"):
+    for name in vocab.get("source_precedence") or ("config", "log", "cli"):
         variables.update(sources.get(name) or {})
     return facts_from_variables(variables, vocab)
 
@@ -76,7 +68,7 @@ def env_from_config(config: Any) -> dict[str, str]:
     """The environment a config carries (Bridge ``env_vars``, a launch script's exports) as strings.
 
     Accepts a TrainingConfig or the mapping itself; pass the result to ``read_env(config_env=...)``,
-    where it ranks below the shell, as Bridge's ``os.environ.setdefault`` does.
+    where it ranks below the shell, as Bridge's ``setdefault`` on the process environment does.
     """
     env_vars = getattr(config, "env_vars", config)
     if not isinstance(env_vars, Mapping):
