@@ -355,6 +355,7 @@ def evaluate_case(case: Case, estimate: Estimator, reader: Callable[..., Trainin
         "stage": case.stage,
         "measured_bytes": case.measured_bytes,
         "measured_which": case.measured["which"],
+        "source": _source_key(case),
         "ours_bytes": None,
         "ours_err_pct": None,
         "bridge_bytes": None,
@@ -388,6 +389,19 @@ def evaluate_case(case: Case, estimate: Estimator, reader: Callable[..., Trainin
     return row
 
 
+LARGE_BYTES = 10 * 2**30  # issue 9: users OOM on large runs; small CI runs must not hide how those fare
+
+
+def size_class(measured_bytes: float) -> str:
+    return "≥ 10 GiB" if measured_bytes >= LARGE_BYTES else "< 10 GiB"
+
+
+def _source_key(case: Case) -> str:
+    """One key per document: the URL without its anchor, else the citation (distinct sources are counted)."""
+    url = (case.source.get("url") or "").split("#", 1)[0]
+    return url or case.source["citation"]
+
+
 def _mape(values: Iterable[float | None]) -> float | None:
     vals = [abs(v) for v in values if v is not None and math.isfinite(v)]
     return sum(vals) / len(vals) if vals else None
@@ -408,11 +422,14 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "bridge_cases": len(both),
             "bridge_mape": _mape(r["bridge_err_pct"] for r in both),
             "ours_mape_on_bridge_cases": _mape(r["ours_err_pct"] for r in both),
+            "sources": len({r["source"] for r in scored}),
         }
 
     families = sorted({r["family"] for r in rows})
+    sizes = [s for s in ("≥ 10 GiB", "< 10 GiB") if any(size_class(r["measured_bytes"]) == s for r in rows)]
     return {
         "families": {fam: block([r for r in rows if r["family"] == fam]) for fam in families},
+        "sizes": {s: block([r for r in rows if size_class(r["measured_bytes"]) == s]) for s in sizes},
         "overall": block(rows),
     }
 
@@ -481,6 +498,19 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"| {fam} | {s['scored']}/{s['cases']} | {_mape_s(s['ours_mape'])} | "
             f"{_mape_s(s['bridge_mape'])} ({s['bridge_cases']}) | {_mape_s(s['ours_mape_on_bridge_cases'])} | "
             f"{s['failed']} |"
+        )
+    out += [
+        "",
+        "## By measured peak (all families)",
+        "",
+        "| peak | scored | sources | ours | worst | bridge (cases) | ours on bridge cases |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for size, s in report["summary"].get("sizes", {}).items():
+        worst = "—" if s["ours_max_abs_err_pct"] is None else f"{s['ours_max_abs_err_pct']:.1f} %"
+        out.append(
+            f"| {size} | {s['scored']}/{s['cases']} | {s['sources']} | {_mape_s(s['ours_mape'])} | {worst} | "
+            f"{_mape_s(s['bridge_mape'])} ({s['bridge_cases']}) | {_mape_s(s['ours_mape_on_bridge_cases'])} |"
         )
     return "\n".join(out) + "\n"
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from .defaults import fill_unstated
 from .engine import Diagnosis, diagnose
 from .facts import EnvFacts, Facts, GpuFacts, LogFacts, QuestionFacts, TrainingConfig
 from .knowledge import Knowledge
@@ -59,7 +60,7 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
     if not inputs.config and inputs.overrides:
         config = apply_overrides(config, inputs.overrides, kb=kb)
     config = _fill_from_question(config, question)
-    config = _recipe_defaults(_fill_architecture(_approximate_shape(config, question, kb), kb), kb)
+    config = fill_unstated(_fill_architecture(_approximate_shape(config, question, kb), kb), kb)
 
     # Bridge applies cfg.env_vars with setdefault, so --env (the shell) outranks them; the log's exports
     # rank between the shell and --env (vocabulary.yaml env.source_precedence).
@@ -163,23 +164,6 @@ def _fill_from_question(config: TrainingConfig, question: Any) -> TrainingConfig
     if not config.provided:
         filled = replace(filled, provided=True, source="question")
     return filled
-
-
-def _recipe_defaults(config: TrainingConfig, kb: Knowledge) -> TrainingConfig:
-    """A Bridge run whose config leaves these unsaid (a question, a partial config) gets the recipes' settings.
-
-    A Megatron-LM argument list is complete: an absent store_true flag there really is off.
-    """
-    if not config.provided or config.source == "megatron-args":
-        return config
-    defaults = kb.get("estimator", "question-layout-defaults")["value"]
-    gaps: dict[str, Any] = {}
-    if config.use_distributed_optimizer is None and defaults.get("use_distributed_optimizer"):
-        gaps["use_distributed_optimizer"] = True
-    tp = config.tensor_model_parallel_size or 1
-    if config.sequence_parallel is None and tp > 1 and defaults.get("sequence_parallel_when_tp_above_1"):
-        gaps["sequence_parallel"] = True
-    return replace(config, **gaps, assumed=[*config.assumed, *gaps]) if gaps else config
 
 
 def _fill_env_from_question(env: EnvFacts, claims: dict[str, Any]) -> EnvFacts:

@@ -57,6 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def build_config(args: argparse.Namespace, kb: knowledge.Knowledge) -> TrainingConfig:
     """The layout from every source the user gave, later ones winning."""
+    from ..defaults import fill_unstated
     from ..estimator.models import preset
     from ..inputs.config import apply_overrides, read_config
 
@@ -83,7 +84,7 @@ def build_config(args: argparse.Namespace, kb: knowledge.Knowledge) -> TrainingC
     cfg = replace(cfg, **{k: v for k, v in sizes.items() if v is not None})
     if args.world_size is not None and args.dp is None:
         cfg = replace(cfg, data_parallel_size=None)
-    return cfg
+    return fill_unstated(cfg, kb)
 
 
 def _apply_fields(cfg: TrainingConfig, overrides: list[str]) -> TrainingConfig:
@@ -118,8 +119,9 @@ def _existing(path: Path, label: str) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..defaults import refuse_invalid
     from ..estimator import estimate, summarize
-    from ..inputs.launch_env import parse_pairs
+    from ..inputs.launch_env import parse_pairs, read_env
 
     kb = knowledge.load()
     cfg = build_config(args, kb)
@@ -129,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
 
         gpu = lookup_gpu(args.gpu, kb)
     env = {**cfg.env_vars, **parse_pairs(args.env)}
+    refuse_invalid(cfg, read_env(args.env, config_env=cfg.env_vars, kb=kb), kb)
     est = estimate(cfg, gpu=gpu, mode=args.mode, num_microbatches=args.num_microbatches, kb=kb, env=env)
     result = est.to_dict()
     result["summary"] = summarize(est, gpu)
@@ -184,8 +187,10 @@ def _table(result: dict[str, Any], columns: str, markdown: bool) -> list[str]:
     for s in result["stages"]:
         rows.append([str(s["pp_rank"]), str(s["layers"]), "/".join(str(n) for n in s["in_flight_microbatches"]),
                      *(f"{s[k] / GIB:.2f}" for k in ("weights_bytes", "grads_bytes", "optimizer_bytes",
-                                                      "activations_bytes", "logits_bytes", "other_bytes",
-                                                      "allocated_peak_bytes", "peak_with_overheads_bytes"))])
+                                                      "activations_bytes", "logits_bytes")),
+                     # other_bytes holds the logits too: the column shows the rest, so a row adds up
+                     f"{(s['workspace_bytes'] + s['graph_pool_bytes']) / GIB:.2f}",
+                     *(f"{s[k] / GIB:.2f}" for k in ("allocated_peak_bytes", "peak_with_overheads_bytes"))])
     if markdown:
         out = ["| " + " | ".join(heads) + " |", "|" + "---|" * 3 + "---:|" * (len(heads) - 3)]
         out += ["| " + " | ".join(r) + " |" for r in rows]

@@ -65,6 +65,7 @@ def base_config(args: argparse.Namespace, kb: knowledge.Knowledge) -> TrainingCo
     """The model and fixed settings: a preset, an HF config or a run config, then ``--set`` on top."""
     from dataclasses import replace
 
+    from ..defaults import fill_unstated
     from ..estimator.models import find, preset
     from ..inputs.config import apply_overrides, read_config
     from ..inputs.hf_config import read_hf_config
@@ -76,12 +77,10 @@ def base_config(args: argparse.Namespace, kb: knowledge.Knowledge) -> TrainingCo
         cfg = read_config(args.config, args.overrides, kb)
         if args.model:
             cfg = replace(cfg, model_name=_find(find, args.model, kb)["id"])
-        return cfg
-    if args.hf_config:
-        cfg = read_hf_config(args.hf_config, kb)
     else:
-        cfg = preset(_find(find, args.model, kb)["id"], kb)
-    return apply_overrides(cfg, args.overrides, kb)
+        cfg = read_hf_config(args.hf_config, kb) if args.hf_config else preset(_find(find, args.model, kb)["id"], kb)
+        cfg = apply_overrides(cfg, args.overrides, kb)
+    return fill_unstated(cfg, kb)
 
 
 def _find(find, name: str, kb: knowledge.Knowledge) -> dict:

@@ -106,12 +106,47 @@ def estimate_ours(cfg: TrainingConfig, c: dict[str, Any], texts: Any, *, num_mic
     peak = max(stages, key=lambda x: x.allocated_peak_bytes)
     offload = bool(s.offload_fraction or cfg.cpu_offloading or cfg.fine_grained_activation_offloading)
     ids, assumptions = _assumptions(st, b.guessed, offload, texts)
+    recipe = tuple(RECIPE_NOTES[f] for f in cfg.assumed if f in RECIPE_NOTES)  # filled by defaults.fill_unstated
+    if recipe:
+        ids, assumptions = (*recipe, *ids), (*(texts(n) for n in recipe), *assumptions)
     return Estimate(
         mode="ours", stages=stages, peak_stage=peak.pp_rank, peak_bytes=peak.allocated_peak_bytes,
         breakdown=_breakdown(peak), assumptions=list(assumptions),
         layout=_layout_summary(s, b), parameters={"total": st.total_params, "per_gpu_peak_stage": peak.params},
         assumption_ids=list(ids),
     )
+
+
+RECIPE_NOTES = {"use_distributed_optimizer": "dist-opt-recipe", "sequence_parallel": "sp-recipe"}
+
+
+def stage_peaks(cfg: TrainingConfig, c: dict[str, Any], st: StaticPart, *, num_microbatches: int | None = None,
+                expandable_segments: bool | None = None) -> tuple[int, float, tuple[tuple[int, float, float], ...]]:
+    """``estimate_ours`` cut down to what the planner reads of ~10^5 candidates: (peak rank, its allocated peak,
+    (pp_rank, allocated peak, peak with overheads) per rank), without building StageEstimates or notes.
+
+    ``st`` must be ``static_part(cfg, c)`` (the planner looks it up once per shape and model-state option
+    rather than hashing 100+ fields per candidate).  The same calls and the same additions in the same order
+    as ``estimate_ours`` and ``_stages``, so the numbers are bit-identical; tests/test_planner.py compares them
+    with full estimates, so a change to ``_stages`` that is not made here too fails there.
+    """
+    s, shape = st.setup, st.shape
+    b = batch(cfg, s, num_microbatches)
+    part = context_part(shape, c, act_inputs(cfg, b.mbs))
+    ranks = rank_acts(shape, part, chunk_policy(cfg), b.microbatches, c)
+    slack = c["allocator-slack-fraction"]["expandable" if expandable_segments else "default"]
+    every, last = part.workspaces
+    context, nccl = c["cuda-context-bytes"], st.nccl_bytes
+    out = []
+    peak_rank, peak_bytes = -1, None
+    for rc, ra, rs in zip(shape.ranks, ranks, st.states, strict=True):
+        workspace = every + rs.state.fp8_cache + (last if rc.has_loss else 0.0)
+        total = rs.model_state + ra.activations + (ra.logits + workspace + ra.graph_pool)
+        allocated = max(total, rs.step_base + workspace + ra.graph_pool)
+        out.append((rc.rank, allocated, allocated * (1 + slack) + context + nccl))
+        if peak_bytes is None or allocated > peak_bytes:  # max() keeps the first of equal peaks
+            peak_rank, peak_bytes = rc.rank, allocated
+    return peak_rank, peak_bytes, tuple(out)
 
 
 def _assumptions(st: StaticPart, guessed: bool, offload: bool, texts: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
