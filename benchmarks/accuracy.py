@@ -434,9 +434,20 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def fitted_constants() -> dict[str, list[str]]:
+    """Family -> the estimator constants fitted on it (knowledge/estimator.yaml ``fitted_on``): not held out."""
+    from memtune import knowledge
+
+    out: dict[str, list[str]] = {}
+    for const in knowledge.load().entries("estimator"):
+        for family in const.get("fitted_on") or ():
+            out.setdefault(family, []).append(const["id"])
+    return out
+
+
 def run(cases: list[Case], estimate: Estimator, reader: Callable[..., TrainingConfig] | None = None) -> dict:
     rows = [evaluate_case(c, estimate, reader) for c in cases]
-    return {"unit": "bytes", "rows": rows, "summary": summarise(rows)}
+    return {"unit": "bytes", "rows": rows, "summary": summarise(rows), "fitted_on": fitted_constants()}
 
 
 def gate(report: dict[str, Any], fail_above: float | None) -> list[str]:
@@ -489,15 +500,16 @@ def render_markdown(report: dict[str, Any]) -> str:
     out += [
         "## MAPE",
         "",
-        "| family | scored | ours | bridge (cases) | ours on bridge cases | failed |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| family | scored | ours | bridge (cases) | ours on bridge cases | failed | constants fitted on it |",
+        "|---|---:|---:|---:|---:|---:|---|",
     ]
+    fitted = report.get("fitted_on") or {}
     items = list(report["summary"]["families"].items()) + [("**overall**", report["summary"]["overall"])]
     for fam, s in items:
         out.append(
             f"| {fam} | {s['scored']}/{s['cases']} | {_mape_s(s['ours_mape'])} | "
             f"{_mape_s(s['bridge_mape'])} ({s['bridge_cases']}) | {_mape_s(s['ours_mape_on_bridge_cases'])} | "
-            f"{s['failed']} |"
+            f"{s['failed']} | {', '.join(fitted.get(fam, [])) or '—'} |"
         )
     out += [
         "",

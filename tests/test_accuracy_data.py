@@ -316,3 +316,11 @@ def test_every_case_is_estimated_when_the_estimator_exists(cases):
     for row in report["rows"]:
         if row["status"] == "ok":
             assert row["ours_bytes"] > 0 and (row["bridge_bytes"] is not None) == bool(row["bridge_applies"])
+
+
+def test_every_fitted_constant_names_families_that_exist(cases):
+    """A constant fitted on a family says so, and that family is in benchmarks/measured (reported as not held out)."""
+    families = {c.family for c in cases}
+    fitted = acc.fitted_constants()
+    assert fitted and set(fitted) <= families
+    assert "moe-token-imbalance" in fitted["mlm-ci"]
