@@ -64,9 +64,10 @@ def _literal(pattern: str) -> str:
 
 
 def _timed(call) -> float:
-    started = time.perf_counter()
+    """CPU seconds of this process: the work a pattern does, whatever else the machine is running (CI shares it)."""
+    started = time.process_time()
     call()
-    return time.perf_counter() - started
+    return time.process_time() - started
 
 
 def test_there_are_patterns_to_check():
@@ -191,14 +192,21 @@ sys.exit(code)
 """
 
 
+def _children_cpu() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="peak memory read from /proc (Linux)")
 def test_bombs_end_in_two_seconds_and_200_mb_with_one_line(tmp_path):
     peak_file = tmp_path / "peak-kib"
     for what, argv in _bombs(tmp_path).items():
-        started = time.perf_counter()
+        started = _children_cpu()
         done = subprocess.run([sys.executable, "-c", _MEASURED, str(peak_file), str(SKILL / "scripts" / "memtune.py"),
                                *argv], capture_output=True, text=True, timeout=60)
-        spent = time.perf_counter() - started
+        spent = _children_cpu() - started  # CPU seconds, start-up included: a loaded CI machine does not flake it
         assert done.returncode == 2, (what, done.stderr[-300:])
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, what
         assert spent <= 2.0, f"{what}: {spent:.1f} s"

@@ -1,0 +1,156 @@
+"""Does ``memtune plan`` agree with the layouts NVIDIA tunes?  Rank of each Bridge performance recipe's layout.
+
+For every recipe in benchmarks/recipes/bridge-perf-recipes.yaml whose model has a preset and whose GPU is in
+the knowledge base, the planner decides every candidate (``plan --all``) for the recipe's model, GPU count,
+sequence length, global batch and precision, and the recipe's own layout (TP, PP, VPP, CP, EP, micro-batch) is
+looked up among the layouts that fit.  Issue 9 asks for it in the top 3, or for the plan to say, with a measured
+cost, why it ranks another layout above it.
+
+    python3 benchmarks/recipe_agreement.py                  # markdown table
+    python3 benchmarks/recipe_agreement.py --max-gpus 128   # skip the largest clusters
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
+if str(SKILL / "scripts") not in sys.path:
+    sys.path.insert(0, str(SKILL / "scripts"))
+
+from memtune import cli, knowledge  # noqa: E402
+
+RECIPES = ROOT / "benchmarks" / "recipes" / "bridge-perf-recipes.yaml"
+PRECISION = {"bf16": "bf16_mixed", "fp8_cs": "bf16_with_fp8_current_scaling_mixed", "fp8_mx": "bf16_with_mxfp8_mixed"}
+GPU = {"h100-80gb": "H100-80GB", "b200": "B200", "gb200": "GB200", "h200": "H200"}
+TOP = 3
+
+
+def _layout_key(tp, pp, vpp, cp, ep, mbs) -> tuple[int, ...]:
+    return (tp, pp, vpp or 1, cp or 1, ep or 1, mbs)
+
+
+def plan_args(recipe: dict[str, Any]) -> list[str]:
+    """The ``memtune plan`` command line for a recipe: its cluster and batch, precision, graphs and dispatcher."""
+    lay, mem = recipe["layout"], recipe.get("memory") or {}
+    args = ["plan", "--model", recipe["model_key"], "--gpu", GPU[recipe["gpu"]], "--gpus", str(recipe["num_gpus"]),
+            "--seq-length", str(lay["seq_length"]), "--global-batch-size", str(lay["global_batch_size"]),
+            "--task", recipe["task"], "--all", "--format", "json",
+            "--set", f"mixed_precision={PRECISION[recipe['precision']]}"]
+    if mem.get("cuda_graph_impl") not in (None, "none"):
+        args += ["--set", f"model.cuda_graph_impl={mem['cuda_graph_impl']}"]
+        if mem.get("cuda_graph_scope"):
+            args += ["--set", f"model.cuda_graph_scope=[{','.join(mem['cuda_graph_scope'])}]"]
+    dispatcher = str(mem.get("moe_token_dispatcher_type") or "").split(" ")[0]
+    if recipe.get("moe") and dispatcher:
+        args += ["--set", f"model.moe_token_dispatcher_type={dispatcher}"]
+    return args
+
+
+def evaluate(recipe: dict[str, Any]) -> dict[str, Any]:
+    lay = recipe["layout"]
+    want = _layout_key(lay["tensor_model_parallel_size"], lay["pipeline_model_parallel_size"],
+                       lay.get("virtual_pipeline_model_parallel_size"), lay.get("context_parallel_size"),
+                       lay.get("expert_model_parallel_size"), lay["micro_batch_size"])
+    row: dict[str, Any] = {"id": recipe["id"], "gpus": recipe["num_gpus"], "recipe": want, "rank": None,
+                           "fitting": None, "top": None, "gap_pct": None, "seconds": None, "status": "ok"}
+    out, err = io.StringIO(), io.StringIO()
+    started = time.monotonic()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(plan_args(recipe))
+    row["seconds"] = round(time.monotonic() - started, 1)
+    if code != 0:
+        row["status"] = (err.getvalue().strip().splitlines() or [f"exit {code}"])[-1]
+        return row
+    layouts = json.loads(out.getvalue())["layouts"]
+    row["fitting"] = len(layouts)
+    if layouts:
+        best = layouts[0]
+        row["top"] = {"layout": _layout_key(best["tp"], best["pp"], best["vpp"], best["cp"], best["ep"],
+                                            best["micro_batch_size"]),
+                      "variant": f"{best['recompute']}, {best['model_state']}, {best['activation_offload'] or '-'}",
+                      "relative_throughput": best["relative_throughput"]}
+    for layout in layouts:
+        key = _layout_key(layout["tp"], layout["pp"], layout["vpp"], layout["cp"], layout["ep"],
+                          layout["micro_batch_size"])
+        if key == want:
+            row["rank"] = layout["rank"]
+            row["variant"] = f"{layout['recompute']}, {layout['model_state']}, {layout['activation_offload'] or '-'}"
+            if layouts:
+                row["gap_pct"] = 100 * (layout["relative_throughput"] / layouts[0]["relative_throughput"] - 1)
+            break
+    return row
+
+
+def load(max_gpus: int | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Recipes the planner can be asked about, and the rest with the reason."""
+    from memtune.estimator.models import find
+
+    kb = knowledge.load()
+    usable, skipped = [], []
+    for recipe in yaml.safe_load(RECIPES.read_text(encoding="utf-8"))["recipes"]:
+        reason = None
+        try:  # presets answer to their aliases (llama31-405b is the llama3-405b architecture)
+            recipe = {**recipe, "model_key": find(recipe.get("model_key") or recipe["model"], kb)["id"]}
+        except LookupError:
+            reason = f"no preset for {recipe.get('model_key') or recipe['model']}"
+        if reason:
+            pass
+        elif recipe["gpu"] not in GPU:
+            reason = f"GPU {recipe['gpu']} not mapped"
+        elif recipe["precision"] not in PRECISION:
+            reason = f"precision {recipe['precision']}"
+        elif max_gpus and recipe["num_gpus"] > max_gpus:
+            reason = f"{recipe['num_gpus']} GPUs > --max-gpus {max_gpus}"
+        (skipped if reason else usable).append({**recipe, "skip": reason} if reason else recipe)
+    return usable, skipped
+
+
+def render(rows: list[dict[str, Any]], skipped: list[dict[str, Any]]) -> str:
+    def fmt(key):
+        return "TP{} PP{} VPP{} CP{} EP{} MBS{}".format(*key) if key else "—"
+
+    out = ["| recipe | GPUs | recipe layout | rank among fitting | plan's first | throughput gap | s |",
+           "|---|---:|---|---:|---|---:|---:|"]
+    for r in rows:
+        rank = r["status"] if r["status"] != "ok" else (
+            f"{r['rank']} of {r['fitting']}" if r["rank"] else f"not fitting ({r['fitting']} fit)")
+        first = f"{fmt(r['top']['layout'])} ({r['top']['variant']})" if r["top"] else "—"
+        gap = "—" if r["gap_pct"] is None else f"{r['gap_pct']:+.1f} %"
+        out.append(f"| {r['id']} | {r['gpus']} | {fmt(r['recipe'])} | {rank} | {first} | {gap} | {r['seconds']} |")
+    agreed = sum(1 for r in rows if r["rank"] and r["rank"] <= TOP)
+    out += ["", f"recipe layout in the top {TOP}: {agreed} of {len(rows)}"]
+    if skipped:
+        out += ["", "not asked: " + "; ".join(f"{s['id']} ({s['skip']})" for s in skipped)]
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--max-gpus", type=int, help="skip recipes on more GPUs than this")
+    parser.add_argument("--only", action="append", metavar="ID", help="only these recipe ids")
+    parser.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    args = parser.parse_args(argv)
+    usable, skipped = load(args.max_gpus)
+    if args.only:
+        usable = [r for r in usable if r["id"] in args.only]
+    rows = [evaluate(r) for r in usable]
+    if args.format == "json":
+        print(json.dumps({"rows": rows, "skipped": [{"id": s["id"], "why": s["skip"]} for s in skipped]}, indent=2))
+    else:
+        print(render(rows, skipped), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
