@@ -110,3 +110,21 @@ def test_stage_peaks_add_up(layout):
         assert abs(parts - s.total_bytes) <= 1e-6 * s.total_bytes
         assert s.allocated_peak_bytes >= s.total_bytes
         assert s.peak_with_overheads_bytes > s.allocated_peak_bytes
+
+
+def test_routing_config_decides_the_expert_load():
+    """Forced balancing splits tokens evenly; a capacity factor caps them; only a learned router uses the fit."""
+    from memtune.estimator.rank_activations import token_imbalance
+
+    base = replace(preset("qwen3-30b-a3b", KB), world_size=16, expert_model_parallel_size=16, seq_length=4096,
+                   micro_batch_size=1, global_batch_size=64, bf16=True)
+    learned = KB.get("estimator", "moe-token-imbalance")["value"]
+    assert token_imbalance(base, learned) == learned
+    assert token_imbalance(replace(base, moe_router_force_load_balancing=True), learned) == 1.0
+    assert token_imbalance(replace(base, moe_expert_capacity_factor=1.25), learned) == min(learned, 1.25)
+    assert token_imbalance(replace(base, moe_expert_capacity_factor=2.0, moe_pad_expert_input_to_capacity=True),
+                           learned) == 2.0
+    forced = replace(base, moe_router_force_load_balancing=True)
+    assert peak(forced) < peak(base)
+    dense_cfg = dense(tensor_model_parallel_size=1, pipeline_model_parallel_size=1, seq_length=4096, global_batch_size=64)
+    assert peak(replace(dense_cfg, moe_router_force_load_balancing=True)) == peak(dense_cfg)  # no experts: no effect

@@ -201,6 +201,9 @@ class TrainingConfig:
     moe_latent_size: int | None = None
     moe_grouped_gemm: bool | None = None
     moe_token_dispatcher_type: str | None = None
+    moe_router_force_load_balancing: bool | None = None  # benchmark routing: every expert gets the same tokens
+    moe_expert_capacity_factor: float | None = None  # tokens per expert capped at this x the balanced share
+    moe_pad_expert_input_to_capacity: bool | None = None  # ... and padded up to it
     hybrid_layer_pattern: str | None = None  # Mamba hybrids: M mamba, * attention, - MLP, E MoE
     mamba_num_heads: int | None = None
     mamba_head_dim: int | None = None

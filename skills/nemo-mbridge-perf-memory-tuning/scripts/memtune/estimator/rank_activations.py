@@ -77,6 +77,20 @@ def chunk_policy(cfg: TrainingConfig) -> ChunkPolicy:
     )
 
 
+def token_imbalance(cfg: TrainingConfig, learned: float) -> float:
+    """Tokens the busiest expert gets at the peak step, relative to an even split.
+
+    Forced balancing (benchmarks) splits evenly; a capacity factor drops what exceeds it, and padding fills every
+    expert up to it; a learned router is uneven by ``learned`` (knowledge/estimator.yaml moe-token-imbalance).
+    """
+    if cfg.moe_router_force_load_balancing:
+        return 1.0
+    factor = cfg.moe_expert_capacity_factor
+    if factor is not None and factor > 0:
+        return float(factor) if cfg.moe_pad_expert_input_to_capacity else min(learned, float(factor))
+    return learned
+
+
 def _act_context(cfg: TrainingConfig, s: Setup, c: dict[str, Any], inputs: ActInputs) -> ActContext:
     d = c["megatron-defaults"]
     backend = (cfg.attention_backend or ("local" if local_impl(cfg) else "auto")).lower()
@@ -89,7 +103,7 @@ def _act_context(cfg: TrainingConfig, s: Setup, c: dict[str, Any], inputs: ActIn
         flash=backend not in {"unfused", "local"}, recompute=inputs.recompute, lora=s.lora, lora_rank=s.lora_rank,
         lora_targets=frozenset(s.lora_targets), regather=inputs.regather,
         rope_copies=c["rope-qk-copies"], router_tensors=c["router-fp32-tensors"],
-        unpermute_copies=c["unpermute-saved-copies"], imbalance=c["moe-token-imbalance"],
+        unpermute_copies=c["unpermute-saved-copies"], imbalance=token_imbalance(cfg, c["moe-token-imbalance"]),
         lora_input_copies=c["lora-gathered-input-copies"], stats_bytes=c["dtype-bytes"]["fp32"],
         scan_chunk=int(d["mamba_chunk_size"]), offload=inputs.offload,
     )
