@@ -1,7 +1,9 @@
-"""Planner throughput benchmark: how many layouts ``memtune plan`` scores per second.
+"""Planner throughput benchmark: how many layouts ``memtune plan`` scores per second, and its peak memory.
 
-Target (issue 3): at least 10,000 layouts scored per second.  Three rates are reported per scenario so
-the number is not flattering by construction:
+Targets: issue 3, at least 10,000 layouts scored per second; issue 9 (item 4), ``--all`` decides at least
+50,000 layouts per second on a 2-core machine, and the Qwen3-30B-A3B pre-training plan on 64 GPUs
+finishes in 10 s or less within 300 MB RSS.  Three rates are reported per scenario so the number is not
+flattering by construction:
 
 * ranked/s   - valid layouts (no constraint refuses them) enumerated, checked and scored by the cost
                model, per second of a default ``plan`` run (top 5: memory is then estimated in score
@@ -10,8 +12,11 @@ the number is not flattering by construction:
                estimated, or inferred from a neighbour that needs more / less memory);
 * estimate   - milliseconds per estimator call, and how many calls each mode made.
 
-Every run starts with the estimator's caches empty (estimator/static.py keeps the per-shape parts of
-estimates for the life of the process), so the rates are those of a fresh ``memtune plan`` process.
+Every scenario runs in a fresh Python subprocess (as a ``memtune plan`` process would), so its peak RSS
+(``resource.getrusage(RUSAGE_SELF).ru_maxrss``: imports, knowledge base and the plans together, the
+result not rendered) is its own, and every run starts with the estimator's caches empty.  The ``--all``
+seconds, decided/s and RSS are printed beside the figures recorded before issue 9 (``BASELINE``), with
+new/old ratios.
 
     python3 benchmarks/bench_plan.py                 # the built-in scenarios, Markdown table
     python3 benchmarks/bench_plan.py --format json
@@ -22,6 +27,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -47,9 +54,25 @@ SCENARIOS: list[dict[str, Any]] = [
      "task": "lora", "set": []},
     {"id": "qwen3-30b-a3b-pretrain-16xh100", "model": "qwen3-30b-a3b", "gpu": "H100", "gpus": 16, "seq": 4096,
      "gbs": 256, "task": "pretrain", "set": []},
+    {"id": "qwen3-30b-a3b-pretrain-64xh100", "model": "qwen3-30b-a3b", "gpu": "H100", "gpus": 64, "seq": 4096,
+     "gbs": 1024, "task": "pretrain", "set": []},
     {"id": "llama3-405b-pretrain-128xh200", "model": "llama3-405b", "gpu": "H200", "gpus": 128, "seq": 8192,
      "gbs": 512, "task": "pretrain", "set": FP8_CS},
 ]
+
+# ``--all`` figures before issue 9's planner work: this script's worker on unmodified planner code, best of one
+# run, fresh process per scenario (the ``old`` columns; ratios are new / old).
+BASELINE: dict[str, Any] = {
+    "commit": "130bd92",
+    "machine": "2-core CI container, Python 3.11",
+    "scenarios": {
+        "llama3-70b-sft-32xh100": {"decided_per_s": 14708, "all_seconds": 1.46, "rss_mb": 125},
+        "llama3-8b-lora-8xh100": {"decided_per_s": 12630, "all_seconds": 0.63, "rss_mb": 66},
+        "qwen3-30b-a3b-pretrain-16xh100": {"decided_per_s": 14858, "all_seconds": 3.91, "rss_mb": 312},
+        "qwen3-30b-a3b-pretrain-64xh100": {"decided_per_s": 11202, "all_seconds": 16.52, "rss_mb": 1209},
+        "llama3-405b-pretrain-128xh200": {"decided_per_s": 21902, "all_seconds": 0.77, "rss_mb": 77},
+    },
+}
 
 
 def _request(kb: knowledge.Knowledge, sc: dict[str, Any], top: int | None) -> PlanRequest:
@@ -59,21 +82,30 @@ def _request(kb: knowledge.Knowledge, sc: dict[str, Any], top: int | None) -> Pl
 
 
 def _best(kb: knowledge.Knowledge, sc: dict[str, Any], top: int | None, repeat: int):
-    """Best of ``repeat`` runs, each with the estimator's caches emptied first (as in a fresh process)."""
-    runs = []
+    """Best of ``repeat`` runs, each with the estimator's caches emptied first (as in a fresh process).
+
+    Only the fastest run's result is kept, so the RSS of ``repeat`` runs is that of one.
+    """
+    best = None
     for _ in range(repeat):
         clear_caches()
         start = time.perf_counter()
         result = plan(_request(kb, sc, top), kb)
-        runs.append((time.perf_counter() - start, result))
-    return min(runs, key=lambda r: r[0])
+        seconds = time.perf_counter() - start
+        if best is None or seconds < best[0]:
+            best = (seconds, result)
+        del result
+    return best
 
 
 def measure(kb: knowledge.Knowledge, sc: dict[str, Any], repeat: int) -> dict[str, Any]:
-    top_s, top = _best(kb, sc, 5, repeat)
+    """One scenario's figures; run it in a process of its own (``--worker``) for a meaningful RSS."""
     all_s, full = _best(kb, sc, None, repeat)
+    full_stats = full.stats
+    del full
+    top_s, top = _best(kb, sc, 5, repeat)
     est_s = all_s - _enumeration_seconds(kb, sc)
-    return {
+    row = {
         "id": sc["id"],
         "enumerated": top.stats.enumerated,
         "valid": top.stats.valid,
@@ -81,13 +113,28 @@ def measure(kb: knowledge.Knowledge, sc: dict[str, Any], repeat: int) -> dict[st
         "top5_estimates": top.stats.memory_checked,
         "ranked_per_s": top.stats.valid / top_s,
         "all_seconds": all_s,
-        "all_estimates": full.stats.memory_checked,
-        "all_inferred": full.stats.valid - full.stats.memory_checked,
-        "fitting": full.stats.fitting,
-        "decided_per_s": full.stats.valid / all_s,
-        "ms_per_estimate": 1000 * est_s / max(1, full.stats.memory_checked),
+        "all_estimates": full_stats.memory_checked,
+        "all_inferred": full_stats.valid - full_stats.memory_checked,
+        "fitting": full_stats.fitting,
+        "decided_per_s": full_stats.valid / all_s,
+        "ms_per_estimate": 1000 * est_s / max(1, full_stats.memory_checked),
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,  # KiB on Linux
         "best": _shape(top.layouts[0]) if top.layouts else None,
     }
+    old = BASELINE["scenarios"].get(sc["id"])
+    if old:
+        row["old"] = old
+        row["decided_ratio"] = row["decided_per_s"] / old["decided_per_s"]
+        row["all_seconds_ratio"] = row["all_seconds"] / old["all_seconds"]
+        row["rss_ratio"] = row["rss_mb"] / old["rss_mb"]
+    return row
+
+
+def _in_subprocess(sc: dict[str, Any], repeat: int) -> dict[str, Any]:
+    """``measure`` in a fresh interpreter: its own caches, and ru_maxrss that no other scenario raised."""
+    out = subprocess.run([sys.executable, __file__, "--worker", sc["id"], "--repeat", str(repeat)],
+                         check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
 
 
 def _enumeration_seconds(kb: knowledge.Knowledge, sc: dict[str, Any]) -> float:
@@ -109,20 +156,38 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--format", choices=["markdown", "json"], default="markdown")
+    parser.add_argument("--worker", metavar="SCENARIO", help=argparse.SUPPRESS)  # one scenario, JSON, this process
     args = parser.parse_args(argv)
-    kb = knowledge.load()
-    rows = [measure(kb, sc, max(1, args.repeat)) for sc in SCENARIOS]
+    repeat = max(1, args.repeat)
+    if args.worker:
+        sc = next(sc for sc in SCENARIOS if sc["id"] == args.worker)
+        json.dump(measure(knowledge.load(), sc, repeat), sys.stdout)
+        return 0
+    rows = [_in_subprocess(sc, repeat) for sc in SCENARIOS]
     if args.format == "json":
-        json.dump(rows, sys.stdout, indent=2)
+        json.dump({"baseline_commit": BASELINE["commit"], "rows": rows}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
     print("| scenario | enumerated | valid | top-5 s | ranked/s | estimates (top-5) | --all s | decided/s "
-          "| estimates (--all) | fitting | ms/estimate | best |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+          "| estimates (--all) | fitting | ms/estimate | RSS MB | best |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
         print(f"| {r['id']} | {r['enumerated']} | {r['valid']} | {r['top5_seconds']:.2f} | {r['ranked_per_s']:,.0f} "
               f"| {r['top5_estimates']} | {r['all_seconds']:.2f} | {r['decided_per_s']:,.0f} | {r['all_estimates']} "
-              f"| {r['fitting']} | {r['ms_per_estimate']:.2f} | {r['best']} |")
+              f"| {r['fitting']} | {r['ms_per_estimate']:.3f} | {r['rss_mb']:.0f} | {r['best']} |")
+    print()
+    print(f"`--all` against the figures recorded at commit {BASELINE['commit']} ({BASELINE['machine']}); "
+          "RSS: ru_maxrss of a fresh process per scenario")
+    print()
+    print("| scenario | decided/s | old | new/old | --all s | old | new/old | RSS MB | old | new/old |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        if "old" not in r:
+            continue
+        o = r["old"]
+        print(f"| {r['id']} | {r['decided_per_s']:,.0f} | {o['decided_per_s']:,.0f} | {r['decided_ratio']:.2f} "
+              f"| {r['all_seconds']:.2f} | {o['all_seconds']:.2f} | {r['all_seconds_ratio']:.2f} "
+              f"| {r['rss_mb']:.0f} | {o['rss_mb']:.0f} | {r['rss_ratio']:.2f} |")
     return 0
 
 

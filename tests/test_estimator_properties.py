@@ -126,5 +126,6 @@ def test_routing_config_decides_the_expert_load():
                            learned) == 2.0
     forced = replace(base, moe_router_force_load_balancing=True)
     assert peak(forced) < peak(base)
-    dense_cfg = dense(tensor_model_parallel_size=1, pipeline_model_parallel_size=1, seq_length=4096, global_batch_size=64)
+    dense_cfg = dense(tensor_model_parallel_size=1, pipeline_model_parallel_size=1, seq_length=4096,
+                      global_batch_size=64)
     assert peak(replace(dense_cfg, moe_router_force_load_balancing=True)) == peak(dense_cfg)  # no experts: no effect

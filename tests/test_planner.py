@@ -319,3 +319,26 @@ def test_cli_unphysical_numbers_are_refused_at_parse_time(bad, capsys):
         main(["plan", *argv, *bad])
     assert exc.value.code == 2
     assert f"argument {bad[0]}:" in capsys.readouterr().err
+
+
+def test_planner_peaks_equal_full_estimates(kb):
+    """The planner's per-candidate shortcut (estimator.memory.stage_peaks over a static part looked up per shape
+    and combination) gives the per-stage bytes and the peak rank of a full ``estimate``, bit for bit."""
+    from memtune.errors import UserError
+    from memtune.estimator import estimate
+
+    req = PlanRequest(base=preset("qwen3-30b-a3b", kb), gpu=lookup_gpu("H100", kb), gpus=16, seq_length=4096,
+                      global_batch_size=256, task="pretrain", top=None)
+    planner = Planner(req, kb)
+    order = planner._rank()
+    for t in order[::37]:
+        si, mbs, ci = planner._decode(t)
+        peaks = planner._peaks(t)
+        try:
+            est = estimate(planner._config(si, mbs, ci), kb=kb, env=planner.est_env,
+                           num_microbatches=256 // (mbs * planner.shape_list[si].dp))
+        except UserError as exc:
+            assert peaks == str(exc)
+            continue
+        assert peaks == (est.peak_stage, est.peak_bytes, tuple(
+            (s.pp_rank, s.allocated_peak_bytes, s.peak_with_overheads_bytes) for s in est.stages))

@@ -15,7 +15,7 @@ from dataclasses import fields as dc_fields
 from dataclasses import replace
 from typing import Any
 
-from ..conditions import referenced_facts
+from ..conditions import evaluate, referenced_facts
 from ..derive import derive
 from ..engine import check_constraints
 from ..facts import EnvFacts, TrainingConfig
@@ -54,6 +54,13 @@ class Feasibility:
         self._verdicts: dict[tuple, tuple[str, ...]] = {}
         cleared = replace(base, **{f: None for f in varied})
         self.constant = tuple(v.id for v in check_constraints(self._flat({}, derive(cleared, env)), kb))
+        # the constraints a layout can change the verdict of: those reading a varied or derived fact (the
+        # others read the same facts for every candidate, so they are violated always, and in ``constant``,
+        # or never)
+        self.layout_constraints = tuple(
+            con for con in kb.entries("constraints") if con.get("violated_when") and con["id"] not in self.constant
+            and any(n.startswith("derived.") or (n.startswith("config.") and n.split(".", 1)[1] in varied)
+                    for n in referenced_facts(con["violated_when"])))
 
     def _flat(self, fields: Mapping[str, Any], derived: Mapping[str, Any]) -> dict[str, Any]:
         flat = dict(self.fixed)
@@ -91,6 +98,7 @@ class Feasibility:
         hit = self._verdicts.get(key)
         if hit is None:
             flat = self._flat(fields(), self._derived[shape_key])
-            hit = tuple(v.id for v in check_constraints(flat, self.kb) if v.id not in self.constant)
+            # check_constraints over the layout constraints only, in knowledge-base order
+            hit = tuple(con["id"] for con in self.layout_constraints if evaluate(con["violated_when"], flat))
             self._verdicts[key] = hit
         return hit

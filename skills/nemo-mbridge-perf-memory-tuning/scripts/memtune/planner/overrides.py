@@ -47,7 +47,13 @@ def render(templates: Iterable[str], fields: Mapping[str, Any], resets: Mapping[
 
 def render_texts(templates: Iterable[Template], texts: Mapping[str, str], resets: Mapping[str, str]) -> list[str]:
     """``render`` for templates split by ``parse`` and field values already formatted by ``format_value``."""
-    out: dict[str, str] = {}
+    return [f"{k}={v}" for k, v in render_pairs(templates, texts, resets)]
+
+
+def render_pairs(templates: Iterable[Template], texts: Mapping[str, Any], resets: Mapping[str, str]) -> list[tuple]:
+    """``render_texts`` as (key, value) pairs, before joining: a value may be a placeholder object the caller
+    substitutes later (the planner renders a shape and combination once for all its micro-batch sizes)."""
+    out: dict[str, Any] = {}
     for key, literal, name in templates:
         if name is not None and name not in texts:
             continue  # a size this layout leaves unset (EP on a dense model)
@@ -55,4 +61,4 @@ def render_texts(templates: Iterable[Template], texts: Mapping[str, str], resets
             out[key] = texts[name] if name is not None else literal
     for name, key in resets.items():
         out.setdefault(key, texts.get(name, "null"))
-    return [f"{k}={v}" for k, v in out.items()]
+    return list(out.items())

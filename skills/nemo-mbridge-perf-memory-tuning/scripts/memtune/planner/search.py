@@ -29,15 +29,18 @@ from typing import Any
 from ..conditions import evaluate
 from ..derive import derive
 from ..errors import UserError
-from ..estimator import Estimate, estimate
+from ..estimator import estimate
+from ..estimator.constants import constants
+from ..estimator.memory import stage_peaks
 from ..estimator.models import fill_from_preset
+from ..estimator.static import PER_CANDIDATE_FIELDS, static_part
 from ..facts import EnvFacts, Facts, GpuFacts, TrainingConfig
 from ..inputs.config import apply_overrides
 from ..knowledge import Knowledge
 from . import costs as cost_model
 from .feasibility import Feasibility
 from .options import GROUPS, Option, Space, load
-from .overrides import format_value, parse, render_texts
+from .overrides import format_value, parse, render_pairs, render_texts
 
 TASKS = ("pretrain", "sft", "lora")
 SIZE_FIELDS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
@@ -204,11 +207,21 @@ class Planner:
         self.ids = [c.ids for c in self.combos]
         self.rest = [tuple(i for g, i in ids.items() if g != "model_state") for ids in self.ids]
         self.stats = PlanStats()
-        self._fits: dict[tuple[int, int, int], bool] = {}
-        self._fail_mbs: dict[tuple[int, int], int] = {}
-        self._fit_mbs: dict[tuple[int, int], int] = {}
-        self._measured: dict[tuple[int, int, int], PlannedLayout] = {}
-        self._estimates: dict[tuple[int, int, int], Estimate | str] = {}
+        # what the estimator's cached parts read of a combination (its fields besides the per-candidate ones):
+        # candidates of one shape with equal values share a static part, looked up once (see _peaks)
+        self.static_proj = [self._intern(tuple(
+            (n, _frozen(v)) for n, v in c.fields.items() if n not in PER_CANDIDATE_FIELDS)) for c in self.combos]
+        self.constants = constants(kb)
+        self._filled = self._always_filled()
+        # per candidate id (see _index): decided verdict (0 none, 1 fits, 2 does not), valid, estimated
+        self._verdicts = self._valid = self._estimated = bytearray()
+        self._fail_mbs: dict[int, int] = {}  # per (shape, combination) pair: smallest MBS known not to fit
+        self._fit_mbs: dict[int, int] = {}  # ... largest MBS known to fit
+        self._measured: dict[int, PlannedLayout] = {}
+        self._statics: dict[tuple[int, int], Any] = {}  # (shape, static_proj) -> StaticPart or the refusal
+        self._last: tuple[int, Any] = (-1, None)  # the latest peaks: measure() asks for them right after a fit
+        self._rendered: dict[int, tuple[tuple[str | None, ...], tuple[tuple[int, str], ...]]] = {}
+        self._lines: dict[Any, str] = {}  # override lines, one string object however many layouts print it
         # per-request memos of what every layout of a shape / combination shares (see layout())
         self._reasons: dict[tuple[str, int, float], tuple[cost_model.Reason, ...]] = {}
         self._templates: dict[int, tuple] = {}
@@ -369,47 +382,111 @@ class Planner:
                                 etp = int(self.base.expert_tensor_parallel_size or tp)
                                 yield _Shape(tp, pp, vpp, cp, ep, etp, dp, fields, (tp, pp, vpp, cp, ep))
 
+    def _index(self) -> None:
+        """Number the candidates so that their ids sort as the ranking breaks ties.
+
+        Id = ((shape rank x micro-batch rank) x combinations) + combination, where shapes rank by (TP, PP, CP,
+        EP, VPP) (unique per shape) and micro-batch sizes largest first: ordering (-score, id) is ordering
+        (-score, TP, PP, CP, EP, VPP, -MBS, combination).  Verdicts then live in flat byte arrays instead of
+        dicts of tuples (an ``--all`` plan decides 10^5 candidates).
+        """
+        shapes, sizes = self.shape_list, self.space.micro_batch_sizes
+        self._shape_at = sorted(range(len(shapes)), key=lambda i: (shapes[i].tp, shapes[i].pp, shapes[i].cp,
+                                                                   shapes[i].ep, shapes[i].vpp))
+        self._srank = [0] * len(shapes)
+        for r, si in enumerate(self._shape_at):
+            self._srank[si] = r
+        mbs_order = sorted(range(len(sizes)), key=lambda i: -sizes[i])
+        self._mbs_at = [sizes[i] for i in mbs_order]
+        self._mrank = [0] * len(sizes)
+        for r, mi in enumerate(mbs_order):
+            self._mrank[mi] = r
+        self._nc, self._nm = len(self.combos), len(sizes)
+        count = len(shapes) * self._nm * self._nc
+        self._verdicts, self._valid, self._estimated = bytearray(count), bytearray(count), bytearray(count)
+
+    def _decode(self, t: int) -> tuple[int, int, int]:
+        """(shape index, micro-batch size, combination) of a candidate id."""
+        rest, ci = divmod(t, self._nc)
+        sr, mr = divmod(rest, self._nm)
+        return self._shape_at[sr], self._mbs_at[mr], ci
+
+    def _id(self, si: int, mbs: int, ci: int) -> int:
+        return (self._srank[si] * self._nm + self._mbs_at.index(mbs)) * self._nc + ci
+
     def candidates(self) -> list[tuple]:
-        """Every valid (score, tie-break, shape, micro-batch, combination), best score first."""
-        out = []
+        """Every valid ((-score, id), shape, micro-batch, combination), best score first (see ``_index``)."""
+        return [((0.0, t), *self._decode(t)) for t in self._rank()]
+
+    def _rank(self) -> list[int]:
+        """Ids of every valid candidate, best score first.
+
+        Which combinations a (shape, micro-batch) admits depends only on the constraint facts of the two
+        (``shape_projection`` and the micro-batch size when a constraint reads it), so that list is built once
+        per distinct pair of facts and reused by every shape that shares them.
+        """
         gbs = self.req.global_batch_size
         fallback = [c for c in self.combos if any(o is not None and o.fallback for o in c.options)]
         regular = [c for c in self.combos if c not in fallback]
         self.shape_list = list(self.shapes())
-        self.valid: set[tuple[int, int, int]] = set()
+        self._index()
+        admitted: dict[tuple, tuple[int, tuple[int, ...]]] = {}
+        scaled: dict[tuple[int, float], float] = {}
+        keys: list[tuple[float, int]] = []
+        valid = self._valid
         for si, s in enumerate(self.shape_list):
-            for mbs in self.space.micro_batch_sizes:
+            for mi, mbs in enumerate(self.space.micro_batch_sizes):
                 if gbs % (mbs * s.dp):
                     continue
                 m = gbs // (mbs * s.dp)
                 shape_factor = cost_model.product(self._shape_reasons(si, m))
                 tokens = gbs * self.req.seq_length / (s.dp * s.cp)
-                mfields = {**s.fields, "micro_batch_size": mbs}
                 sproj = self._intern(self.feas.shape_projection(s.key, s.fields))
                 mbs_key = mbs if "micro_batch_size" in self.feas.varied_names else None
-                blocked: dict[tuple, bool] = {}
-                enumerated = valid = 0
-                for combos in (regular, fallback):
-                    for c in combos:
-                        rest = self.rest[c.order]
-                        if combos is fallback and not blocked.get(rest, True):
-                            continue  # another model-state choice works for these options
-                        enumerated += 1
-                        if self.feas.violations((sproj, mbs_key, self.proj[c.order]), s.key,
-                                                lambda c=c, mf=mfields: {**mf, **c.fields}):
-                            blocked.setdefault(rest, True)
-                            continue
-                        blocked[rest] = False
-                        valid += 1
-                        factor = shape_factor * c.factor
-                        if c.scaled:
-                            factor *= cost_model.product(cost_model.option_reasons(self.space.costs, c.scaled, tokens))
-                        key = (-factor, s.tp, s.pp, s.cp, s.ep, s.vpp, -mbs, c.order)
-                        out.append((key, si, mbs, c.order))
+                hit = admitted.get((sproj, mbs_key))
+                if hit is None:
+                    hit = admitted[(sproj, mbs_key)] = self._admitted(s, mbs, sproj, mbs_key, regular, fallback)
+                enumerated, cis = hit
+                first = (self._srank[si] * self._nm + self._mrank[mi]) * self._nc
+                for ci in cis:
+                    c = self.combos[ci]
+                    factor = shape_factor * c.factor
+                    if c.scaled:
+                        p = scaled.get((ci, tokens))
+                        if p is None:
+                            p = scaled[(ci, tokens)] = cost_model.product(
+                                cost_model.option_reasons(self.space.costs, c.scaled, tokens))
+                        factor *= p
+                    valid[first + ci] = 1
+                    keys.append((-factor, first + ci))
                 self.stats.enumerated += enumerated
-                self.stats.valid += valid
-        out.sort()
-        return out
+                self.stats.valid += len(cis)
+        keys.sort()
+        return [t for _, t in keys]
+
+    def _admitted(self, s: _Shape, mbs: int, sproj: int, mbs_key: int | None, regular: list[_Combo],
+                  fallback: list[_Combo]) -> tuple[int, tuple[int, ...]]:
+        """(combinations tried, the valid ones) on a shape at a micro-batch size.
+
+        A fallback combination (an optimizer offload, say) is only tried when every model-state choice of
+        the same other options is refused.
+        """
+        mfields = {**s.fields, "micro_batch_size": mbs}
+        blocked: dict[tuple, bool] = {}
+        enumerated, out = 0, []
+        for combos in (regular, fallback):
+            for c in combos:
+                rest = self.rest[c.order]
+                if combos is fallback and not blocked.get(rest, True):
+                    continue  # another model-state choice works for these options
+                enumerated += 1
+                if self.feas.violations((sproj, mbs_key, self.proj[c.order]), s.key,
+                                        lambda c=c, mf=mfields: {**mf, **c.fields}):
+                    blocked.setdefault(rest, True)
+                    continue
+                blocked[rest] = False
+                out.append(c.order)
+        return enumerated, tuple(out)
 
     # --- memory -----------------------------------------------------------------------------------
 
@@ -450,8 +527,42 @@ class Planner:
         return hit
 
     def _overrides(self, si: int, mbs: int, ci: int) -> list[str]:
-        """The layout's Bridge overrides; templates are split once per combination and shape / option values
-        formatted once per shape / combination, since ``--all`` renders tens of thousands of layouts."""
+        """The layout's Bridge overrides.
+
+        Unless the base config sets the micro-batch size (then it may need resetting), a shape and combination
+        print the same lines at every micro-batch size but the micro-batch line itself: they are rendered
+        once with a placeholder there, and each layout copies them and fills the placeholder in.
+        """
+        if "micro_batch_size" in self._resettable:
+            return render_texts(*self._render_args(si, format_value(mbs), ci, mbs))
+        pair = si * self._nc + ci
+        hit = self._rendered.get(pair)
+        if hit is None:
+            lines: list[str | None] = []
+            slots: list[tuple[int, str]] = []
+            for key, value in render_pairs(*self._render_args(si, _SLOT, ci, None)):
+                if value is _SLOT:
+                    slots.append((len(lines), key))
+                    lines.append(None)
+                else:
+                    lines.append(self._line(key, value))
+            hit = self._rendered[pair] = (tuple(lines), tuple(slots))
+        lines, slots = hit
+        out = list(lines)
+        for at, key in slots:
+            out[at] = self._line(key, format_value(mbs))
+        return out  # type: ignore[return-value]
+
+    def _line(self, key: str, value: str) -> str:
+        """``key=value``, one string object per distinct line (tens of thousands of layouts share them)."""
+        hit = self._lines.get((key, value))
+        if hit is None:
+            hit = self._lines[(key, value)] = f"{key}={value}"
+        return hit
+
+    def _render_args(self, si: int, mbs_text: Any, ci: int, mbs: int | None) -> tuple:
+        """(templates, value texts, resets) of a layout for ``render_texts``; templates are split once per
+        combination and shape / option values formatted once per shape / combination."""
         s, combo = self.shape_list[si], self.combos[ci]
         templates = self._templates.get(ci)
         if templates is None:
@@ -460,7 +571,7 @@ class Planner:
                 if opt is not None:
                     texts += opt.overrides
             templates = self._templates[ci] = parse(texts)
-        values = {**self._texts(("shape", si), s.fields), "micro_batch_size": format_value(mbs),
+        values = {**self._texts(("shape", si), s.fields), "micro_batch_size": mbs_text,
                   **self._texts(("combo", ci), combo.fields)}
         resets: dict[str, str] = {}
         if self._resettable:  # usually empty: a preset leaves every varied field unset
@@ -468,7 +579,7 @@ class Planner:
             fields = {**s.fields, "micro_batch_size": mbs, **combo.fields}
             resets = {name: keys[name] for name, value in fields.items()
                       if name in self._resettable and vars(self.base)[name] not in (None, value)}
-        return render_texts(templates, values, resets)
+        return templates, values, resets
 
     def _texts(self, key: tuple, fields: Mapping[str, Any]) -> dict[str, str]:
         """``format_value`` of each of a shape's or a combination's fields, formatted once."""
@@ -490,98 +601,143 @@ class Planner:
         return hit
 
     def fits(self, si: int, mbs: int, ci: int) -> bool:
-        """Whether the candidate fits: inferred from decided neighbours when possible, else estimated.
+        """Whether the candidate fits (call after ``candidates``); see ``_fits``."""
+        return self._fits(self._id(si, mbs, ci))
+
+    def _fits(self, t: int) -> bool:
+        """Whether candidate ``t`` fits: inferred from decided neighbours when possible, else estimated.
 
         A larger micro-batch never needs less memory, nor does a combination's upper bound (see
         ``_bounds``); so a fitting upper bound or larger micro-batch means "fits", a non-fitting lower
         bound or smaller micro-batch means "does not fit".  A bound is estimated itself at most once.
         """
-        verdict = self._known(si, mbs, ci)
+        verdict = self._known(t)
         if verdict is None and not self.exhaustive:
+            first = t - t % self._nc  # the same shape and micro-batch size, combination 0
             # a bound is only estimated when it is a valid candidate itself (its estimate is never wasted)
-            for b, is_upper in self.tries[ci]:
-                known = self._known(si, mbs, b)
-                if known is None and (si, mbs, b) in self.valid:
-                    known = self._decide(si, mbs, b)
+            for b, is_upper in self.tries[t % self._nc]:
+                known = self._known(first + b)
+                if known is None and self._valid[first + b]:
+                    known = self._decide(first + b)
                 if known is is_upper:
                     verdict = is_upper
                     break
             if verdict is not None:
                 self.stats.inferred += 1
-                self._record(si, mbs, ci, verdict)
-        return self._decide(si, mbs, ci) if verdict is None else verdict
+                self._record(t, verdict)
+        return self._decide(t) if verdict is None else verdict
 
-    def _known(self, si: int, mbs: int, ci: int) -> bool | None:
-        verdict = self._fits.get((si, mbs, ci))
-        if verdict is None and not self.exhaustive:
-            if mbs >= self._fail_mbs.get((si, ci), mbs + 1):
-                verdict = False
-            elif mbs <= self._fit_mbs.get((si, ci), 0):
-                verdict = True
-        return verdict
+    def _pair(self, t: int) -> int:
+        """The (shape, combination) of a candidate, as one int (the key of the micro-batch bounds)."""
+        return t // (self._nm * self._nc) * self._nc + t % self._nc
 
-    def _decide(self, si: int, mbs: int, ci: int) -> bool:
-        """The verdict already known, else an estimate (no inference, so bounds never recurse)."""
-        verdict = self._known(si, mbs, ci)
-        if verdict is None:
-            peak = self._peak(self._estimate(si, mbs, ci))
-            verdict = peak is not None and peak <= self.budget
-            self._record(si, mbs, ci, verdict)
-        return verdict
-
-    def _record(self, si: int, mbs: int, ci: int, verdict: bool) -> None:
-        self._fits[(si, mbs, ci)] = verdict
+    def _known(self, t: int) -> bool | None:
+        verdict = self._verdicts[t]
         if verdict:
-            self._fit_mbs[(si, ci)] = max(mbs, self._fit_mbs.get((si, ci), 0))
+            return verdict == 1
+        if not self.exhaustive:
+            pair, mbs = self._pair(t), self._mbs_at[t // self._nc % self._nm]
+            if mbs >= self._fail_mbs.get(pair, mbs + 1):
+                return False
+            if mbs <= self._fit_mbs.get(pair, 0):
+                return True
+        return None
+
+    def _decide(self, t: int) -> bool:
+        """The verdict already known, else an estimate (no inference, so bounds never recurse)."""
+        verdict = self._known(t)
+        if verdict is None:
+            peaks = self._peaks(t)
+            verdict = not isinstance(peaks, str) and _peak_with_overheads(peaks) <= self.budget
+            self._record(t, verdict)
+        return verdict
+
+    def _record(self, t: int, verdict: bool) -> None:
+        self._verdicts[t] = 1 if verdict else 2
+        pair, mbs = self._pair(t), self._mbs_at[t // self._nc % self._nm]
+        if verdict:
+            self._fit_mbs[pair] = max(mbs, self._fit_mbs.get(pair, 0))
         else:
-            self._fail_mbs[(si, ci)] = min(mbs, self._fail_mbs.get((si, ci), mbs))
+            self._fail_mbs[pair] = min(mbs, self._fail_mbs.get(pair, mbs))
 
-    def _estimate(self, si: int, mbs: int, ci: int) -> Estimate | str:
-        """The estimate of a candidate (or the estimator's refusal), one call per candidate."""
-        hit = self._estimates.get((si, mbs, ci))
-        if hit is None:
-            s = self.shape_list[si]
-            fields = {**s.fields, "micro_batch_size": mbs, **self.combos[ci].fields}
+    def _always_filled(self) -> bool:
+        """Whether ``fill_from_preset`` leaves every candidate's config as it is (then it need not run per
+        candidate): true when it leaves the base with every field a layout sets cleared, since it only fills
+        preset fields that are unset, and the layouts then set none of them."""
+        names = set(self.varied) | {n for c in self.combos for n in c.fields} | {"micro_batch_size"}
+        cleared = TrainingConfig.__new__(TrainingConfig)
+        cleared.__dict__.update(self.base.__dict__)
+        cleared.__dict__.update(dict.fromkeys(names))
+        return fill_from_preset(cleared, self.kb) is cleared
+
+    def _config(self, si: int, mbs: int, ci: int) -> TrainingConfig:
+        """The candidate's config: a shallow copy of the base plus the layout's fields (replace() would re-run
+        __init__ on 100+ fields), with the preset filled in as ``estimate`` does."""
+        cfg = TrainingConfig.__new__(TrainingConfig)
+        cfg.__dict__.update(self.base.__dict__)
+        cfg.__dict__.update(self.shape_list[si].fields)
+        cfg.__dict__["micro_batch_size"] = mbs
+        cfg.__dict__.update(self.combos[ci].fields)
+        return cfg if self._filled else fill_from_preset(cfg, self.kb)
+
+    def _peaks(self, t: int) -> tuple[int, float, tuple[tuple[int, float, float], ...]] | str:
+        """(peak rank, its allocated peak, per rank (rank, allocated, with overheads)), or the estimator's refusal.
+
+        What ``estimate`` would answer, through ``stage_peaks``: the static part (model state, placement) is
+        looked up once per shape and combination fields it reads, not by hashing the whole config per
+        candidate, and no Estimate is built or kept (an ``--all`` plan would hold 10^5 of them).  Only the
+        latest answer is kept, for measure() right after a fit; a candidate estimated again counts once.
+        """
+        if self._last[0] == t:
+            return self._last[1]
+        si, mbs, ci = self._decode(t)
+        cfg = self._config(si, mbs, ci)
+        if not self._estimated[t]:
+            self._estimated[t] = 1
             self.stats.memory_checked += 1
+        key = (si, self.static_proj[ci])
+        st = self._statics.get(key)
+        if st is None:
             try:
-                # a shallow copy plus the layout's fields (replace() would re-run __init__ on 100+ fields)
-                cfg = TrainingConfig.__new__(TrainingConfig)
-                cfg.__dict__.update(self.base.__dict__)
-                cfg.__dict__.update(fields)
-                hit = estimate(cfg, gpu=self.req.gpu, kb=self.kb, env=self.est_env,
-                               num_microbatches=self.req.global_batch_size // (mbs * s.dp))
+                st = static_part(cfg, self.constants)
             except UserError as exc:  # the estimator refuses a layout the constraints let through
-                hit = str(exc)
-            self._estimates[(si, mbs, ci)] = hit
+                st = str(exc)
+            self._statics[key] = st
+        hit = st if isinstance(st, str) else stage_peaks(
+            cfg, self.constants, st, num_microbatches=self.req.global_batch_size // (mbs * self.shape_list[si].dp),
+            expandable_segments=self.req.expandable_segments)
+        self._last = (t, hit)
         return hit
-
-    def _peak(self, est: Estimate | str) -> float | None:
-        if isinstance(est, str):
-            return None
-        return next(s for s in est.stages if s.pp_rank == est.peak_stage).peak_with_overheads_bytes
 
     def measure(self, si: int, mbs: int, ci: int) -> PlannedLayout:
         """The candidate as the answer shows it, with its estimated per-stage peaks."""
-        hit = self._measured.get((si, mbs, ci))
+        return self._measure(self._id(si, mbs, ci))
+
+    def _measure(self, t: int) -> PlannedLayout:
+        hit = self._measured.get(t)
         if hit is None:
-            hit = self.layout(si, mbs, ci)
-            est = self._estimate(si, mbs, ci)
-            if isinstance(est, str):
-                hit.fits, hit.error = False, est
+            hit = self.layout(*self._decode(t))
+            peaks = self._peaks(t)
+            if isinstance(peaks, str):
+                hit.fits, hit.error = False, peaks
             else:
-                self._fill(hit, est)
-            self._measured[(si, mbs, ci)] = hit
+                self._fill(hit, peaks, t)
+            self._measured[t] = hit
         return hit
 
-    def _fill(self, lay: PlannedLayout, est: Estimate) -> None:
-        peak = next(s for s in est.stages if s.pp_rank == est.peak_stage)
-        lay.capacity_ratio = peak.peak_with_overheads_bytes / self.capacity  # as summarize() defines it
-        lay.peak_stage = est.peak_stage
-        lay.peak_bytes = est.peak_bytes
-        lay.peak_with_overheads_bytes = peak.peak_with_overheads_bytes
-        lay.fits = peak.peak_with_overheads_bytes <= self.budget
-        lay.stages = [StagePeak(s.pp_rank, s.allocated_peak_bytes, s.peak_with_overheads_bytes) for s in est.stages]
-        if not self.assumptions:
+    def _fill(self, lay: PlannedLayout, peaks: tuple, t: int) -> None:
+        peak_stage, peak_bytes, stages = peaks
+        with_overheads = _peak_with_overheads(peaks)
+        lay.capacity_ratio = with_overheads / self.capacity  # as summarize() defines it
+        lay.peak_stage = peak_stage
+        lay.peak_bytes = peak_bytes
+        lay.peak_with_overheads_bytes = with_overheads
+        lay.fits = with_overheads <= self.budget
+        lay.stages = [StagePeak(*stage) for stage in stages]
+        if not self.assumptions:  # the notes of the first layout shown, from its full estimate
+            si, mbs, ci = self._decode(t)
+            est = estimate(self._config(si, mbs, ci), gpu=self.req.gpu, kb=self.kb, env=self.est_env,
+                           num_microbatches=self.req.global_batch_size // (mbs * self.shape_list[si].dp))
             self.assumptions = list(est.assumptions)
 
     # --- the reference layout (what the user's config already sets) --------------------------------
@@ -609,7 +765,8 @@ class Planner:
         Keys: tp pp vpp cp ep dp (sizes), micro_batch_size, and recompute / model_state /
         activation_offload / peft (option ids, None for "off").  Call after ``run``.
         """
-        for i, (_, si, mbs, ci) in enumerate(self.ranked):
+        for i, t in enumerate(self.order):
+            si, mbs, ci = self._decode(t)
             s, picked = self.shape_list[si], dict(zip(GROUPS, self.combos[ci].options, strict=True))
             have = {"tp": s.tp, "pp": s.pp, "vpp": s.vpp, "cp": s.cp, "ep": s.ep, "dp": s.dp, "micro_batch_size": mbs,
                     **{g: (o.id if o else None) for g, o in picked.items()}}
@@ -619,8 +776,7 @@ class Planner:
 
     def describe(self, position: int) -> PlannedLayout:
         """The ranked candidate at ``position`` with its estimate (its ``rank`` is set only if ``run`` reached it)."""
-        _, si, mbs, ci = self.ranked[position]
-        return self.measure(si, mbs, ci)
+        return self._measure(self.order[position])
 
     def run(self) -> PlanResult:
         with _collector_paused():
@@ -628,26 +784,26 @@ class Planner:
 
     def _run(self) -> PlanResult:
         start = time.perf_counter()
-        self.ranked = ranked = self.candidates()
+        self.order = order = self._rank()
         ref_fields = self._reference_fields()
-        ref_at = next((i for i, (_, si, mbs, ci) in enumerate(ranked) if self._matches(ref_fields, si, mbs, ci)),
+        ref_at = next((i for i, t in enumerate(order) if self._matches(ref_fields, *self._decode(t))),
                       None) if ref_fields else None
         top = self.req.top
         shown: list[PlannedLayout] = []
         reference: PlannedLayout | None = None
         fitting = 0
-        for i, (_, si, mbs, ci) in enumerate(ranked):
+        for i, t in enumerate(order):
             if top is not None and len(shown) >= top and (ref_at is None or i > ref_at):
                 break
-            ok = self.fits(si, mbs, ci)
+            ok = self._fits(t)
             if ok:
                 fitting += 1
                 if top is None or len(shown) < top:
-                    lay = self.measure(si, mbs, ci)
+                    lay = self._measure(t)
                     lay.rank = fitting
                     shown.append(lay)
             if i == ref_at:
-                reference = self.measure(si, mbs, ci)
+                reference = self._measure(t)
                 reference.rank = fitting if ok else None
         if top is None:
             self.stats.fitting = fitting
@@ -687,6 +843,24 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+_SLOT = object()  # where a rendered override line takes the layout's micro-batch size (see Planner._overrides)
+
+
+def _peak_with_overheads(peaks: tuple) -> float:
+    """The peak rank's bytes with overheads (the rank of the largest allocated peak, as ``estimate`` picks it)."""
+    peak_stage, _, stages = peaks
+    return next(w for rank, _, w in stages if rank == peak_stage)
+
+
+def _frozen(value: Any) -> Any:
+    """A hashable stand-in for a field value (lists and dicts as tuples), for cache keys."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    if isinstance(value, dict):
+        return tuple((k, _frozen(v)) for k, v in value.items())
+    return value
 
 
 def _norm(name: str, value: Any) -> Any:
