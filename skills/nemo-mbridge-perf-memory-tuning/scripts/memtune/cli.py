@@ -21,7 +21,7 @@ from . import __version__
 from .errors import UserError
 from .knowledge import KnowledgeError
 
-COMMAND_MODULES = ["diagnose", "check", "explain", "kb", "snapshot", "verify", "apply", "estimate", "plan"]
+COMMAND_MODULES = ["diagnose", "check", "explain", "kb", "snapshot", "verify", "apply", "estimate", "plan", "compare"]
 # Commands registered by a module of another name.
 COMMAND_MODULE_OF = {"rollback": "apply"}
 
