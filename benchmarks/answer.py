@@ -293,7 +293,9 @@ def _label_kind(text: str, grading: Grading, section: str) -> tuple[str, bool] |
     kind = grading.classify(m.group(1))
     if kind in ("avoid", "neutral", "cause"):
         return kind, False
-    if kind == "recommend" and section in ("recommend", "other") and len(m.group(1).strip(" *_")) <= _MAX_ACTION_LABEL:
+    # "**Fix:** ..." after a "**Cause:** ..." paragraph is the answer's recommendation, not more of the cause
+    short = len(m.group(1).strip(" *_")) <= _MAX_ACTION_LABEL
+    if kind == "recommend" and section in ("recommend", "other", "cause") and short:
         return kind, bool(grading.is_primary(m.group(1)))
     return None
 

@@ -41,6 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                             epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_input_arguments(parser)
     parser.add_argument("--format", choices=["markdown", "json"], default="markdown")
+    parser.add_argument("--detail", action="store_true",
+                        help="Markdown: every interface's lines and the sources under each fix (the lead is the same)")
     parser.add_argument("--lang", choices=["en", "zh"], help="answer language (default: the question's, else en)")
     parser.add_argument("--output", type=Path, help="write the answer to this new file (never overwrites)")
     parser.add_argument("--ranking", choices=["rules", "ledger"],
@@ -95,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         from ..render.render import render_markdown
 
-        text = render_markdown(rep, kb)
+        text = render_markdown(rep, kb, detail=args.detail)
     if args.output:
         write_new_file(args.output, text)
     else:

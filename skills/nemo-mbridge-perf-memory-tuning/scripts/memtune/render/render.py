@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,72 @@ def labels(kb: Knowledge, lang: str) -> dict[str, str]:
     return {row["id"]: row["text"][lang] for row in kb.entries("ui")}
 
 
-def render_markdown(report: Mapping[str, Any], kb: Knowledge, template: str = "diagnosis.md.j2") -> str:
+LEAD_WORDS = 120  # issue 11: the answer an agent can paste as it is, before any detail
+# The interface a lead shows the first fix in: the one a user edits first when several are listed.
+LEAD_INTERFACES = ("env", "bridge_override", "megatron_lm", "bridge_python", "perf_script", "shell")
+_CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`(\"'])|(?<=[。！？；])")
+
+
+def words(text: str) -> int:
+    """Words as a reader counts them: Latin tokens, and two CJK characters for one word."""
+    cjk = len(_CJK.findall(text))
+    return len(_CJK.sub(" ", text).split()) + (cjk + 1) // 2
+
+
+def first_sentence(text: str) -> str:
+    return _SENTENCE_END.split(text.strip(), maxsplit=1)[0].rstrip("；;，,: ")
+
+
+def lead_lines(report: Mapping[str, Any], t: Mapping[str, str]) -> list[str]:
+    """Cause with its numbers, the first fix as exact lines with its predicted effect and cost, what not to do.
+
+    Parts are added in that order while the lead stays within LEAD_WORDS; a part that would not fit is
+    shortened to its title (the full text follows the lead).
+    """
+    parts: list[tuple[str, str]] = []  # (full, short)
+    if report.get("causes"):
+        cause = report["causes"][0]
+        evidence = first_sentence(cause["evidence"][0]) if cause.get("evidence") else ""
+        full = f"**{t['lead-cause']}:** {cause['title']}" + (f" - {evidence}" if evidence else "")
+        parts.append((full, f"**{t['lead-cause']}:** {cause['title']}"))
+    else:
+        label = f"**{t['lead-cause']}:**"
+        parts.append((f"{label} {t['no-cause']}", f"{label} {first_sentence(t['no-cause'])}"))
+    if report.get("fixes"):
+        fix = report["fixes"][0]
+        iface = next((i for i in LEAD_INTERFACES if fix["apply"].get(i)), None)
+        lines = "; ".join(f"`{line}`" for line in (fix["apply"][iface][:2] if iface else []))
+        sim = fix.get("simulation") or {}
+        effect = []
+        if sim.get("predicted_peak_bytes") is not None:
+            effect.append(f"{t['ledger-peak']} {sim['predicted_peak_bytes'] / 2**30:.1f} GiB")
+        if sim.get("predicted_saving_bytes") is not None:
+            effect.append(f"{t['ledger-saving']} {sim['predicted_saving_bytes'] / 2**30:.1f} GiB")
+        if sim.get("fits") is not None:
+            effect.append(t["ledger-fits"] if sim["fits"] else t["ledger-does-not-fit"])
+        head = f"**{t['lead-fix']}:** {fix['title']} (`{fix['id']}`)" + (f": {lines}" if lines else "")
+        parts.append((head + (f" ({', '.join(effect)})" if effect else ""), head))
+        cost = f"**{t['throughput-cost']}:** {first_sentence(fix['throughput_cost'])}"
+        parts.append((cost, cost))
+    if report.get("avoid"):
+        titles = "; ".join(a["title"] for a in report["avoid"][:3])
+        parts.append((f"**{t['lead-avoid']}:** {titles}", f"**{t['lead-avoid']}:** {report['avoid'][0]['title']}"))
+    out: list[str] = []
+    for full, short in parts:
+        used = sum(words(line) for line in out)
+        if used + words(full) <= LEAD_WORDS:
+            out.append(full)
+        elif used + words(short) <= LEAD_WORDS:
+            out.append(short)
+    return out
+
+
+def render_markdown(report: Mapping[str, Any], kb: Knowledge, template: str = "diagnosis.md.j2",
+                    detail: bool = False) -> str:
+    """The answer: a lead of at most LEAD_WORDS, then the reasoning (all of it, every interface and source, with
+    ``detail``; otherwise each fix in the lead's interface, without sources)."""
     tmpl = _environment().get_template(template)
-    return tmpl.render(r=report, t=labels(kb, report["lang"])).strip() + "\n"
+    t = labels(kb, report["lang"])
+    return tmpl.render(r=report, t=t, lead=lead_lines(report, t), detail=detail,
+                       interfaces=LEAD_INTERFACES).strip() + "\n"
