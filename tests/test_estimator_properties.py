@@ -129,3 +129,28 @@ def test_routing_config_decides_the_expert_load():
     dense_cfg = dense(tensor_model_parallel_size=1, pipeline_model_parallel_size=1, seq_length=4096,
                       global_batch_size=64)
     assert peak(replace(dense_cfg, moe_router_force_load_balancing=True)) == peak(dense_cfg)  # no experts: no effect
+
+
+@FAST
+@given(layout=layouts)
+def test_more_context_parallelism_never_costs_memory(layout):
+    layout = {**layout, "seq_length": max(layout["seq_length"], 8192)}  # divisible by 2 x CP for every CP here
+    peaks = [peak(dense(tensor_model_parallel_size=2, pipeline_model_parallel_size=1, context_parallel_size=cp,
+                        **layout)) for cp in (1, 2, 4)]
+    assert peaks == sorted(peaks, reverse=True)
+
+
+@FAST
+@given(layout=layouts, tp=st.sampled_from([1, 2, 4]), ep=st.sampled_from([1, 2, 4, 8]))
+def test_moe_sharding_never_costs_memory_on_valid_layouts(layout, tp, ep):
+    """Qwen3-30B-A3B: more TP (with SP, as Megatron requires for MoE) or EP never raises the peak."""
+    from memtune.defaults import refuse_invalid
+    from memtune.facts import EnvFacts
+
+    base = replace(preset("qwen3-30b-a3b", KB), world_size=64, pipeline_model_parallel_size=2, bf16=True, **layout)
+    cfg = replace(base, tensor_model_parallel_size=tp, sequence_parallel=tp > 1, expert_model_parallel_size=ep)
+    refuse_invalid(cfg, EnvFacts(), KB)  # every layout generated here is one Megatron accepts
+    if tp < 4:
+        assert peak(replace(cfg, tensor_model_parallel_size=tp * 2, sequence_parallel=True)) <= peak(cfg)
+    if ep < 8:
+        assert peak(replace(cfg, expert_model_parallel_size=ep * 2)) <= peak(cfg)
