@@ -17,8 +17,7 @@ from typing import IO
 from ..errors import UserError
 from ..facts import MemoryReport
 from ..knowledge import Knowledge
-from .oom_log import Patterns, Signature, compile_signatures
-from .units import parse_size
+from .oom_log import Patterns, compile_signatures, report_pairs
 
 # A log is streamed; the series kept is bounded (a 100k-step run reporting on 64 ranks still fits).
 MAX_REPORTS = 500_000
@@ -50,7 +49,7 @@ def reports_in_line(raw: str, lineno: int, patterns: Patterns) -> list[MemoryRep
             continue
         for m in sig.regex.finditer(text):
             groups = m.groupdict()
-            values = _pairs(sig, groups.get("pairs"))
+            values = report_pairs(sig, groups.get("pairs"))
             if not values:
                 continue
             counts = {k: int(v) for k, v in values.items() if not k.endswith("_bytes")}
@@ -74,25 +73,6 @@ def _strip(line: str, patterns: Patterns) -> tuple[str, int | None]:
     return line, rank
 
 
-def _pairs(sig: Signature, text: str | None) -> dict[str, float]:
-    """``key: value`` items -> {MemoryReport field: bytes or count}, by the rules of signatures.yaml §7."""
-    values: dict[str, float] = {}
-    if sig.pair_item is None or not text:
-        return values
-    for pair in sig.pair_item.finditer(text):
-        spec = sig.pair_keys.get(pair.group("key").strip())
-        if not spec:
-            continue
-        printed = pair.groupdict().get("unit")
-        unit = spec.get("unit") or (sig.pair_units.get(printed) if printed else None) or sig.number_unit
-        if printed and unit is None:
-            continue
-        try:
-            value = parse_size(pair.group("value"), unit) if unit else float(pair.group("value"))
-        except ValueError:
-            continue
-        values[spec["field"]] = values.get(spec["field"], 0.0) + value
-    return values
 
 
 @contextmanager

@@ -333,6 +333,27 @@ def _constraint_regex(entry: dict[str, Any]) -> re.Pattern[str]:
 # --------------------------------------------------------------------------- public entry point
 
 
+def report_pairs(sig: Signature, text: str | None) -> dict[str, float]:
+    """``key: value`` items of a report or footprint line -> {field: bytes or count}; see signatures.yaml §7."""
+    values: dict[str, float] = {}
+    if sig.pair_item is None or not text:
+        return values
+    for pair in sig.pair_item.finditer(text):
+        spec = sig.pair_keys.get(pair.group("key").strip())
+        if not spec:
+            continue
+        printed = pair.groupdict().get("unit")
+        unit = spec.get("unit") or (sig.pair_units.get(printed) if printed else None) or sig.number_unit
+        if printed and unit is None:
+            continue  # a unit the table does not map: better no number than a wrong one
+        try:
+            value = parse_size(pair.group("value"), unit) if unit else float(pair.group("value"))
+        except ValueError:
+            continue
+        values[spec["field"]] = values.get(spec["field"], 0.0) + value
+    return values
+
+
 def parse_log(source: str | Path | Iterable[str], kb: Knowledge) -> LogFacts:
     """Read a whole training log and return what it says about memory failures.
 
@@ -674,7 +695,7 @@ class _Scanner:
             if not present.isdisjoint(sig.triggers) and sig.regex is not None:
                 m = sig.regex.search(text)
                 if m:
-                    self.theoretical = self._pairs(sig, m.group("pairs")) or self.theoretical
+                    self.theoretical = report_pairs(sig, m.group("pairs")) or self.theoretical
         if present and not present.isdisjoint(p.env_triggers):
             self._env_line(text)
         for rule in p.phases if present else ():
@@ -747,29 +768,13 @@ class _Scanner:
         rank = int(groups["rank"]) if groups.get("rank") else prefix_rank
         if rank not in self.reports and len(self.reports) >= self.prm["max_report_ranks"]:
             return
-        values = self._pairs(sig, m.group("pairs"))
+        values = report_pairs(sig, m.group("pairs"))
         if not values:
             return
         iteration = int(groups["iteration"]) if groups.get("iteration") else None
         counts = {k: int(v) for k, v in values.items() if not k.endswith("_bytes")}
         self.reports[rank] = MemoryReport(rank=rank, line=self.lineno, iteration=iteration, **{**values, **counts})
 
-    def _pairs(self, sig: Signature, text: str | None) -> dict[str, float]:
-        """``key: value`` items of a report or footprint line -> {field: bytes or count}; see signatures.yaml §7."""
-        values: dict[str, float] = {}
-        if sig.pair_item is None or not text:
-            return values
-        for pair in sig.pair_item.finditer(text):
-            spec = sig.pair_keys.get(pair.group("key").strip())
-            if not spec:
-                continue
-            printed = pair.groupdict().get("unit")
-            unit = spec.get("unit") or (sig.pair_units.get(printed) if printed else None) or sig.number_unit
-            if printed and unit is None:
-                continue  # a unit the table does not map: better no number than a wrong one
-            value = parse_size(pair.group("value"), unit) if unit else float(pair.group("value"))
-            values[spec["field"]] = values.get(spec["field"], 0.0) + value
-        return values
 
     def _env_line(self, text: str) -> None:
         """A variable the log shows set; only names the vocabulary reads, never secret-looking ones."""
