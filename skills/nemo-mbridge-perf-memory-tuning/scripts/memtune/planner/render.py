@@ -68,7 +68,15 @@ def _shape(lay: Mapping[str, Any]) -> str:
     return f"{' '.join(parts)}, MBS {lay['micro_batch_size']} x {lay['num_microbatches']}; {', '.join(options)}"
 
 
-def _layout_md(lay: Mapping[str, Any], t: Mapping[str, str], heading: str) -> list[str]:
+def _consequences(lay: Mapping[str, Any], kb: Knowledge, lang: str) -> list[str]:
+    """What the layout's non-layout choices change besides memory and throughput (knowledge/costs.yaml options)."""
+    chosen = {lay["recompute"], lay["model_state"], lay["activation_offload"], lay["peft"]} - {None}
+    rows = [row for group in kb.tables["costs"]["options"].values() for row in group]
+    return [row["consequences"][lang] for row in rows if row["id"] in chosen and row.get("consequences")]
+
+
+def _layout_md(lay: Mapping[str, Any], t: Mapping[str, str], heading: str,
+               consequences: list[str] = ()) -> list[str]:
     lines = [f"### {heading}: {_shape(lay)}", ""]
     fit = t["fits"] if lay["fits"] else t["does-not-fit"]
     lines.append(f"- {t['relative-throughput']}: {lay['relative_throughput']:.3f}; {fit}")
@@ -80,6 +88,7 @@ def _layout_md(lay: Mapping[str, Any], t: Mapping[str, str], heading: str) -> li
         lines.append(f"- {lay['error']}")
     why = "; ".join(f"{r['title']} {r['change_pct']:+.1f} % ({r['detail']})" for r in lay["reasons"])
     lines.append(f"- {t['why']}: {why or t['no-cost']}")
+    lines += [f"- {t['consequences']}: {text}" for text in consequences]
     lines += ["", f"{t['overrides']}:", "", "```", *lay["overrides"], "```"]
     if lay["env"]:
         lines += ["", f"{t['env']}:", "", "```", *(f"export {e}" for e in lay["env"]), "```"]
@@ -104,11 +113,11 @@ def to_markdown(data: Mapping[str, Any], kb: Knowledge, lang: str = "en") -> str
     if not data["layouts"]:
         lines += [t["none-fit"], ""]
     for lay in data["layouts"]:
-        lines += _layout_md(lay, t, f"{lay['rank']}")
+        lines += _layout_md(lay, t, f"{lay['rank']}", _consequences(lay, kb, lang))
     ref = data["reference"]
     if ref:
         where = f"{t['rank']} {ref['rank']}" if ref["rank"] else t["does-not-fit"]
-        lines += _layout_md(ref, t, f"{t['reference']} ({where})")
+        lines += _layout_md(ref, t, f"{t['reference']} ({where})", _consequences(ref, kb, lang))
     if data["warnings"]:
         lines += [f"## {t['warnings']}", ""]
         lines += [f"- {w['title']}: {w['message']}" if "title" in w else f"- {t[w['kind']]}" for w in data["warnings"]]
