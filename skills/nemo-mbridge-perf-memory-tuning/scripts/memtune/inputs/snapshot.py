@@ -310,7 +310,7 @@ def _timeline(trace: list[Any], end_active: int, end_reserved: int) -> dict[str,
         if action == "alloc":
             cur += size
             if cur > peak:
-                peak, peak_time = cur, ev.get("time_us")
+                peak, peak_time = cur, _int_or_none(ev.get("time_us"))
         elif action == "free_completed":
             cur -= size
         elif action in ("segment_alloc", "segment_map"):
