@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import knowledge
 from ..errors import UserError
-from . import argtypes
+from . import argtypes, htmlopt
 
 EPILOG = """kinds (detected from the file name, else its first bytes):
   configs    Bridge config YAML, override files, Megatron-LM launch script/args (what estimate --config
@@ -65,6 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     others.add_argument("--top", type=argtypes.count(1, 1000), default=10, help="allocation sites to list")
     parser.add_argument("--format", choices=["text", "json"], default="text")
     parser.add_argument("--lang", choices=["en", "zh"], default="en")
+    htmlopt.add_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -73,11 +74,30 @@ def run(args: argparse.Namespace) -> int:
 
     kb = knowledge.load()
     result = compare(args, kb)
+    if args.html:
+        htmlopt.write(args.html, page(args, result, kb))
     if args.format == "json":
         sys.stdout.write(json.dumps(to_json(result), indent=2, ensure_ascii=False, default=str) + "\n")
     else:
         sys.stdout.write(render_text(result, kb, args.lang))
     return 0
+
+
+def page(args: argparse.Namespace, result: Any, kb: knowledge.Knowledge) -> str:
+    """The --html page of a comparison.  Snapshot timelines need every event, which the comparison does not
+    keep, so the two traces are read again (only when a page is asked for)."""
+    from ..render import html
+
+    t = html.labels_for(kb, args.lang)
+    if result.kind == "configs":
+        view = html.compare_configs_view(result, t)
+    elif result.kind == "logs":
+        view = html.compare_logs_view(result, t)
+    else:
+        from ..inputs.snapshot_trace import load_trace
+
+        view = html.compare_snapshots_view(result, [load_trace(args.a), load_trace(args.b)], t)
+    return html.page(f"compare_{result.kind}", view, t, args.lang, t[f"html-title-compare-{result.kind}"])
 
 
 def compare(args: argparse.Namespace, kb: knowledge.Knowledge) -> Any:

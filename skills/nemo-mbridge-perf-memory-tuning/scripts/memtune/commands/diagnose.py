@@ -65,15 +65,16 @@ def inputs_from_args(args: argparse.Namespace) -> pipeline.Inputs:
                            num_microbatches=args.num_microbatches, ranking=getattr(args, "ranking", None))
 
 
-def write_new_file(path: Path, text: str) -> None:
-    """--output writes a new file only: an existing one is never overwritten (nothing the tool touches is lost)."""
+def write_new_file(path: Path, text: str, option: str = "--output") -> None:
+    """--output (and --html) write a new file only: an existing one is never overwritten (nothing the tool
+    touches is lost).  ``option`` names the flag in the one-line error."""
     try:
         with open(path, "x", encoding="utf-8") as fh:
             fh.write(text)
     except FileExistsError:
-        raise UserError(f"--output {path}: file exists; choose a new path") from None
+        raise UserError(f"{option} {path}: file exists; choose a new path") from None
     except OSError as exc:
-        raise UserError(f"--output {path}: cannot write ({exc.strerror})") from None
+        raise UserError(f"{option} {path}: cannot write ({exc.strerror})") from None
 
 
 def positive_int(text: str) -> int:

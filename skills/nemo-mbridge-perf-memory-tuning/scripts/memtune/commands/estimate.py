@@ -17,7 +17,7 @@ from typing import Any
 from .. import knowledge
 from ..errors import UserError
 from ..facts import GpuFacts, TrainingConfig
-from . import argtypes
+from . import argtypes, htmlopt
 
 EPILOG = """examples:
   memtune estimate --model llama3-70b --set tensor_model_parallel_size=4 --set pipeline_model_parallel_size=4 \\
@@ -52,6 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="ours (default) or bridge: Megatron Bridge 0.6.2's estimate_training_memory")
     parser.add_argument("--format", choices=["markdown", "text", "json"], default="markdown")
     parser.add_argument("--lang", choices=["en", "zh"], default="en")
+    htmlopt.add_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -137,6 +138,12 @@ def run(args: argparse.Namespace) -> int:
     result["summary"] = summarize(est, gpu)
     result["gpu"] = {"name": gpu.name, "capacity_bytes": gpu.capacity_bytes} if gpu else None
     result["warnings"] = list(cfg.warnings)
+    if args.html:
+        from ..render import html
+
+        t = html.labels_for(kb, args.lang)
+        htmlopt.write(args.html, html.page("estimate", html.estimate_view(result, t), t, args.lang,
+                                           t["html-title-estimate"]))
     if args.format == "json":
         sys.stdout.write(json.dumps(result, indent=2, ensure_ascii=False, default=str) + "\n")
     else:

@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import UserError
 from ..inputs.snapshot import analyze_snapshot
 from ..textfmt import human
-from . import argtypes
+from . import argtypes, htmlopt
 
 EPILOG = """The pickle is read with an unpickler that imports nothing, so a file that is not
 plain data is refused without running any of it. Numbers are for one device:
@@ -29,18 +29,35 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--top", type=argtypes.count(1, 100_000), default=10,
                         help="allocation sites to list (default 10)")
     parser.add_argument("--format", choices=["text", "json"], default="text")
+    parser.add_argument("--lang", choices=["en", "zh"], default="en", help="language of the --html page")
+    htmlopt.add_argument(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if not args.file.is_file():
         raise UserError(f"{args.file}: no such file")
-    summary = analyze_snapshot(args.file, top=max(args.top, 0))
+    if args.html:  # the page needs the trace's events; load_trace reads the file once and summarizes it too
+        from ..inputs.snapshot_trace import load_trace
+
+        trace = load_trace(args.file, top=max(args.top, 0))
+        summary = trace.summary
+        write_page(args.html, summary, trace, args.lang)
+    else:
+        summary = analyze_snapshot(args.file, top=max(args.top, 0))
     if args.format == "json":
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
     else:
         sys.stdout.write(render_text(summary))
     return 0
+
+
+def write_page(path: Path, summary: dict[str, Any], trace: Any, lang: str) -> None:
+    from .. import knowledge
+    from ..render import html
+
+    t = html.labels_for(knowledge.load(), lang)
+    htmlopt.write(path, html.page("snapshot", html.snapshot_view(summary, trace, t), t, lang, t["html-title-snapshot"]))
 
 
 def _gib(value: Any) -> str:

@@ -45,12 +45,13 @@ class SnapshotTrace:
     step_ends_us: list[int] = field(default_factory=list)  # END of each optimizer step annotation, in order
 
 
-def load_trace(path: str | Path) -> SnapshotTrace:
-    """The replayable trace of the device ``memtune snapshot`` reports on (the OOM one, else the fullest)."""
+def load_trace(path: str | Path, top: int = 10) -> SnapshotTrace:
+    """The replayable trace of the device ``memtune snapshot`` reports on (the OOM one, else the fullest);
+    ``top``: allocation sites its summary lists, as ``memtune snapshot --top``."""
     path = Path(path)
     data = load_snapshot(path)
     try:
-        summary = summarize(data, str(path), top=10, file_bytes=path.stat().st_size)
+        summary = summarize(data, str(path), top=top, file_bytes=path.stat().st_size)
     except (OverflowError, ValueError) as exc:
         raise UserError(f"{path}: not a readable snapshot (a number is out of range: {str(exc).split(';')[0]})") \
             from None
