@@ -169,6 +169,23 @@ def test_compare_logs_page_draws_a_line_per_rank_and_log(tmp_path, capsys):
     assert names == ["A rank 0", "A rank 1", "B rank 0", "B rank 1"]
 
 
+PLAN = ["plan", "--model", "llama3-70b", "--gpu", "H100", "--gpus", "64", "--seq-length", "8192",
+        "--global-batch-size", "256"]
+
+
+def test_plan_page_is_a_scatter_of_the_fitting_layouts_against_the_budget(tmp_path, capsys):
+    text, page = build(tmp_path, "plan", *PLAN, "--all", "--config", str(CONFIG), capsys=capsys)
+    top = [c for c in page.all("circle") if c.get("fill") == "#4e79a7"]
+    others = [c for c in page.all("circle") if c.get("fill") == "#bab0ac"]
+    assert len(top) == 5 and others and len(top) + len(others) <= MAX_POINTS
+    assert page.all("line", **{"class": "cap"}), "the memory budget is drawn"
+    budget_x = float(page.all("line", **{"class": "cap"})[0]["x1"])
+    assert all(float(c["cx"]) <= budget_x + 0.5 for c in top + others), "only layouts that fit are drawn"
+    assert page.all("g", **{"class": "reference"}), "the config's own layout is marked"
+    _, small = build(tmp_path, "plan-top", *PLAN, "--top", "3", capsys=capsys)
+    assert len([c for c in small.all("circle") if c.get("fill") == "#4e79a7"]) == 3
+
+
 def test_html_never_overwrites_and_a_bad_path_is_one_line_exit_2(tmp_path, capsys):
     existing = tmp_path / "taken.html"
     existing.write_text("keep", encoding="utf-8")
@@ -240,14 +257,15 @@ def screenshot(browser: str, page: Path, png: Path) -> str:
     return proc.stderr
 
 
-@pytest.mark.parametrize("kind", ["estimate", "snapshot", "compare-configs", "compare-logs"])
+@pytest.mark.parametrize("kind", ["estimate", "snapshot", "compare-configs", "compare-logs", "plan"])
 def test_pages_render_in_headless_chromium(kind, tmp_path, snapshot_files, capsys):
     browser = chromium()
     argv = {"estimate": ["estimate", "--config", str(CONFIG), "--gpu", "H100"],
             "snapshot": ["snapshot", str(FULLSTEP if FULLSTEP.is_file() else snapshot_files["dict_oom.pickle"])],
             "compare-configs": ["compare", str(CONFIG), "--set", "model.pipeline_model_parallel_size=8"],
             "compare-logs": ["compare", str(write_log(tmp_path / "a.log", 0, False)),
-                             str(write_log(tmp_path / "b.log", 3000, True))]}[kind]
+                             str(write_log(tmp_path / "b.log", 3000, True))],
+            "plan": [*PLAN, "--all"]}[kind]
     page = tmp_path / f"{kind}.html"
     assert main([*argv, "--html", str(page)]) == 0
     capsys.readouterr()

@@ -10,7 +10,7 @@ from pathlib import Path
 from .. import knowledge
 from ..errors import UserError
 from ..facts import TrainingConfig
-from . import argtypes
+from . import argtypes, htmlopt
 
 EPILOG = """examples:
   memtune plan --model llama3-70b --gpu H100 --gpus 32 --seq-length 4096 --global-batch-size 32 --task sft \\
@@ -58,6 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     search.add_argument("--format", choices=["markdown", "json"], default="markdown")
     search.add_argument("--lang", choices=["en", "zh"], default="en")
     search.add_argument("--output", type=Path, help="write the answer to this file instead of stdout")
+    htmlopt.add_argument(search)
     parser.set_defaults(func=run)
 
 
@@ -131,4 +132,9 @@ def run(args: argparse.Namespace) -> int:
         write_new_file(args.output, text)
     else:
         sys.stdout.write(text)
+    if args.html:
+        from ..render import html
+
+        t = html.labels_for(kb, args.lang)
+        htmlopt.write(args.html, html.page("plan", html.plan_view(data, t), t, args.lang, t["html-title-plan"]))
     return 0

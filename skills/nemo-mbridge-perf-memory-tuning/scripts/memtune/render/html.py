@@ -337,6 +337,51 @@ def vars_of(point: Any, side: str) -> float | None:
     return (point.a if side == "a" else point.b).get("peak_allocated")
 
 
+# --------------------------------------------------------------------------- plan
+
+SCATTER_TOP = 200  # the best-ranked layouts are always drawn; the rest are thinned to MAX_POINTS in all
+
+
+def plan_view(data: Mapping[str, Any], t: Mapping[str, str], highlight: int = 5) -> dict[str, Any]:
+    """The fitting layouts as peak memory (x) against relative throughput (y), the budget as a vertical line.
+
+    With ``--all`` there can be 10^5 layouts: the best SCATTER_TOP are kept and the rest thinned evenly by rank,
+    so the cloud keeps its shape; the first ``highlight`` ranks and the user's own layout are labelled.
+    """
+    layouts = [lay for lay in data["layouts"] if lay.get("peak_with_overheads_bytes") is not None]
+    rest = layouts[SCATTER_TOP:]
+    stride = max(1, math.ceil(len(rest) / max(1, MAX_POINTS - SCATTER_TOP)))
+    drawn = layouts[:SCATTER_TOP] + rest[::stride]
+    ref = data.get("reference")
+    marked = [ref] if ref and ref.get("peak_with_overheads_bytes") is not None else []
+    xs = [lay["peak_with_overheads_bytes"] / GIB for lay in drawn + marked] + [data["budget_bytes"] / GIB]
+    ys = [lay["relative_throughput"] for lay in drawn + marked] or [1.0]
+    box = plot_box()
+    x_hi = max(xs) * 1.05 or 1.0
+    x_ticks = nice_ticks(x_hi)
+    y_ticks = nice_ticks(max(ys) * 1.05 or 1.0)
+    x_top, y_top = x_ticks[-1], y_ticks[-1]
+
+    def point(lay: Mapping[str, Any]) -> dict[str, Any]:
+        return {"x": _x(box, lay["peak_with_overheads_bytes"] / GIB, 0, x_top),
+                "y": _y(box, lay["relative_throughput"], 0, y_top), "rank": lay.get("rank"),
+                "text": f"{lay.get('rank') or '-'}: TP{lay['tp']} PP{lay['pp']} VPP{lay['vpp']} CP{lay['cp']} "
+                        f"EP{lay['ep']} MBS{lay['micro_batch_size']}, {lay['recompute']}, {lay['model_state']}"
+                        f"{', ' + lay['activation_offload'] if lay.get('activation_offload') else ''}: "
+                        f"{gib(lay['peak_with_overheads_bytes'])} GiB, x{lay['relative_throughput']:.3f}"}
+
+    return {
+        "box": box, "points": [point(lay) for lay in drawn[highlight:]],
+        "top": [point(lay) for lay in drawn[:highlight]], "reference": [point(lay) for lay in marked],
+        "budget": {"x": _x(box, data["budget_bytes"] / GIB, 0, x_top),
+                   "text": f"{t['html-plan-budget']} {gib(data['budget_bytes'])} GiB"},
+        "x_ticks": [{"x": _x(box, v, 0, x_top), "text": f"{v:g}"} for v in x_ticks],
+        "y_ticks": [{"y": _y(box, v, 0, y_top), "text": f"{v:g}"} for v in y_ticks],
+        "fitting": len(layouts), "drawn": len(drawn),
+        "table": [point(lay) for lay in drawn[:highlight]],
+    }
+
+
 # --------------------------------------------------------------------------- page
 
 
