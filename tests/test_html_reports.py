@@ -169,6 +169,16 @@ def test_compare_logs_page_draws_a_line_per_rank_and_log(tmp_path, capsys):
     assert names == ["A rank 0", "A rank 1", "B rank 0", "B rank 1"]
 
 
+def test_diagnose_page_is_the_ledger_from_capacity_to_the_failed_request(tmp_path, capsys):
+    text, page = build(tmp_path, "diagnose", "diagnose", "--log", str(EXAMPLES / "llama3-70b-fragmentation.log"),
+                       "--gpu", "H100-80GB", capsys=capsys)
+    kinds = [g["data-kind"] for g in page.all("g", **{"class": "step"})]
+    assert kinds[0] == "total" and "waste" in kinds and kinds[-2:] == ["request", "deficit"]
+    assert "expandable_segments:True" in text and "First fix" in text  # the answer's lead above the picture
+    _, empty = build(tmp_path, "diagnose-none", "diagnose", "--question", "my run OOMs", capsys=capsys)
+    assert not empty.all("svg") and any("no ledger" in s for s in empty.text)
+
+
 PLAN = ["plan", "--model", "llama3-70b", "--gpu", "H100", "--gpus", "64", "--seq-length", "8192",
         "--global-batch-size", "256"]
 
@@ -257,7 +267,7 @@ def screenshot(browser: str, page: Path, png: Path) -> str:
     return proc.stderr
 
 
-@pytest.mark.parametrize("kind", ["estimate", "snapshot", "compare-configs", "compare-logs", "plan"])
+@pytest.mark.parametrize("kind", ["estimate", "snapshot", "compare-configs", "compare-logs", "plan", "diagnose"])
 def test_pages_render_in_headless_chromium(kind, tmp_path, snapshot_files, capsys):
     browser = chromium()
     argv = {"estimate": ["estimate", "--config", str(CONFIG), "--gpu", "H100"],
@@ -265,7 +275,8 @@ def test_pages_render_in_headless_chromium(kind, tmp_path, snapshot_files, capsy
             "compare-configs": ["compare", str(CONFIG), "--set", "model.pipeline_model_parallel_size=8"],
             "compare-logs": ["compare", str(write_log(tmp_path / "a.log", 0, False)),
                              str(write_log(tmp_path / "b.log", 3000, True))],
-            "plan": [*PLAN, "--all"]}[kind]
+            "plan": [*PLAN, "--all"],
+            "diagnose": ["diagnose", "--log", str(EXAMPLES / "llama3-70b-fragmentation.log"), "--gpu", "H100"]}[kind]
     page = tmp_path / f"{kind}.html"
     assert main([*argv, "--html", str(page)]) == 0
     capsys.readouterr()

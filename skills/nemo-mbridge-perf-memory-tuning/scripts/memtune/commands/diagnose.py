@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .. import knowledge, pipeline, report
 from ..errors import UserError
+from . import htmlopt
 
 EPILOG = """examples:
   memtune diagnose --log train.log --env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
@@ -41,6 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                             epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_input_arguments(parser)
     parser.add_argument("--format", choices=["markdown", "json"], default="markdown")
+    htmlopt.add_argument(parser)
     parser.add_argument("--detail", action="store_true",
                         help="Markdown: every interface's lines and the sources under each fix (the lead is the same)")
     parser.add_argument("--lang", choices=["en", "zh"], help="answer language (default: the question's, else en)")
@@ -103,4 +105,12 @@ def run(args: argparse.Namespace) -> int:
         write_new_file(args.output, text)
     else:
         sys.stdout.write(text)
+    if args.html:
+        from ..render import html
+        from ..render.render import lead_lines
+
+        t = html.labels_for(kb, lang)
+        lead = [line.replace("**", "").replace("`", "") for line in lead_lines(rep, t)]
+        view = html.ledger_view({**rep, "lead": lead}, t)
+        htmlopt.write(args.html, html.page("diagnose", view, t, lang, t["html-title-diagnose"]))
     return 0

@@ -271,23 +271,68 @@ def waterfall(r: Any, t: Mapping[str, str]) -> dict[str, Any]:
                       "high": max(level, level + share), "kind": "up" if share >= 0 else "down", "value": share})
         level += share
     steps.append({"text": "B", "low": 0, "high": level, "kind": "total", "value": level})
+    return step_chart(steps, t["html-waterfall"])
+
+
+STEP_COLOURS = {"total": "#8c8c8c", "up": UP_COLOUR, "down": DOWN_COLOUR, "part": "#76b7b2", "waste": "#e15759",
+                "request": "#f28e2b", "deficit": "#b07aa1"}
+
+
+def step_chart(steps: Sequence[Mapping[str, Any]], caption: str) -> dict[str, Any]:
+    """Bars from ``low`` to ``high`` bytes, one slot each, labelled below (a waterfall when each starts where
+    the last ended); ``kind`` picks the colour, ``value`` the number printed above."""
     box = plot_box(height=HEIGHT + 100)
-    box["y1"] -= 100  # room for the slanted setting names
+    box["y1"] -= 100  # room for the slanted names
     box["h"] -= 100
     ticks = nice_ticks(max(st["high"] for st in steps) / GIB * 1.05 or 1.0)
     slot = box["w"] / len(steps)
     bar_w = round(min(70.0, slot * 0.6), 1)
-    colour = {"total": "#8c8c8c", "up": UP_COLOUR, "down": DOWN_COLOUR}
     bars = []
     for i, st in enumerate(steps):
         x = round(box["x0"] + slot * i + (slot - bar_w) / 2, 1)
         y_hi, y_lo = _y(box, st["high"] / GIB, 0, ticks[-1]), _y(box, st["low"] / GIB, 0, ticks[-1])
         sign = "+" if st["kind"] == "up" else ""
-        bars.append({"x": x, "y": y_hi, "w": bar_w, "h": max(round(y_lo - y_hi, 1), 1.0), "colour": colour[st["kind"]],
+        bars.append({"x": x, "y": y_hi, "w": bar_w, "h": max(round(y_lo - y_hi, 1), 1.0),
+                     "colour": STEP_COLOURS[st["kind"]], "kind": st["kind"],
                      "text": st["text"], "label_x": round(x + bar_w / 2, 1), "label_y": box["y1"] + 14,
                      "value": f"{sign}{st['value'] / GIB:.2f}", "value_y": round(y_hi - 4, 1),
                      "title": f"{st['text']}: {sign}{st['value'] / GIB:.2f} GiB"})
-    return {"box": box, "y_ticks": y_axis(box, ticks), "bars": bars, "caption": t["html-waterfall"]}
+    return {"box": box, "y_ticks": y_axis(box, ticks), "bars": bars, "caption": caption}
+
+
+def ledger_view(report: Mapping[str, Any], t: Mapping[str, str]) -> dict[str, Any]:
+    """The diagnosis ledger as a waterfall from the GPU's capacity to the failed request.
+
+    Capacity, then each component the ledger names (waste in red), then what the run's tensors held, down to
+    the memory free at the failure; beside it the request, whose part above the free memory is the deficit.
+    """
+    led = report.get("ledger") or {}
+    view: dict[str, Any] = {"lead": list(report.get("lead") or []), "chart": None, "rows": []}
+    cap, free, req = led.get("capacity_bytes"), led.get("free_bytes"), led.get("request_bytes")
+    if not cap:
+        return view
+    steps: list[dict[str, Any]] = [{"text": t["html-ledger-capacity"], "low": 0, "high": cap, "kind": "total",
+                                    "value": cap}]
+    level = cap
+    for entry in led.get("entries") or []:
+        size = max(0.0, min(float(entry["bytes"]), level))
+        steps.append({"text": entry["title"], "low": level - size, "high": level,
+                      "kind": "waste" if entry.get("kind") == "waste" else "part", "value": size})
+        level -= size
+    if free is not None and level > free:
+        steps.append({"text": t["html-ledger-tensors"], "low": free, "high": level, "kind": "part",
+                      "value": level - free})
+        level = free
+    steps.append({"text": t["html-ledger-free"], "low": 0, "high": level, "kind": "total", "value": level})
+    if req:
+        steps.append({"text": t["html-ledger-request"], "low": 0, "high": req, "kind": "request", "value": req})
+        if req > level:
+            steps.append({"text": t["html-ledger-deficit"], "low": level, "high": req, "kind": "deficit",
+                          "value": req - level})
+    view["rows"] = [(st["text"], gib(st["value"])) for st in steps]  # the table keeps the full names
+    short = [{**st, "text": st["text"] if len(st["text"]) <= 32 else st["text"][:31] + "…"} for st in steps]
+    view["chart"] = step_chart(short, t["html-ledger"])
+    return view
 
 
 def compare_snapshots_view(r: Any, traces: Sequence[Any], t: Mapping[str, str]) -> dict[str, Any]:
