@@ -63,3 +63,16 @@ def test_hf_config_and_section_overrides(capsys, tmp_path):
 def test_bad_input_exits_2_with_one_line(capsys, args, message):
     code, _, err = run(capsys, *args)
     assert code == 2 and message in err and err.count("\n") == 1
+
+
+def test_text_estimate_draws_a_bar_per_stage_against_the_capacity(capsys):
+    """In a terminal the picture is text: one bar per pipeline stage, the GPU's usable capacity marked |."""
+    from conftest import SKILL
+    from memtune import cli as memtune_cli
+
+    config = SKILL / "examples" / "llama3-70b-sft-config.yaml"
+    assert memtune_cli.main(["estimate", "--config", str(config), "--gpu", "H100", "--format", "text"]) == 0
+    bar_lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  PP ")]
+    assert len(bar_lines) == 4 and all("|" in line and "█" in line for line in bar_lines)
+    assert memtune_cli.main(["estimate", "--config", str(config), "--format", "markdown"]) == 0
+    assert "█" not in capsys.readouterr().out  # Markdown keeps the table only
