@@ -162,6 +162,8 @@ def test_check_json_with_a_violation(capsys):
       "--lang", "zh"], (0, 1)),
     (["--launch", CONFIGS / "launch_llama3_8b.sh"], (0, 1)),
     (["--env", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "--bridge-repo", ROOT], (0, 1)),
+    (["--list"], (0,)),
+    (["--list", "--bridge-repo", ROOT, "--lang", "zh"], (0,)),
 ])
 def test_verify_json_follows_its_schema(args, codes, capsys):
     doc = run_json("verify", args, capsys, codes)

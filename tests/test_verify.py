@@ -16,6 +16,7 @@ from memtune import cli, conditions, knowledge
 from memtune.actions import launch, verify
 from memtune.errors import UserError
 from memtune.facts import Facts
+from memtune.render import verify as view
 
 ROOT = Path(__file__).resolve().parents[1]
 SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
@@ -157,9 +158,10 @@ def test_command_line_is_quoted_and_carries_its_time_limit(tmp_path):
     assert words[3:5] == ["timeout", str(step["timeout_s"])] and words[5] == sys.executable
 
 
-def test_preflight_names_what_is_missing(tmp_path):
+def test_preflight_names_what_is_missing(tmp_path, kb):
     result = verify.plan_command(STEPS["lora-regather-unit-tests"], {"bridge_repo": str(tmp_path)})
-    assert result.status == "skipped" and "tests/unit_tests/peft/test_utils.py" in result.detail
+    assert result.status == "skipped" and "tests/unit_tests/peft/test_utils.py" in view.detail(result, kb, "en")
+    assert "tests/unit_tests/peft/test_utils.py" in view.detail(result, kb, "zh")
 
 
 def test_the_helper_cannot_start_processes():
@@ -210,7 +212,7 @@ def test_verify_starts_nothing(kb, fake_bridge, capsys):
     assert "to-run" in out and "nothing was started" in out
     args = ["verify", "--only", "lora-regather-unit-tests", "--bridge-repo", str(repo), "--format", "json"]
     assert cli.main(args) == 0
-    rows = json.loads(capsys.readouterr().out)
+    rows = json.loads(capsys.readouterr().out)["results"]
     assert [r["status"] for r in rows] == ["to-run"] and "uv run python -m pytest" in rows[0]["detail"]
     assert not record.exists()
 
@@ -228,7 +230,7 @@ def test_launch_script_feeds_env_checks(kb, tmp_path, capsys):
     script.write_text("#!/bin/bash\ntorchrun scripts/performance/run_script.py -m qwen3\n"
                       "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n")
     code = cli.main(["verify", "--launch", str(script), "--format", "json"])
-    rows = {r["id"]: r["status"] for r in json.loads(capsys.readouterr().out)}
+    rows = {r["id"]: r["status"] for r in json.loads(capsys.readouterr().out)["results"]}
     assert code == 1
     assert rows["alloc-conf-before-command"] == "fail"
     assert rows["alloc-conf-reaches-perf-launcher"] == "fail"
@@ -236,6 +238,6 @@ def test_launch_script_feeds_env_checks(kb, tmp_path, capsys):
     script.write_text("#!/bin/bash\nexport PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n"
                       "torchrun scripts/performance/run_script.py -m qwen3\n")
     cli.main(["verify", "--launch", str(script), "--format", "json"])
-    rows = {r["id"]: r["status"] for r in json.loads(capsys.readouterr().out)}
+    rows = {r["id"]: r["status"] for r in json.loads(capsys.readouterr().out)["results"]}
     assert rows["alloc-conf-before-command"] == rows["alloc-conf-reaches-perf-launcher"] == "pass"
     assert rows["expandable-segments-active"] == "pass"

@@ -64,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as exc:  # noqa: BLE001 - the one error path: a line on stderr, never a traceback
         code, message = error_line(exc)
         if message:
-            print(message, file=sys.stderr)
+            from .render.out import error
+
+            error(message)
         return code
 
 

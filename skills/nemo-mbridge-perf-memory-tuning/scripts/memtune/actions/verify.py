@@ -31,11 +31,23 @@ _SOURCE_HINT = {"launch": "--launch", "env": "--env / --launch", "config": "--co
 
 @dataclass
 class StepResult:
+    """``detail``: the failure text (from validations.yaml, in the asked language) or the line to run.
+    A skipped step says why in ``reason`` instead: a ui.yaml label id and its values, worded by render/verify.py."""
+
     id: str
     kind: str
     status: str  # pass | fail | n/a | skipped | to-run
     detail: str = ""
     seconds: float | None = None
+    reason: tuple[str, dict[str, str]] | None = None
+
+
+class MissingValue(UserError):
+    """A command step's placeholder has no value (``option`` names the flag that gives it)."""
+
+    def __init__(self, option: str) -> None:
+        super().__init__(f"needs {option}")
+        self.option = option
 
 
 def steps(kb: Knowledge) -> list[dict[str, Any]]:
@@ -61,12 +73,12 @@ def select(kb: Knowledge, ids: list[str] | None) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- env / config checks
 
 
-def _missing_source(step: Mapping[str, Any], flat: Mapping[str, Any]) -> str | None:
+def _missing_source(step: Mapping[str, Any], flat: Mapping[str, Any]) -> tuple[str, dict[str, str]] | None:
     missing = [f for f in step.get("needs", []) if not flat.get(f)]
     if not missing:
         return None
     hints = sorted({_SOURCE_HINT.get(f.split(".", 1)[0], f) for f in missing})
-    return f"needs {'; '.join(hints)}"
+    return "verify-needs", {"sources": "; ".join(hints)}
 
 
 def evaluate_check(step: Mapping[str, Any], flat: Mapping[str, Any], kb: Knowledge, lang: str = "en") -> StepResult:
@@ -74,7 +86,7 @@ def evaluate_check(step: Mapping[str, Any], flat: Mapping[str, Any], kb: Knowled
     result = StepResult(step["id"], step["kind"], "skipped")
     missing = _missing_source(step, flat)
     if missing:
-        result.detail = missing
+        result.reason = missing
         return result
     if step.get("applies_when") and not evaluate(step["applies_when"], flat):
         result.status = "n/a"
@@ -104,7 +116,7 @@ def command_argv(step: Mapping[str, Any], values: Mapping[str, str]) -> tuple[li
                 raise UserError(f"validations.yaml: {step['id']}: {item!r} mixes a placeholder with text")
             return item
         if not values.get(m.group(1)):
-            raise UserError(f"needs --{m.group(1).replace('_', '-')}")
+            raise MissingValue(f"--{m.group(1).replace('_', '-')}")
         return values[m.group(1)]
 
     argv = [sub(item) for item in step["argv"]]
@@ -123,24 +135,24 @@ def plan_command(step: Mapping[str, Any], values: Mapping[str, str]) -> StepResu
     result = StepResult(step["id"], "command", "to-run")
     try:
         argv, cwd = command_argv(step, values)
-    except UserError as exc:
-        result.status, result.detail = "skipped", str(exc)
+    except MissingValue as exc:
+        result.status, result.reason = "skipped", ("verify-needs", {"sources": exc.option})
         return result
     problem = _preflight(step, argv, cwd)
     if problem:
-        result.status, result.detail = "skipped", problem
+        result.status, result.reason = "skipped", problem
         return result
     result.detail = shell_line(step, argv, cwd)
     return result
 
 
-def _preflight(step: Mapping[str, Any], argv: list[str], cwd: str | None) -> str | None:
+def _preflight(step: Mapping[str, Any], argv: list[str], cwd: str | None) -> tuple[str, dict[str, str]] | None:
     if cwd is not None and not Path(cwd).is_dir():
-        return f"{cwd}: not a directory"
+        return "verify-not-a-directory", {"path": cwd}
     base = Path(cwd or ".")
     missing = [f for f in step.get("requires_files", []) if not (base / f).is_file()]
     if missing:
-        return f"{base}: missing {', '.join(missing)} (not a Megatron Bridge checkout with these tests?)"
+        return "verify-missing-files", {"path": str(base), "files": ", ".join(missing)}
     if shutil.which(argv[0]) is None:
-        return f"{argv[0]}: not found on PATH"
+        return "verify-not-on-path", {"program": argv[0]}
     return None

@@ -9,13 +9,13 @@ file still holds what apply wrote (see actions/safewrite.py for the crash-safety
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from .. import knowledge
 from ..actions import apply as actions
 from ..actions.verify import command_patterns
 from ..errors import UserError
+from ..render import messages, out
 
 APPLY_EPILOG = """examples:
   memtune apply expandable-segments --to launch.sh            (shows the diff; writes nothing)
@@ -46,6 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="launch shell script (export lines) or Bridge config YAML (section.key)")
     parser.add_argument("--yes", action="store_true", help="write the change (after saving a backup)")
     parser.add_argument("--allow-read-only", action="store_true", help="edit a read-only file (its mode is kept)")
+    parser.add_argument("--lang", choices=["en", "zh"], default="en", help="language of the status lines")
     parser.set_defaults(func=run_apply)
 
     back = sub.add_parser("rollback", help="restore the newest memtune backup of a file (--yes writes)",
@@ -55,6 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     back.add_argument("--force", action="store_true",
                       help="restore even though FILE was edited after apply (the edit is saved beside it first)")
     back.add_argument("--allow-read-only", action="store_true", help="restore over a read-only file (mode kept)")
+    back.add_argument("--lang", choices=["en", "zh"], default="en", help="language of the status lines")
     back.set_defaults(func=run_rollback)
 
 
@@ -65,33 +67,31 @@ def run_apply(args: argparse.Namespace) -> int:
         writable = sorted(i for i, f in fixes.items() if set(f.get("apply", {})) & {"env", "bridge_override"})
         raise UserError(f"unknown fix {args.fix!r}; fixes apply can write: {', '.join(writable)}")
     plan = actions.plan_apply(fixes[args.fix], args.to, command_patterns(kb))
-    for note in plan.notes:
-        print(f"note: {note}")
+    out.emit_lines(messages.notes(kb, args.lang, plan.notes))
     if not plan.changed:
-        print(f"{args.to}: nothing to change for {args.fix}")
+        out.emit(messages.line(kb, args.lang, "apply-nothing", file=args.to, fix=args.fix))
         return 0
-    sys.stdout.write(plan.diff())
+    out.emit(plan.diff())
     if not args.yes:
-        print(f"\ndry run: {args.to} not changed; add --yes to write it (a backup is saved first).")
+        out.emit("\n" + messages.line(kb, args.lang, "apply-dry-run", file=args.to))
         return 0
     backup, notes = actions.write_with_backup(plan, allow_read_only=args.allow_read_only)
-    for note in notes:
-        print(f"note: {note}")
-    print(f"\nwrote {args.to}; backup {backup}; undo with: memtune rollback {args.to} --yes")
+    out.emit_lines(messages.notes(kb, args.lang, notes))
+    out.emit("\n" + messages.line(kb, args.lang, "apply-wrote", file=args.to, backup=backup))
     return 0
 
 
 def run_rollback(args: argparse.Namespace) -> int:
+    kb = knowledge.load()
     plan, diff = actions.plan_rollback(args.file)
-    sys.stdout.write(diff or f"{args.file} already matches {plan.backup.name}\n")
+    out.emit(diff or messages.line(kb, args.lang, "rollback-same", file=args.file, backup=plan.backup.name))
     if plan.edited_since:
-        print(f"note: {args.file} was changed after apply wrote it; rollback needs --force "
-              "(the current text is saved beside it first)")
+        out.emit(f"{messages.line(kb, args.lang, 'apply-note')}: "
+                 + messages.line(kb, args.lang, "rollback-edited", file=args.file))
     if not args.yes:
-        print(f"\ndry run: would restore {args.file} from {plan.backup}; add --yes to do it.")
+        out.emit("\n" + messages.line(kb, args.lang, "rollback-dry-run", file=args.file, backup=plan.backup))
         return 0
     backup, notes = actions.rollback(args.file, force=args.force, allow_read_only=args.allow_read_only)
-    for note in notes:
-        print(f"note: {note}")
-    print(f"\nrestored {args.file} from {backup.name} (backup removed)")
+    out.emit_lines(messages.notes(kb, args.lang, notes))
+    out.emit("\n" + messages.line(kb, args.lang, "rollback-restored", file=args.file, backup=backup.name))
     return 0

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
 from .. import knowledge, pipeline
 from ..engine import check_constraints
@@ -20,18 +18,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..render import check, out
+
     kb = knowledge.load()
     facts = pipeline.collect_facts(inputs_from_args(args), kb)
-    violations = check_constraints(facts.flatten(), kb)
-    rows = []
-    for v in violations:
-        con = kb.get("constraints", v.id)
-        rows.append({"id": v.id, "message": con["message"][args.lang], "upstream_error": con.get("upstream_error")})
+    found = check.rows((v.id for v in check_constraints(facts.flatten(), kb)), kb, args.lang)
     if args.format == "json":
-        json.dump({"kb_version": kb.version, "violations": rows}, sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
+        out.emit(out.json_text(check.to_json(found, kb)))
     else:
-        for row in rows:
-            print(f"{row['id']}: {row['message']}")
-        print(f"{len(rows)} violation(s)")
-    return 1 if rows else 0
+        out.emit(check.render_text(found, kb, args.lang))
+    return 1 if found else 0

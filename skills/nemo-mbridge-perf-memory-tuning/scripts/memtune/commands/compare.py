@@ -8,8 +8,6 @@ lays the result out.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -70,34 +68,25 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..render import out
     from ..render.compare import render_text, to_json
 
     kb = knowledge.load()
     result = compare(args, kb)
     if args.html:
-        htmlopt.write(args.html, page(args, result, kb))
+        from ..render import html
+
+        traces = []
+        if result.kind == "snapshots":  # the timelines need every event, which the comparison does not keep
+            from ..inputs.snapshot_trace import load_trace
+
+            traces = [load_trace(args.a), load_trace(args.b)]
+        htmlopt.write(args.html, html.compare_page(result, kb, args.lang, traces))
     if args.format == "json":
-        sys.stdout.write(json.dumps(to_json(result), indent=2, ensure_ascii=False, default=str) + "\n")
+        out.emit(out.json_text(to_json(result)))
     else:
-        sys.stdout.write(render_text(result, kb, args.lang))
+        out.emit(render_text(result, kb, args.lang))
     return 0
-
-
-def page(args: argparse.Namespace, result: Any, kb: knowledge.Knowledge) -> str:
-    """The --html page of a comparison.  Snapshot timelines need every event, which the comparison does not
-    keep, so the two traces are read again (only when a page is asked for)."""
-    from ..render import html
-
-    t = html.labels_for(kb, args.lang)
-    if result.kind == "configs":
-        view = html.compare_configs_view(result, t)
-    elif result.kind == "logs":
-        view = html.compare_logs_view(result, t)
-    else:
-        from ..inputs.snapshot_trace import load_trace
-
-        view = html.compare_snapshots_view(result, [load_trace(args.a), load_trace(args.b)], t)
-    return html.page(f"compare_{result.kind}", view, t, args.lang, t[f"html-title-compare-{result.kind}"])
 
 
 def compare(args: argparse.Namespace, kb: knowledge.Knowledge) -> Any:

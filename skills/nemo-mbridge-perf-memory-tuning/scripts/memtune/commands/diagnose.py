@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from .. import knowledge, pipeline, report
 from ..errors import UserError
+from ..render import out
 from . import htmlopt
 
 EPILOG = """examples:
@@ -67,18 +67,6 @@ def inputs_from_args(args: argparse.Namespace) -> pipeline.Inputs:
                            num_microbatches=args.num_microbatches, ranking=getattr(args, "ranking", None))
 
 
-def write_new_file(path: Path, text: str, option: str = "--output") -> None:
-    """--output (and --html) write a new file only: an existing one is never overwritten (nothing the tool
-    touches is lost).  ``option`` names the flag in the one-line error."""
-    try:
-        with open(path, "x", encoding="utf-8") as fh:
-            fh.write(text)
-    except FileExistsError:
-        raise UserError(f"{option} {path}: file exists; choose a new path") from None
-    except OSError as exc:
-        raise UserError(f"{option} {path}: cannot write ({exc.strerror})") from None
-
-
 def positive_int(text: str) -> int:
     """argparse type: a count that must be at least 1."""
     try:
@@ -96,21 +84,17 @@ def run(args: argparse.Namespace) -> int:
     lang = args.lang or facts.question.lang or "en"
     rep = report.build(diag, flat, kb, lang, estimate=facts.estimate.get("table"))
     if args.format == "json":
-        text = json.dumps(rep, indent=2, ensure_ascii=False, default=str) + "\n"
+        text = out.json_text(rep)
     else:
         from ..render.render import render_markdown
 
         text = render_markdown(rep, kb, detail=args.detail)
     if args.output:
-        write_new_file(args.output, text)
+        out.write_new_file(args.output, text)
     else:
-        sys.stdout.write(text)
+        out.emit(text)
     if args.html:
         from ..render import html
-        from ..render.render import lead_lines
 
-        t = html.labels_for(kb, lang)
-        lead = [line.replace("**", "").replace("`", "") for line in lead_lines(rep, t)]
-        view = html.ledger_view({**rep, "lead": lead}, t)
-        htmlopt.write(args.html, html.page("diagnose", view, t, lang, t["html-title-diagnose"]))
+        htmlopt.write(args.html, html.diagnose_page(rep, kb, lang))
     return 0

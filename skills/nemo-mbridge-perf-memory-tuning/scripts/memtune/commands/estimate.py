@@ -8,8 +8,6 @@ or HF config.json), ``--set`` overrides, then the explicit size flags.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ from typing import Any
 from .. import knowledge
 from ..errors import UserError
 from ..facts import GpuFacts, TrainingConfig
+from ..render import out
 from . import argtypes, htmlopt
 
 EPILOG = """examples:
@@ -141,13 +140,11 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         from ..render import html
 
-        t = html.labels_for(kb, args.lang)
-        htmlopt.write(args.html, html.page("estimate", html.estimate_view(result, t), t, args.lang,
-                                           t["html-title-estimate"]))
+        htmlopt.write(args.html, html.estimate_page(result, kb, args.lang))
     if args.format == "json":
-        sys.stdout.write(json.dumps(result, indent=2, ensure_ascii=False, default=str) + "\n")
+        out.emit(out.json_text(result))
     else:
         from ..render.estimate import render
 
-        sys.stdout.write(render(result, kb, args.lang, markdown=args.format == "markdown"))
+        out.emit(render(result, kb, args.lang, markdown=args.format == "markdown"))
     return 0

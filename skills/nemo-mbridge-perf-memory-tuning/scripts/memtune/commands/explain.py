@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-import yaml
-
 from .. import knowledge
 from ..errors import UserError
+from ..render import messages, out
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("explain", help="show the knowledge-base entry for a cause, fix, constraint or rule id")
     parser.add_argument("id")
+    parser.add_argument("--lang", choices=["en", "zh"], default="en", help="language of the heading")
     parser.set_defaults(func=run)
 
 
@@ -27,6 +27,5 @@ def find(kb: knowledge.Knowledge, ident: str) -> tuple[str, dict]:
 def run(args: argparse.Namespace) -> int:
     kb = knowledge.load()
     table, entry = find(kb, args.id)
-    print(f"# {table}.yaml: {args.id}")
-    print(yaml.safe_dump(entry, allow_unicode=True, sort_keys=False, width=100).rstrip())
+    out.emit_lines(messages.explain(kb, args.lang, table, args.id, entry))
     return 0

@@ -16,6 +16,6 @@ def add_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def write(path: Path, text: str) -> None:
-    from .diagnose import write_new_file
+    from ..render.out import write_new_file
 
     write_new_file(path, text, option="--html")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from .. import knowledge
 from ..errors import UserError
+from ..render import messages, out
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -14,6 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     kb_sub = parser.add_subparsers(dest="kb_command", required=True, metavar="ACTION")
     val = kb_sub.add_parser("validate", help="check every table against its JSON Schema and every cross-reference")
     val.add_argument("--dir", help="knowledge directory (default: the skill's knowledge/)")
+    val.add_argument("--lang", choices=["en", "zh"], default="en", help="language of the status lines")
     val.set_defaults(func=run_validate)
     comp = kb_sub.add_parser(
         "compile", help=f"validate knowledge/ and write {knowledge.COMPILED_NAME}, the tables every command loads",
@@ -27,27 +29,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     comp.add_argument("--check", action="store_true",
                       help=f"write nothing; exit 1 when {knowledge.COMPILED_NAME} is missing or differs from what "
                       "compile would write")
+    comp.add_argument("--lang", choices=["en", "zh"], default="en", help="language of the status lines")
     comp.set_defaults(func=run_compile)
 
 
 def run_validate(args: argparse.Namespace) -> int:
     kb = knowledge.load(args.dir, compiled=False)
     problems = knowledge.validate(kb)
-    for line in problems:
-        print(line)
-    counts = ", ".join(f"{len(kb.entries(t))} {t}" for t in kb.index["tables"])
-    print(f"knowledge base {kb.version}: {'INVALID' if problems else 'valid'} ({counts})")
+    out.emit_lines(messages.kb_summary(kb, args.lang, problems))
     return 1 if problems else 0
 
 
 def run_compile(args: argparse.Namespace) -> int:
     kb = knowledge.load(args.dir, compiled=False)
     problems = knowledge.validate(kb)
+
+    def say(ident: str, **values: object) -> None:
+        out.emit(messages.line(kb, args.lang, ident, version=kb.version, tables=len(kb.tables), **values))
+
     if problems:
-        for line in problems:
-            print(line)
-        print(f"knowledge base {kb.version}: INVALID, {knowledge.COMPILED_NAME} not "
-              f"{'checked' if args.check else 'written'} (fix the problems above, then run 'kb compile')")
+        out.emit_lines(list(problems))
+        say("kb-compile-refused", file=knowledge.COMPILED_NAME,
+            action=messages.line(kb, args.lang, "kb-action-checked" if args.check else "kb-action-written"))
         return 1
     text = knowledge.compile_text(kb)
     target = kb.root / knowledge.COMPILED_NAME
@@ -59,13 +62,12 @@ def run_compile(args: argparse.Namespace) -> int:
         current = None
     if args.check:
         if current == data:
-            print(f"{shown}: current ({len(kb.tables)} tables, knowledge base {kb.version})")
+            say("kb-current", file=shown)
             return 0
-        state = "missing" if current is None else "stale (knowledge/ changed since it was compiled)"
-        print(f"{shown}: {state}; run: {knowledge.COMPILE_COMMAND}")
+        say("kb-missing" if current is None else "kb-stale", file=shown, command=knowledge.COMPILE_COMMAND)
         return 1
     if current == data:
-        print(f"{shown}: already current ({len(kb.tables)} tables, knowledge base {kb.version})")
+        say("kb-already-current", file=shown)
         return 0
     from ..actions.safewrite import write_new
 
@@ -73,7 +75,7 @@ def run_compile(args: argparse.Namespace) -> int:
         write_new(target, data)
     except OSError as exc:
         raise UserError(f"{shown}: cannot write ({exc.strerror})") from None
-    print(f"wrote {shown} ({len(kb.tables)} tables, knowledge base {kb.version})")
+    say("kb-wrote", file=shown)
     return 0
 
 

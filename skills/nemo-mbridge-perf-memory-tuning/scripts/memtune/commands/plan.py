@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
 from .. import knowledge
@@ -117,24 +115,19 @@ def request_from_args(args: argparse.Namespace, kb: knowledge.Knowledge):
 
 def run(args: argparse.Namespace) -> int:
     from ..planner import plan
-    from ..planner.render import to_dict, to_markdown
+    from ..render import out
+    from ..render.plan import to_dict, to_markdown
 
     kb = knowledge.load()
     request = request_from_args(args, kb)
     data = to_dict(plan(request, kb), request, kb, args.lang)
-    if args.format == "json":
-        text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-    else:
-        text = to_markdown(data, kb, args.lang)
+    text = out.json_text(data) if args.format == "json" else to_markdown(data, kb, args.lang)
     if args.output:
-        from .diagnose import write_new_file
-
-        write_new_file(args.output, text)
+        out.write_new_file(args.output, text)
     else:
-        sys.stdout.write(text)
+        out.emit(text)
     if args.html:
         from ..render import html
 
-        t = html.labels_for(kb, args.lang)
-        htmlopt.write(args.html, html.page("plan", html.plan_view(data, t), t, args.lang, t["html-title-plan"]))
+        htmlopt.write(args.html, html.plan_page(data, kb, args.lang))
     return 0

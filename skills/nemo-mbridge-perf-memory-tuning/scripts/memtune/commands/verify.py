@@ -8,9 +8,6 @@ exact, shell-quoted line to run, with its directory and time limit.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +26,8 @@ exit codes: 0 no check failed, 1 a check failed, 2 bad input."""
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("verify", help="the validation checks; prints upstream test commands, starts nothing",
                             epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--list", action="store_true", help="list the checks and what each would run, then stop")
+    parser.add_argument("--list", action="store_true",
+                        help="list the checks and what each would run, then stop (text, or --format json)")
     parser.add_argument("--only", action="append", metavar="ID", help="only these checks (repeatable)")
     parser.add_argument("--bridge-repo", type=Path, help="Megatron Bridge checkout the upstream tests run in")
     parser.add_argument("--launch", type=Path, help="launch shell script the training is started with")
@@ -73,11 +71,17 @@ def gather_facts(args: argparse.Namespace, kb: knowledge.Knowledge) -> dict[str,
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..render import out
+    from ..render import verify as view
+
     kb = knowledge.load()
     selected = verify.select(kb, args.only)
     values = {"bridge_repo": str(args.bridge_repo.expanduser().resolve()) if args.bridge_repo else ""}
     if args.list:
-        return _print_list(selected, values, args.lang)
+        entries = listing(selected, values, args.lang)
+        out.emit(out.json_text(view.list_json(entries, kb)) if args.format == "json"
+                 else view.list_text(entries, kb, args.lang))
+        return 0
     flat = gather_facts(args, kb)
     results = []
     for step in selected:
@@ -85,31 +89,25 @@ def run(args: argparse.Namespace) -> int:
             results.append(verify.evaluate_check(step, flat, kb, args.lang))
         else:
             results.append(verify.plan_command(step, values))
-    _print_results(results, args.format)
+    if args.format == "json":
+        titles = {step["id"]: step["title"][args.lang] for step in selected}
+        out.emit(out.json_text(view.results_json(results, titles, kb, args.lang)))
+    else:
+        out.emit(view.results_text(results, kb, args.lang))
     return 1 if any(r.status == "fail" for r in results) else 0
 
 
-def _print_list(selected: list[dict[str, Any]], values: dict[str, str], lang: str) -> int:
+def listing(selected: list[dict[str, Any]], values: dict[str, str], lang: str) -> list[dict[str, Any]]:
+    """What --list shows per check: its title, what it checks and, for a command step, the line to run
+    (with the reason it cannot be completed yet, e.g. no --bridge-repo)."""
+    entries = []
     for step in selected:
-        print(f"{step['id']}  [{step['kind']}]  {step['title'][lang]}")
+        run, note = None, None
         if step["kind"] == "command":
             try:
-                line = verify.shell_line(step, *verify.command_argv(step, values))
-            except UserError as exc:
-                line = f"{verify.shell_line(step, list(step['argv']), step.get('cwd'))}   ({exc})"
-            gpus = f"  ({step['gpus']} GPUs)" if step.get("gpus") else ""
-            print(f"    run: {line}{gpus}")
-        print(f"    {step['checks'][lang]}")
-    return 0
-
-
-def _print_results(results: list[verify.StepResult], fmt: str) -> None:
-    if fmt == "json":
-        sys.stdout.write(json.dumps([asdict(r) for r in results], indent=2, ensure_ascii=False) + "\n")
-        return
-    width = max(len(r.id) for r in results) if results else 2
-    print(f"{'check':<{width}}  {'kind':<7}  {'result':<7}  detail")
-    for r in results:
-        print(f"{r.id:<{width}}  {r.kind:<7}  {r.status:<7}  {r.detail}")
-    if any(r.status == "to-run" for r in results):
-        print("\nnothing was started: run the to-run lines where the GPUs are; exit code 0 means pass.")
+                run = verify.shell_line(step, *verify.command_argv(step, values))
+            except verify.MissingValue as exc:
+                run, note = verify.shell_line(step, list(step["argv"]), step.get("cwd")), exc.option
+        entries.append({"id": step["id"], "kind": step["kind"], "title": step["title"][lang],
+                        "checks": step["checks"][lang], "run": run, "run_note": note, "gpus": step.get("gpus")})
+    return entries

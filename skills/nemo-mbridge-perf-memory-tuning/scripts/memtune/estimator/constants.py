@@ -22,7 +22,7 @@ def _build(kb: Knowledge) -> tuple[Knowledge, dict[str, Any], dict[str, dict[str
     if not isinstance(table, dict) or "estimator" not in table:
         raise KnowledgeError("estimator.yaml: missing (register 'estimator' in knowledge/index.yaml tables)")
     values = {row["id"]: row["value"] for row in table["estimator"]}
-    texts = {row["id"]: row["text"] for row in table.get("assumptions", []) + table.get("labels", [])}
+    texts = {row["id"]: row["text"] for row in table.get("assumptions", [])}
     return kb, values, texts
 
 
@@ -41,7 +41,7 @@ def constants(kb: Knowledge) -> dict[str, Any]:
 def text(kb: Knowledge, ident: str, lang: str = "en") -> str:
     texts = _entry(kb)[2]
     if ident not in texts:
-        raise KnowledgeError(f"estimator.yaml: no assumption or label with id {ident!r}")
+        raise KnowledgeError(f"estimator.yaml: no assumption with id {ident!r}")
     return texts[ident].get(lang) or texts[ident]["en"]
 
 

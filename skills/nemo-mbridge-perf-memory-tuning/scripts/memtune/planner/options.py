@@ -9,7 +9,7 @@ planner, the estimator and the printed overrides agree on what an option means.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..facts import TrainingConfig
@@ -46,7 +46,6 @@ class Space:
     field_keys: Mapping[str, str]  # TrainingConfig field -> the Bridge override key that sets it
     micro_batch_sizes: tuple[int, ...]
     layout_overrides: tuple[str, ...]  # override templates of the parallel sizes and micro-batch size
-    labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 def field_of(key: str) -> str | None:
@@ -123,7 +122,6 @@ def load(kb: Knowledge) -> Space:
         field_keys=keys,
         micro_batch_sizes=tuple(table["search"]["micro_batch_sizes"]),
         layout_overrides=layout,
-        labels={row["id"]: row["text"] for row in table.get("labels", [])},
     )
     _CACHE[id(kb)] = (kb, space)
     return space

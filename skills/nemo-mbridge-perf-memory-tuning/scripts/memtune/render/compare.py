@@ -6,16 +6,14 @@ from knowledge/ui.yaml (``compare-*`` ids, en and zh).
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import asdict, is_dataclass
 from typing import Any
 
 from ..knowledge import Knowledge
-from .render import labels
+from .grid import bar, table
+from .labels import labels
 
 GIB = 2**30
-BAR_WIDTH = 40
-_EIGHTHS = " ▏▎▍▌▋▊▉"
 
 
 def to_json(result: Any) -> dict[str, Any]:
@@ -59,14 +57,6 @@ def gib(value: float | None, sign: bool = False) -> str:
     return f"{value / GIB:+.2f}" if sign else f"{value / GIB:.2f}"
 
 
-def bar(value: float, scale: float, width: int = BAR_WIDTH) -> str:
-    """A bar of Unicode blocks, eighth-character resolution; ``scale`` bytes fill ``width`` characters."""
-    if scale <= 0 or value <= 0:
-        return ""
-    eighths = round(value / scale * width * 8)
-    return "█" * (eighths // 8) + (_EIGHTHS[eighths % 8] if eighths % 8 else "")
-
-
 def value_text(value: Any) -> str:
     """A setting's value as the user would write it."""
     if value is None:
@@ -78,22 +68,6 @@ def value_text(value: Any) -> str:
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}={v}" for k, v in sorted(value.items())) + "}" if value else "{}"
     return str(value)
-
-
-def width(text: str) -> int:
-    """Terminal columns: CJK characters take two."""
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
-
-
-def table(rows: list[list[str]], left: int = 1) -> list[str]:
-    """Columns padded to their widest cell; the first ``left`` columns left-aligned, the rest right-aligned."""
-    widths = [max(width(r[i]) for r in rows) for i in range(len(rows[0]))]
-
-    def pad(cell: str, i: int) -> str:
-        fill = " " * (widths[i] - width(cell))
-        return cell + fill if i < left else fill + cell
-
-    return ["  ".join(pad(c, i) for i, c in enumerate(r)).rstrip() for r in rows]
 
 
 # --------------------------------------------------------------------------- configs

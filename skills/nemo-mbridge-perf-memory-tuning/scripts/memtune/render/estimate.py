@@ -7,10 +7,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..knowledge import Knowledge
-from .compare import bar
+from .grid import BAR_WIDTH, bar
 
 GIB = 2**30
-BAR_WIDTH = 40
 
 
 def bars(result: Mapping[str, Any]) -> list[str]:
@@ -30,9 +29,12 @@ def bars(result: Mapping[str, Any]) -> list[str]:
 def render(result: Mapping[str, Any], kb: Knowledge, lang: str, *, markdown: bool) -> str:
     """The per-stage table (GiB), the overheads beside the allocated peak, and the assumptions."""
     from ..estimator.constants import text
+    from .labels import labels
+
+    table = labels(kb, lang)
 
     def t(ident: str) -> str:
-        return text(kb, f"label-{ident}", lang)
+        return table[f"estimate-{ident}"]
 
     lines: list[str] = []
     bridge = result.get("bridge")

@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .labels import labels
 from .render import TEMPLATES
 
 GIB = 2**30
@@ -442,8 +443,39 @@ def page(block: str, view: Mapping[str, Any], t: Mapping[str, str], lang: str, t
     return _environment().get_template(f"html_{block}.html.j2").render(v=view, t=t, lang=lang, title=title)
 
 
-def labels_for(kb: Any, lang: str) -> dict[str, str]:
-    """Every ui.yaml label in ``lang`` (the page's words; the numbers' units are not translated)."""
-    from .render import labels
+# --------------------------------------------------------------------------- one page per command
 
-    return labels(kb, lang)
+
+def diagnose_page(report: Mapping[str, Any], kb: Any, lang: str) -> str:
+    from .render import lead_lines
+
+    t = labels(kb, lang)
+    lead = [line.replace("**", "").replace("`", "") for line in lead_lines(report, t)]
+    return page("diagnose", ledger_view({**report, "lead": lead}, t), t, lang, t["html-title-diagnose"])
+
+
+def estimate_page(result: Mapping[str, Any], kb: Any, lang: str) -> str:
+    t = labels(kb, lang)
+    return page("estimate", estimate_view(result, t), t, lang, t["html-title-estimate"])
+
+
+def plan_page(data: Mapping[str, Any], kb: Any, lang: str) -> str:
+    t = labels(kb, lang)
+    return page("plan", plan_view(data, t), t, lang, t["html-title-plan"])
+
+
+def snapshot_page(summary: Mapping[str, Any], trace: Any, kb: Any, lang: str) -> str:
+    t = labels(kb, lang)
+    return page("snapshot", snapshot_view(summary, trace, t), t, lang, t["html-title-snapshot"])
+
+
+def compare_page(result: Any, kb: Any, lang: str, traces: Sequence[Any] = ()) -> str:
+    """``traces``: the two snapshots' full event lists (a snapshot comparison keeps only its summary)."""
+    t = labels(kb, lang)
+    if result.kind == "configs":
+        view = compare_configs_view(result, t)
+    elif result.kind == "logs":
+        view = compare_logs_view(result, t)
+    else:
+        view = compare_snapshots_view(result, traces, t)
+    return page(f"compare_{result.kind}", view, t, lang, t[f"html-title-compare-{result.kind}"])

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..knowledge import Knowledge
 from ..textfmt import human
+from .labels import labels
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -26,10 +27,6 @@ def _environment():
     )
     env.filters["human"] = human
     return env
-
-
-def labels(kb: Knowledge, lang: str) -> dict[str, str]:
-    return {row["id"]: row["text"][lang] for row in kb.entries("ui")}
 
 
 LEAD_WORDS = 120  # issue 11: the answer an agent can paste as it is, before any detail

@@ -1,7 +1,7 @@
 """A plan as JSON (for agents) or Markdown (for people).  Lays out; never computes or words advice.
 
-Every sentence comes from knowledge/costs.yaml (cost titles, labels) or constraints.yaml (warnings);
-the numbers come from the PlanResult.
+Headings come from knowledge/ui.yaml (``plan-*``), cost titles and consequences from costs.yaml, warnings
+from constraints.yaml; the numbers come from the PlanResult.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from dataclasses import asdict
 from typing import Any
 
 from ..knowledge import Knowledge
-from .options import load
-from .search import PlannedLayout, PlanRequest, PlanResult
+from ..planner.options import load
+from ..planner.search import PlannedLayout, PlanRequest, PlanResult
+from .labels import labels
 
 
 def _layout_dict(lay: PlannedLayout, costs: Mapping[str, Mapping[str, Any]], lang: str) -> dict[str, Any]:
@@ -53,6 +54,11 @@ def _warning(w: Mapping[str, Any], kb: Knowledge, lang: str) -> dict[str, Any]:
         con = kb.get("constraints", w["id"])
         return {"kind": "constraint", "id": w["id"], "title": con["title"][lang], "message": con["message"][lang]}
     return dict(w)
+
+
+def prefixed(kb: Knowledge, lang: str, prefix: str) -> dict[str, str]:
+    """The labels of one command, without their prefix."""
+    return {k.removeprefix(prefix): v for k, v in labels(kb, lang).items() if k.startswith(prefix)}
 
 
 def _gb(value: float | None) -> str:
@@ -97,7 +103,7 @@ def _layout_md(lay: Mapping[str, Any], t: Mapping[str, str], heading: str,
 
 def to_markdown(data: Mapping[str, Any], kb: Knowledge, lang: str = "en") -> str:
     """The Markdown answer, from the dict ``to_dict`` returns."""
-    t = {k: v[lang] for k, v in load(kb).labels.items()}
+    t = prefixed(kb, lang, "plan-")
     req, st = data["request"], data["stats"]
     lines = [
         f"# {t['title']}: {req['model'] or '?'}, {req['task']}, {req['gpus']} x {req['gpu']}, "
