@@ -328,12 +328,20 @@ def _estimate_kwargs(case: Case, estimate: Estimator) -> dict[str, Any]:
     return kwargs
 
 
-def _ours_bytes(est: dict[str, Any], rank: int | None) -> float:
+# The estimate's quantity that matches each measured statistic: what torch's allocator counts as allocated, what
+# it holds reserved, or what nvidia-smi shows for the process (reserved + CUDA context + NCCL buffers).  A peak
+# whose statistic the source does not name is compared with allocated, the statistic Bridge's report_memory prints.
+STAT_FIELD = {"max_memory_allocated": "allocated_peak_bytes", "peak reported by skill": "allocated_peak_bytes",
+              "max_memory_reserved": "reserved_bytes", "nvidia-smi peak": "peak_with_overheads_bytes"}
+
+
+def _ours_bytes(est: dict[str, Any], rank: int | None, which: str = "max_memory_allocated") -> float:
+    key = STAT_FIELD[which]
     if rank is None:
-        return float(est["peak_bytes"])
+        return float(max(stage[key] for stage in est["stages"]))
     for stage in est["stages"]:
         if stage["pp_rank"] == rank:
-            return float(stage["allocated_peak_bytes"])
+            return float(stage[key])
     raise UserError(f"estimate has no stage with pp_rank {rank}")
 
 
@@ -371,7 +379,7 @@ def evaluate_case(case: Case, estimate: Estimator, reader: Callable[..., Trainin
         row["stage"] = "max" if rank is None else rank
         kwargs = _estimate_kwargs(case, estimate)
         ours = _as_dict(estimate(cfg, mode="ours", **kwargs))
-        row["ours_bytes"] = _ours_bytes(ours, rank)
+        row["ours_bytes"] = _ours_bytes(ours, rank, case.measured["which"])
         row["ours_err_pct"] = _err_pct(row["ours_bytes"], case.measured_bytes)
     except Exception as exc:  # noqa: BLE001 - one bad case must not hide the others
         row["status"] = _one_line(exc)

@@ -93,7 +93,11 @@ def resolve(cfg: TrainingConfig, c: dict[str, Any], notes: list[str]) -> Setup:
     if pa:
         moment = dtype[_dtype_name(cfg.exp_avg_dtype or "fp32")] + dtype[_dtype_name(cfg.exp_avg_sq_dtype or "fp32")]
         moment *= moments / 2
-        master = c["master-remainder-bytes"] if half else 0.0
+        # Transformer Engine's Adam keeps the master weight (as a 16-bit remainder) unless the run computes in FP8
+        # with a recipe other than delayed scaling: then Megatron-Core keeps the fp32 master itself, so FP8
+        # primary weights can be cast from it (OptimizerConfig.use_precision_aware_optimizer_no_fp8_or_ds_fp8).
+        mcore_master = bool(cfg.fp8) and (cfg.fp8_recipe or "delayed") != "delayed" and not cfg.optimizer_cpu_offload
+        master = (dtype["fp32"] if mcore_master else c["master-remainder-bytes"]) if half else 0.0
     else:
         moment = moments * dtype["fp32"]
         master = dtype["fp32"] if half else 0.0
