@@ -330,6 +330,7 @@ def test_planner_peaks_equal_full_estimates(kb):
     req = PlanRequest(base=preset("qwen3-30b-a3b", kb), gpu=lookup_gpu("H100", kb), gpus=16, seq_length=4096,
                       global_batch_size=256, task="pretrain", top=None)
     planner = Planner(req, kb)
+    assert planner._acts is not None  # the shortcut that derives activation inputs once per combination is used
     order = planner._rank()
     for t in order[::37]:
         si, mbs, ci = planner._decode(t)
@@ -342,3 +343,17 @@ def test_planner_peaks_equal_full_estimates(kb):
             continue
         assert peaks == (est.peak_stage, est.peak_bytes, tuple(
             (s.pp_rank, s.allocated_peak_bytes, s.peak_with_overheads_bytes) for s in est.stages))
+
+
+def test_shapes_set_only_shape_fields(kb):
+    """The planner derives activation inputs once per combination; that holds while no shape sets a field they
+    read (ACT_FIELDS), which SHAPE_FIELDS guarantees for every field a shape sets."""
+    from memtune.estimator.rank_activations import ACT_FIELDS
+    from memtune.planner.search import SHAPE_FIELDS
+
+    req = PlanRequest(base=preset("qwen3-30b-a3b", kb), gpu=lookup_gpu("H100", kb), gpus=16, seq_length=4096,
+                      global_batch_size=256, task="pretrain", top=1)
+    planner = Planner(req, kb)
+    planner.candidates()
+    assert planner.shape_list and all(set(s.fields) <= SHAPE_FIELDS for s in planner.shape_list)
+    assert not SHAPE_FIELDS & ACT_FIELDS

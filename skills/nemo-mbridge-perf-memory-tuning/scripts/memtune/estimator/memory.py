@@ -27,7 +27,17 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..facts import TrainingConfig
-from .rank_activations import ContextPart, RankActs, act_inputs, chunk_policy, context_part, rank_acts
+from .rank_activations import (
+    ActInputs,
+    ChunkPolicy,
+    ContextPart,
+    RankActs,
+    act_inputs,
+    chunk_policy,
+    chunk_rows,
+    context_part,
+    rank_acts,
+)
 from .setup import Batch, Setup, batch
 from .static import StaticPart, build, static_part
 
@@ -100,9 +110,10 @@ def estimate_ours(cfg: TrainingConfig, c: dict[str, Any], texts: Any, *, num_mic
     s, shape = st.setup, st.shape
     b = batch(cfg, s, num_microbatches)
     part = context_part(shape, c, act_inputs(cfg, b.mbs))
-    ranks = rank_acts(shape, part, chunk_policy(cfg), b.microbatches, c)
-    stages = _stages(st, ranks, part, c["allocator-slack-fraction"]["expandable" if expandable_segments else "default"],
-                     c)
+    policy = chunk_policy(cfg)
+    ranks = rank_acts(shape, part, policy, b.microbatches, c)
+    stages = _stages(st, ranks, part, policy,
+                     c["allocator-slack-fraction"]["expandable" if expandable_segments else "default"], c)
     peak = max(stages, key=lambda x: x.allocated_peak_bytes)
     offload = bool(s.offload_fraction or cfg.cpu_offloading or cfg.fine_grained_activation_offloading)
     ids, assumptions = _assumptions(st, b.guessed, offload, texts)
@@ -130,10 +141,17 @@ def stage_peaks(cfg: TrainingConfig, c: dict[str, Any], st: StaticPart, *, num_m
     as ``estimate_ours`` and ``_stages``, so the numbers are bit-identical; tests/test_planner.py compares them
     with full estimates, so a change to ``_stages`` that is not made here too fails there.
     """
-    s, shape = st.setup, st.shape
-    b = batch(cfg, s, num_microbatches)
-    part = context_part(shape, c, act_inputs(cfg, b.mbs))
-    ranks = rank_acts(shape, part, chunk_policy(cfg), b.microbatches, c)
+    b = batch(cfg, st.setup, num_microbatches)
+    return peaks_of_parts(st, c, act_inputs(cfg, b.mbs), chunk_policy(cfg), b.microbatches, expandable_segments)
+
+
+def peaks_of_parts(st: StaticPart, c: dict[str, Any], inputs: ActInputs, policy: ChunkPolicy, microbatches: int,
+                   expandable_segments: bool | None = None) -> tuple[int, float, tuple[tuple[int, float, float], ...]]:
+    """``stage_peaks`` from what it reads of the config: the planner derives ``inputs`` and ``policy`` once per
+    combination and micro-batch size (they read only ACT_FIELDS), so no config is built per candidate."""
+    shape = st.shape
+    part = context_part(shape, c, inputs)
+    ranks = rank_acts(shape, part, policy, microbatches, c)
     slack = c["allocator-slack-fraction"]["expandable" if expandable_segments else "default"]
     every, last = part.workspaces
     context, nccl = c["cuda-context-bytes"], st.nccl_bytes
@@ -161,7 +179,7 @@ def _assumptions(st: StaticPart, guessed: bool, offload: bool, texts: Any) -> tu
     return hit
 
 
-def _stages(st: StaticPart, ranks: tuple[RankActs, ...], part: ContextPart, slack: float,
+def _stages(st: StaticPart, ranks: tuple[RankActs, ...], part: ContextPart, policy: ChunkPolicy, slack: float,
             c: dict[str, Any]) -> list[StageEstimate]:
     """Every rank: its model state plus activations, logits, workspaces and graph pool, then the peak."""
     every, last = part.workspaces
@@ -180,7 +198,8 @@ def _stages(st: StaticPart, ranks: tuple[RankActs, ...], part: ContextPart, slac
             activations_bytes=ra.activations, logits_bytes=ra.logits, workspace_bytes=workspace,
             graph_pool_bytes=ra.graph_pool, other_bytes=other, total_bytes=total, allocated_peak_bytes=allocated,
             reserved_bytes=reserved, cuda_context_bytes=context, nccl_bytes=nccl,
-            peak_with_overheads_bytes=reserved + context + nccl, chunks=list(ra.chunks),
+            peak_with_overheads_bytes=reserved + context + nccl,
+            chunks=chunk_rows(st.shape, part, policy, rc, ra),
         ))
     return out
 

@@ -52,6 +52,15 @@ class ChunkPolicy(NamedTuple):
     offload_layers: int  # cpu_offloading_num_layers with cpu_offloading, else 0
 
 
+# Every config field act_inputs and chunk_policy read (besides micro_batch_size): a caller that derives them once
+# for many configs (the planner) may do so only while the configs agree on these.
+ACT_FIELDS = frozenset({
+    "recompute_granularity", "recompute_modules", "sequence_parallel_input_regather",
+    "fine_grained_activation_offloading", "offload_modules", "activation_offload_fraction",
+    "recompute_num_layers", "recompute_method", "cpu_offloading", "cpu_offloading_num_layers",
+})
+
+
 def act_inputs(cfg: TrainingConfig, mbs: int) -> ActInputs:
     recompute = frozenset()
     if cfg.recompute_granularity == "selective":
@@ -199,7 +208,7 @@ def context_part(shape: ShapePart, c: dict[str, Any], inputs: ActInputs) -> Cont
         ctx = _act_context(shape.cfg, s, c, inputs)
         acts = layer_activations(a, ctx)
         hit = ContextPart(
-            ctx=ctx, acts=acts, chunk_kinds=[_chunk_kinds(a, ch, acts) for ch in shape.layout.unique],
+            ctx=ctx, acts=acts, chunk_kinds=_shape_chunk_kinds(shape, acts),
             logits=_logits(a, ctx, shape.cfg, s, c), workspaces=_workspaces(shape, ctx),
             graph_per_layer=checkpoint_input(a, ctx) * c["cuda-graph-static-buffers"] if shape.graphs in GRAPHED
             else 0.0,
@@ -207,6 +216,16 @@ def context_part(shape: ShapePart, c: dict[str, Any], inputs: ActInputs) -> Cont
         if len(shape.contexts) >= CONTEXTS_PER_SHAPE:
             shape.contexts.clear()
         shape.contexts[inputs] = hit
+    return hit
+
+
+def _shape_chunk_kinds(shape: ShapePart, acts: dict[str, LayerActivations]) -> list[tuple[str, dict[str, int]]]:
+    """Every unique chunk's layer kinds: the same for every activation context of the shape (it reads only the
+    kind names of ``acts``), so kept once on the shape's cache rather than per context."""
+    key = tuple(acts)
+    hit = shape.chunk_kinds.get(key)
+    if hit is None:
+        hit = shape.chunk_kinds[key] = [_chunk_kinds(shape.arch, ch, acts) for ch in shape.layout.unique]
     return hit
 
 
@@ -226,7 +245,6 @@ class RankActs(NamedTuple):
     activations: float
     logits: float
     graph_pool: float
-    chunks: tuple[tuple[int, int, int, float], ...]  # (vp, layers, in flight, bytes) per chunk
 
 
 def rank_acts(shape: ShapePart, part: ContextPart, policy: ChunkPolicy, microbatches: int,
@@ -242,6 +260,15 @@ def rank_acts(shape: ShapePart, part: ContextPart, policy: ChunkPolicy, microbat
     return hit
 
 
+def chunk_rows(shape: ShapePart, part: ContextPart, policy: ChunkPolicy, rc: RankChunks,
+               ra: RankActs) -> list[tuple[int, int, int, float]]:
+    """(vp, layers, passes in flight, bytes kept) of each chunk of a rank, for a full estimate's table (the
+    planner never reads them, so they are not kept with the cached RankActs)."""
+    chunk_acts = _chunk_acts(shape, part, policy)
+    return [(vp, layers, n, n * chunk_acts[cid][0]) for (vp, layers, cid, _loss, _mtp), n
+            in zip(rc.chunks, ra.in_flight, strict=True)]
+
+
 def _one_rank_acts(shape: ShapePart, rc: RankChunks, part: ContextPart, chunk_acts: list[tuple[float, float]],
                    microbatches: int, c: dict[str, Any]) -> RankActs:
     """Each chunk's kept bytes times its passes in flight, the largest backward temporary or loss peak on top."""
@@ -250,8 +277,7 @@ def _one_rank_acts(shape: ShapePart, rc: RankChunks, part: ContextPart, chunk_ac
     logit_kept, logit_extra = part.logits
     graph_per_layer = part.graph_per_layer
     held = transient = logits_held = graph_pool = 0.0
-    rows = []
-    for (vp, layers, cid, loss, mtp), n in zip(rc.chunks, counts, strict=True):
+    for (_vp, layers, cid, loss, mtp), n in zip(rc.chunks, counts, strict=True):
         kept, extra = chunk_acts[cid]
         held += n * kept
         if extra > transient:
@@ -259,7 +285,6 @@ def _one_rank_acts(shape: ShapePart, rc: RankChunks, part: ContextPart, chunk_ac
         if loss:
             logits_held += n * logit_kept * (1 + mtp)
         graph_pool += n * layers * graph_per_layer
-        rows.append((vp, layers, n, n * kept))
     transient *= c["backward-transient-factor"]
     loss_extra = logit_extra if rc.has_loss else 0.0
     if loss_extra > transient:
@@ -268,4 +293,4 @@ def _one_rank_acts(shape: ShapePart, rc: RankChunks, part: ContextPart, chunk_ac
         act, logits = held + transient, logits_held
     if shape.graphs == "full_iteration":
         graph_pool = (act + logits) * c["full-iteration-graph-factor"]
-    return RankActs(counts, act, logits, graph_pool, tuple(rows))
+    return RankActs(counts, act, logits, graph_pool)

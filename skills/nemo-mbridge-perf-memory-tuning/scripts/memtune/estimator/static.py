@@ -97,6 +97,7 @@ class ShapePart:
     static_workspace: float  # cuBLAS / TE / grouped-GEMM workspaces (before any micro-batch-sized buffer)
     constants: dict[str, Any] = field(compare=False, repr=False)
     contexts: dict[tuple, Any] = field(default_factory=dict, compare=False, repr=False)  # rank_activations cache
+    chunk_kinds: dict[tuple, Any] = field(default_factory=dict, compare=False, repr=False)  # ... per layer kinds
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Iterator, Mapping
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from itertools import product
@@ -31,8 +32,9 @@ from ..derive import derive
 from ..errors import UserError
 from ..estimator import estimate
 from ..estimator.constants import constants
-from ..estimator.memory import stage_peaks
+from ..estimator.memory import peaks_of_parts, stage_peaks
 from ..estimator.models import fill_from_preset
+from ..estimator.rank_activations import ACT_FIELDS, ActInputs, ChunkPolicy, act_inputs, chunk_policy
 from ..estimator.static import PER_CANDIDATE_FIELDS, static_part
 from ..facts import EnvFacts, Facts, GpuFacts, TrainingConfig
 from ..inputs.config import apply_overrides
@@ -45,6 +47,9 @@ from .overrides import format_value, parse, render_pairs, render_texts
 TASKS = ("pretrain", "sft", "lora")
 SIZE_FIELDS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
                "context_parallel_size", "expert_model_parallel_size")
+# Every field a shape sets (Planner._shape_fields); the rest of a candidate's config is the base and its combination.
+SHAPE_FIELDS = frozenset({*SIZE_FIELDS, "sequence_parallel", "world_size", "seq_length", "global_batch_size",
+                          "data_parallel_size"})
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,36 @@ class StagePeak:
     peak_with_overheads_bytes: float
 
 
+class StagePeaks(Sequence[StagePeak]):
+    """A layout's per-rank peaks, unboxed in one array of doubles (rank, allocated, with overheads per rank):
+    an ``--all`` plan keeps 10^5 layouts, and a StagePeak with its two float objects per rank was a fifth of
+    its memory.  Reads as a sequence of StagePeak."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, stages: Iterable[tuple[int, float, float]] = ()) -> None:
+        self._values = array("d", [x for stage in stages for x in stage])
+
+    def __len__(self) -> int:
+        return len(self._values) // 3
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        rank, allocated, with_overheads = self._values[3 * index:3 * index + 3]
+        return StagePeak(int(rank), allocated, with_overheads)
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == list(other) if isinstance(other, Sequence) else NotImplemented
+
+    def __repr__(self) -> str:
+        return f"StagePeaks({list(self)!r})"
+
+
 @dataclass(slots=True)
 class PlannedLayout:
     """One candidate as the answer shows it."""
@@ -90,16 +125,16 @@ class PlannedLayout:
     activation_offload: str | None
     peft: str | None
     relative_throughput: float
-    reasons: list[cost_model.Reason]
-    overrides: list[str]
-    env: list[str]
+    reasons: Sequence[cost_model.Reason]
+    overrides: Sequence[str]
+    env: Sequence[str]  # shared by every layout of a combination
     rank: int | None = None
     fits: bool | None = None
     capacity_ratio: float | None = None
     peak_stage: int | None = None
     peak_bytes: float | None = None
     peak_with_overheads_bytes: float | None = None
-    stages: list[StagePeak] = field(default_factory=list)
+    stages: StagePeaks = field(default_factory=StagePeaks)
     error: str | None = None
 
 
@@ -213,6 +248,17 @@ class Planner:
             (n, _frozen(v)) for n, v in c.fields.items() if n not in PER_CANDIDATE_FIELDS)) for c in self.combos]
         self.constants = constants(kb)
         self._filled = self._always_filled()
+        # what the activation side reads of a combination (act_inputs without the micro-batch size, and the
+        # chunk policy): derived once per combination when no shape field and no preset fill can change it
+        self._acts: list[tuple[ActInputs, ChunkPolicy]] | None = None
+        if self._filled and not (SHAPE_FIELDS & ACT_FIELDS):
+            self._acts = []
+            for combo in self.combos:
+                cfg = TrainingConfig.__new__(TrainingConfig)
+                cfg.__dict__.update(self.base.__dict__)
+                cfg.__dict__.update(combo.fields)
+                self._acts.append((act_inputs(cfg, 1), chunk_policy(cfg)))
+        self._inputs: dict[tuple[int, int], ActInputs] = {}
         # per candidate id (see _index): decided verdict (0 none, 1 fits, 2 does not), valid, estimated
         self._verdicts = self._valid = self._estimated = bytearray()
         self._fail_mbs: dict[int, int] = {}  # per (shape, combination) pair: smallest MBS known not to fit
@@ -493,14 +539,14 @@ class Planner:
     def layout(self, si: int, mbs: int, ci: int) -> PlannedLayout:
         s, c = self.shape_list[si], self.combos[ci]
         m = self.req.global_batch_size // (mbs * s.dp)
-        reasons = [*self._shape_reasons(si, m), *self._option_reasons(si, ci)]
+        reasons = (*self._shape_reasons(si, m), *self._option_reasons(si, ci))
         ids = self.ids[ci]
         return PlannedLayout(
             tp=s.tp, pp=s.pp, vpp=s.vpp, cp=s.cp, ep=s.ep, etp=s.etp, dp=s.dp, micro_batch_size=mbs,
             num_microbatches=m, recompute=ids["recompute"], model_state=ids["model_state"],
             activation_offload=ids["activation_offload"], peft=ids["peft"],
             relative_throughput=cost_model.product(reasons), reasons=reasons,
-            overrides=self._overrides(si, mbs, ci), env=list(self._env(c)),
+            overrides=self._overrides(si, mbs, ci), env=self._env(c),
         )
 
     def _shape_reasons(self, si: int, microbatches: int) -> tuple[cost_model.Reason, ...]:
@@ -526,7 +572,7 @@ class Planner:
                 cost_model.option_reasons(self.space.costs, self.combos[ci].cost_ids, tokens))
         return hit
 
-    def _overrides(self, si: int, mbs: int, ci: int) -> list[str]:
+    def _overrides(self, si: int, mbs: int, ci: int) -> tuple[str, ...]:
         """The layout's Bridge overrides.
 
         Unless the base config sets the micro-batch size (then it may need resetting), a shape and combination
@@ -534,7 +580,7 @@ class Planner:
         once with a placeholder there, and each layout copies them and fills the placeholder in.
         """
         if "micro_batch_size" in self._resettable:
-            return render_texts(*self._render_args(si, format_value(mbs), ci, mbs))
+            return tuple(render_texts(*self._render_args(si, format_value(mbs), ci, mbs)))
         pair = si * self._nc + ci
         hit = self._rendered.get(pair)
         if hit is None:
@@ -551,7 +597,7 @@ class Planner:
         out = list(lines)
         for at, key in slots:
             out[at] = self._line(key, format_value(mbs))
-        return out  # type: ignore[return-value]
+        return tuple(out)  # type: ignore[arg-type]
 
     def _line(self, key: str, value: str) -> str:
         """``key=value``, one string object per distinct line (tens of thousands of layouts share them)."""
@@ -691,7 +737,6 @@ class Planner:
         if self._last[0] == t:
             return self._last[1]
         si, mbs, ci = self._decode(t)
-        cfg = self._config(si, mbs, ci)
         if not self._estimated[t]:
             self._estimated[t] = 1
             self.stats.memory_checked += 1
@@ -699,13 +744,22 @@ class Planner:
         st = self._statics.get(key)
         if st is None:
             try:
-                st = static_part(cfg, self.constants)
+                st = static_part(self._config(si, mbs, ci), self.constants)
             except UserError as exc:  # the estimator refuses a layout the constraints let through
                 st = str(exc)
             self._statics[key] = st
-        hit = st if isinstance(st, str) else stage_peaks(
-            cfg, self.constants, st, num_microbatches=self.req.global_batch_size // (mbs * self.shape_list[si].dp),
-            expandable_segments=self.req.expandable_segments)
+        microbatches = self.req.global_batch_size // (mbs * self.shape_list[si].dp)
+        if isinstance(st, str):
+            hit = st
+        elif self._acts is not None:  # no config built: the combination's activation inputs at this MBS
+            inputs = self._inputs.get((ci, mbs))
+            if inputs is None:
+                inputs = self._inputs[(ci, mbs)] = self._acts[ci][0]._replace(mbs=mbs)
+            hit = peaks_of_parts(st, self.constants, inputs, self._acts[ci][1], microbatches,
+                                 self.req.expandable_segments)
+        else:
+            hit = stage_peaks(self._config(si, mbs, ci), self.constants, st, num_microbatches=microbatches,
+                              expandable_segments=self.req.expandable_segments)
         self._last = (t, hit)
         return hit
 
@@ -733,7 +787,7 @@ class Planner:
         lay.peak_bytes = peak_bytes
         lay.peak_with_overheads_bytes = with_overheads
         lay.fits = with_overheads <= self.budget
-        lay.stages = [StagePeak(*stage) for stage in stages]
+        lay.stages = StagePeaks(stages)
         if not self.assumptions:  # the notes of the first layout shown, from its full estimate
             si, mbs, ci = self._decode(t)
             est = estimate(self._config(si, mbs, ci), gpu=self.req.gpu, kb=self.kb, env=self.est_env,

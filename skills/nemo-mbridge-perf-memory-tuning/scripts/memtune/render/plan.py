@@ -18,6 +18,7 @@ from .labels import labels
 
 def _layout_dict(lay: PlannedLayout, costs: Mapping[str, Mapping[str, Any]], lang: str) -> dict[str, Any]:
     out = asdict(lay)
+    out["stages"] = [asdict(stage) for stage in lay.stages]
     out["reasons"] = [
         {"cost": r.cost, "factor": r.factor, "change_pct": (r.factor - 1.0) * 100, "detail": r.detail,
          "title": costs[r.cost]["title"][lang], "basis": costs[r.cost]["basis"],
