@@ -103,7 +103,13 @@ def test_pr3107_recompute_arms_attribution_adds_up(tmp_path, m1_yaml, capsys):
     code, out, _ = run_cli(m1_yaml, m2, "--world-size", 32, "--format", "json", capsys=capsys)
     doc = json.loads(out)
     assert [c["fields"] for c in doc["changes"]] == [["recompute_modules"]]
-    assert doc["total"]["first"] < 0  # recomputing the MLP instead of core attention keeps less (58.8 -> 55.6 GB)
+    # The arms capture the MLP in CUDA graphs (cuda_graph_scope [mlp]), whose saved activations sit in the graph
+    # pool: recomputing the MLP instead of core attention never adds to the allocated peak and shrinks what the
+    # process holds (measured 58.8 -> 55.6 GB).
+    assert doc["total"]["first"] <= 0
+    code, out, _ = run_cli(m1_yaml, m2, "--world-size", 32, "--metric", "with-overheads", "--format", "json",
+                           capsys=capsys)
+    assert json.loads(out)["total"]["first"] < 0
 
 
 def test_pr3107_pp8_and_tp8_arms_name_every_changed_key(tmp_path, m1_yaml, kb):

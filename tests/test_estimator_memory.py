@@ -196,3 +196,20 @@ def test_activation_offloading(kb):
     layers = est(kb, pipeline_model_parallel_size=1).stages[0].activations_bytes
     offloaded = est(kb, pipeline_model_parallel_size=1, cpu_offloading=True, cpu_offloading_num_layers=2)
     assert offloaded.stages[0].activations_bytes < layers
+
+
+@pytest.mark.parametrize("scope, moved", [(["mlp"], {"mlp"}), (["attn"], {"attn"}), (None, {"attn", "mlp", "mamba"}),
+                                          (["attn", "mlp"], {"attn", "mlp"})])
+def test_captured_modules_keep_their_activations_in_the_graph_pool(kb, scope, moved):
+    """Per-layer CUDA graphs: what a captured module saves lives in the graph's private pool, reserved but not
+    allocated; the eager estimate's activations split exactly into the allocated part and the pooled part."""
+    from memtune.estimator.rank_activations import graphed_modules
+
+    cfg = replace(TINY, cuda_graph_impl="transformer_engine", cuda_graph_scope=scope)
+    assert graphed_modules(cfg) == frozenset(moved)
+    graphed, eager = est(kb, cuda_graph_impl="transformer_engine", cuda_graph_scope=scope), est(kb)
+    for g, e in zip(graphed.stages, eager.stages, strict=True):
+        assert g.graph_pool_activations_bytes > 0
+        assert g.activations_bytes + g.graph_pool_activations_bytes == pytest.approx(e.activations_bytes)
+        assert g.reserved_bytes >= g.allocated_peak_bytes + g.graph_pool_activations_bytes - 1e-6
+    assert graphed_modules(replace(TINY, cuda_graph_impl="none", cuda_graph_scope=["mlp"])) == frozenset()

@@ -74,7 +74,8 @@ def _bridge(cfg: TrainingConfig, c: dict[str, Any], kb: Knowledge, num_microbatc
     stage = StageEstimate(
         pp_rank=0, layers=int(cfg.num_layers or 0), params=params, in_flight_microbatches=[],
         weights_bytes=weights, grads_bytes=grads, optimizer_bytes=optimizer, activations_bytes=b["activation_bytes"],
-        logits_bytes=0.0, workspace_bytes=0.0, graph_pool_bytes=0.0, other_bytes=0.0, total_bytes=total,
+        logits_bytes=0.0, workspace_bytes=0.0, graph_pool_bytes=0.0, graph_pool_activations_bytes=0.0,
+        other_bytes=0.0, total_bytes=total,
         allocated_peak_bytes=total, reserved_bytes=total, cuda_context_bytes=0.0, nccl_bytes=0.0,
         peak_with_overheads_bytes=total,
     )

@@ -65,6 +65,7 @@ class ActContext:
     stats_bytes: float
     scan_chunk: int  # Mamba SSD chunk length (megatron-defaults mamba_chunk_size)
     offload: tuple[tuple[str, float], ...] = ()  # fine-grained offload: (module, fraction moved) pairs
+    graphed: frozenset[str] = frozenset()  # modules captured in per-layer CUDA graphs: attn, mlp, moe, mamba
 
     def kept(self, module: str, value: float) -> float:
         """``value`` less the share fine-grained activation offloading moves to host memory."""
@@ -81,6 +82,7 @@ class LayerActivations:
     saved: float
     full: float
     largest: float
+    pooled: float = 0.0  # of ``saved``: what captured modules keep in the CUDA-graph pool (reserved, not allocated)
 
 
 def _lora_norm_out(a: Arch, c: ActContext) -> float:
@@ -221,21 +223,25 @@ def layer_activations(a: Arch, c: ActContext) -> dict[str, LayerActivations]:
     keep_core = "core_attn" not in c.recompute
     out: dict[str, LayerActivations] = {}
     for kind in set(a.pattern) | ({a.pattern[-1]} if a.mtp else set()):
-        saved = full = largest = 0.0
+        saved = full = largest = pooled = 0.0
         if kind in HAS_ATTENTION:
             s, f, big = _attention(a, c, keep_core)
             saved, full, largest = saved + s, full + f, max(largest, big)
+            pooled += s if "attn" in c.graphed else 0.0
         if kind in HAS_DENSE_MLP:
             s, f, big, ckpt = _dense_mlp(a, c, a.ffn)
             if "mlp" in c.recompute:
                 s = ckpt + (c.tokens * a.hidden / c.seq_shard if c.hidden_dropout else 0.0)
             saved, full, largest = saved + s, full + f, max(largest, big)
+            pooled += s if "mlp" in c.graphed else 0.0
         if kind in HAS_MOE:
             s, f, big = _moe(a, c)
             saved, full, largest = saved + s, full + f, max(largest, big)
+            pooled += s if "moe" in c.graphed else 0.0
         if kind == MAMBA:
             saved, full, largest = _mamba(a, c)
-        out[kind] = LayerActivations(saved, full, largest)
+            pooled = saved if "mamba" in c.graphed else 0.0
+        out[kind] = LayerActivations(saved, full, largest, pooled)
     return out
 
 

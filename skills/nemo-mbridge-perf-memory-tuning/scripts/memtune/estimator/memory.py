@@ -60,6 +60,7 @@ class StageEstimate:
     logits_bytes: float
     workspace_bytes: float
     graph_pool_bytes: float
+    graph_pool_activations_bytes: float  # captured modules' activations in the graph pool: reserved, not allocated
     other_bytes: float
     total_bytes: float
     allocated_peak_bytes: float
@@ -161,7 +162,7 @@ def peaks_of_parts(st: StaticPart, c: dict[str, Any], inputs: ActInputs, policy:
         workspace = every + rs.state.fp8_cache + (last if rc.has_loss else 0.0)
         total = rs.model_state + ra.activations + (ra.logits + workspace + ra.graph_pool)
         allocated = max(total, rs.step_base + workspace + ra.graph_pool)
-        out.append((rc.rank, allocated, allocated * (1 + slack) + context + nccl))
+        out.append((rc.rank, allocated, allocated * (1 + slack) + ra.pooled + context + nccl))
         if peak_bytes is None or allocated > peak_bytes:  # max() keeps the first of equal peaks
             peak_rank, peak_bytes = rc.rank, allocated
     return peak_rank, peak_bytes, tuple(out)
@@ -191,12 +192,13 @@ def _stages(st: StaticPart, ranks: tuple[RankActs, ...], part: ContextPart, poli
         other = ra.logits + workspace + ra.graph_pool
         total = rs.model_state + ra.activations + other
         allocated = max(total, rs.step_base + workspace + ra.graph_pool)
-        reserved = allocated * (1 + slack)
+        reserved = allocated * (1 + slack) + ra.pooled
         out.append(StageEstimate(
             pp_rank=rc.rank, layers=state.layers, params=state.params, in_flight_microbatches=list(ra.in_flight),
             weights_bytes=state.weights, grads_bytes=state.grads, optimizer_bytes=state.optimizer,
             activations_bytes=ra.activations, logits_bytes=ra.logits, workspace_bytes=workspace,
-            graph_pool_bytes=ra.graph_pool, other_bytes=other, total_bytes=total, allocated_peak_bytes=allocated,
+            graph_pool_bytes=ra.graph_pool, graph_pool_activations_bytes=ra.pooled, other_bytes=other,
+            total_bytes=total, allocated_peak_bytes=allocated,
             reserved_bytes=reserved, cuda_context_bytes=context, nccl_bytes=nccl,
             peak_with_overheads_bytes=reserved + context + nccl,
             chunks=chunk_rows(st.shape, part, policy, rc, ra),
@@ -214,7 +216,8 @@ def _breakdown(st: StageEstimate) -> dict[str, Any]:
         "logits_bytes": st.logits_bytes,
         "workspace_bytes": st.workspace_bytes,
         "graph_pool_bytes": st.graph_pool_bytes,
-        "allocator_slack_bytes": st.reserved_bytes - st.allocated_peak_bytes,
+        "allocator_slack_bytes": st.reserved_bytes - st.allocated_peak_bytes - st.graph_pool_activations_bytes,
+        "graph_pool_activations_bytes": st.graph_pool_activations_bytes,
         "cuda_context_bytes": st.cuda_context_bytes,
         "nccl_bytes": st.nccl_bytes,
         "peak_with_overheads_bytes": st.peak_with_overheads_bytes,

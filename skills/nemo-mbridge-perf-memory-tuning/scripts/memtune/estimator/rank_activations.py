@@ -100,6 +100,24 @@ def token_imbalance(cfg: TrainingConfig, learned: float) -> float:
     return learned
 
 
+def graphed_modules(cfg: TrainingConfig) -> frozenset[str]:
+    """The modules whose saved activations live in a per-layer CUDA graph's private pool.
+
+    A graph is captured once; what its forward saves for the backward is allocated in the private pool and
+    freed again when the backward graph is captured, so in steady-state training the replays write into pool
+    memory that torch counts as reserved but not as allocated (Megatron-Core cuda_graph_modules: an empty
+    scope, or "full", captures the whole layer; "moe" only drop-and-pad MoE layers).
+    """
+    if (cfg.cuda_graph_impl or "none").lower() not in GRAPHED:
+        return frozenset()
+    scope = cfg.cuda_graph_scope
+    names = {str(x).lower().rsplit(".", 1)[-1] for x in ([scope] if isinstance(scope, str) else scope or [])}
+    names.discard("full")
+    if not names:
+        names = {"attn", "mlp", "mamba"} | ({"moe"} if cfg.moe_pad_expert_input_to_capacity else set())
+    return frozenset(names & {"attn", "mlp", "moe", "mamba"})
+
+
 def _act_context(cfg: TrainingConfig, s: Setup, c: dict[str, Any], inputs: ActInputs) -> ActContext:
     d = c["megatron-defaults"]
     backend = (cfg.attention_backend or ("local" if local_impl(cfg) else "auto")).lower()
@@ -114,7 +132,7 @@ def _act_context(cfg: TrainingConfig, s: Setup, c: dict[str, Any], inputs: ActIn
         rope_copies=c["rope-qk-copies"], router_tensors=c["router-fp32-tensors"],
         unpermute_copies=c["unpermute-saved-copies"], imbalance=token_imbalance(cfg, c["moe-token-imbalance"]),
         lora_input_copies=c["lora-gathered-input-copies"], stats_bytes=c["dtype-bytes"]["fp32"],
-        scan_chunk=int(d["mamba_chunk_size"]), offload=inputs.offload,
+        scan_chunk=int(d["mamba_chunk_size"]), offload=inputs.offload, graphed=graphed_modules(cfg),
     )
 
 
@@ -126,13 +144,16 @@ def _chunk_kinds(a: Arch, ch: Chunk, acts: dict[str, LayerActivations]) -> tuple
 
 
 def _chunk_activations(a: Arch, ch: Chunk, layer_kinds: tuple[str, dict[str, int]],
-                       acts: dict[str, LayerActivations], ctx: ActContext, policy: ChunkPolicy) -> tuple[float, float]:
-    """(bytes kept per forward pass of this chunk, largest backward-time extra) excluding logits."""
+                       acts: dict[str, LayerActivations], ctx: ActContext,
+                       policy: ChunkPolicy) -> tuple[float, float, float]:
+    """(bytes kept per forward pass of this chunk, largest backward-time extra, the part of the kept bytes that
+    CUDA-graph-captured modules hold in the graph pool) excluding logits."""
     kinds, counts = layer_kinds
     n = len(kinds)
     present = [acts[k] for k, m in counts.items() if m]
     transient = max((x.largest for x in present), default=0.0)
     saved_all = sum(m * acts[k].saved for k, m in counts.items())
+    pooled = 0.0 if policy.full else sum(m * acts[k].pooled for k, m in counts.items())
     if policy.full and n:
         k = max(1, min(policy.layers, n))
         ckpt = checkpoint_input(a, ctx)
@@ -153,6 +174,7 @@ def _chunk_activations(a: Arch, ch: Chunk, layer_kinds: tuple[str, dict[str, int
     if policy.offload_layers and n:
         offloaded = min(policy.offload_layers, n - 1)
         kept -= offloaded * (kept / n)
+        pooled -= offloaded * (pooled / n)
     tok = ctx.tokens
     if ch.embedding:
         kept += 8 * tok + (ctx.elem * tok * a.hidden / ctx.seq_shard if ctx.hidden_dropout else 0.0)
@@ -160,7 +182,7 @@ def _chunk_activations(a: Arch, ch: Chunk, layer_kinds: tuple[str, dict[str, int
         kept += ch.mtp * (3 * ctx.elem * tok * a.hidden / ctx.seq_shard)
     if ch.loss:
         kept += 2 * ctx.elem * tok * a.hidden / ctx.seq_shard + 12 * tok
-    return kept, transient
+    return kept, transient, pooled
 
 
 def _logits(a: Arch, ctx: ActContext, cfg: TrainingConfig, s: Setup, c: dict[str, Any]) -> tuple[float, float]:
@@ -195,7 +217,7 @@ class ContextPart:
     logits: tuple[float, float]  # (kept per forward pass, extra at the loss peak)
     workspaces: tuple[float, float]  # (every rank, output-layer rank only)
     graph_per_layer: float
-    chunks: dict[ChunkPolicy, list[tuple[float, float]]] = field(default_factory=dict)  # _chunk_activations
+    chunks: dict[ChunkPolicy, list[tuple[float, float, float]]] = field(default_factory=dict)  # _chunk_activations
     ranks: dict[tuple[ChunkPolicy, int], tuple[RankActs, ...]] = field(default_factory=dict)  # _rank_acts
 
 
@@ -229,7 +251,7 @@ def _shape_chunk_kinds(shape: ShapePart, acts: dict[str, LayerActivations]) -> l
     return hit
 
 
-def _chunk_acts(shape: ShapePart, part: ContextPart, policy: ChunkPolicy) -> list[tuple[float, float]]:
+def _chunk_acts(shape: ShapePart, part: ContextPart, policy: ChunkPolicy) -> list[tuple[float, float, float]]:
     """(kept per forward pass, backward extra) of every unique chunk, cached per activation context."""
     hit = part.chunks.get(policy)
     if hit is None:
@@ -242,9 +264,10 @@ class RankActs(NamedTuple):
     """One rank's activation-side bytes at its peak; every model-state option of the shape shares them."""
 
     in_flight: tuple[int, ...]  # forward passes alive per chunk
-    activations: float
+    activations: float  # allocated: what captured modules keep in the CUDA-graph pool is in ``pooled`` instead
     logits: float
-    graph_pool: float
+    graph_pool: float  # static input / output buffers of the captured graphs (allocated)
+    pooled: float  # activations of captured modules, in the graph pool's reserved memory (not allocated)
 
 
 def rank_acts(shape: ShapePart, part: ContextPart, policy: ChunkPolicy, microbatches: int,
@@ -269,17 +292,18 @@ def chunk_rows(shape: ShapePart, part: ContextPart, policy: ChunkPolicy, rc: Ran
             in zip(rc.chunks, ra.in_flight, strict=True)]
 
 
-def _one_rank_acts(shape: ShapePart, rc: RankChunks, part: ContextPart, chunk_acts: list[tuple[float, float]],
+def _one_rank_acts(shape: ShapePart, rc: RankChunks, part: ContextPart, chunk_acts: list[tuple[float, float, float]],
                    microbatches: int, c: dict[str, Any]) -> RankActs:
     """Each chunk's kept bytes times its passes in flight, the largest backward temporary or loss peak on top."""
     s = shape.setup
     counts = in_flight(s.pp, s.vp, microbatches, rc.rank, shape.cfg.microbatch_group_size_per_vp_stage)
     logit_kept, logit_extra = part.logits
     graph_per_layer = part.graph_per_layer
-    held = transient = logits_held = graph_pool = 0.0
+    held = transient = logits_held = graph_pool = pooled = 0.0
     for (_vp, layers, cid, loss, mtp), n in zip(rc.chunks, counts, strict=True):
-        kept, extra = chunk_acts[cid]
+        kept, extra, in_pool = chunk_acts[cid]
         held += n * kept
+        pooled += n * in_pool
         if extra > transient:
             transient = extra
         if loss:
@@ -293,4 +317,4 @@ def _one_rank_acts(shape: ShapePart, rc: RankChunks, part: ContextPart, chunk_ac
         act, logits = held + transient, logits_held
     if shape.graphs == "full_iteration":
         graph_pool = (act + logits) * c["full-iteration-graph-factor"]
-    return RankActs(counts, act, logits, graph_pool)
+    return RankActs(counts, act - pooled, logits, graph_pool, pooled)

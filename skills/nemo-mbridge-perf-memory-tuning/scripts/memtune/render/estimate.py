@@ -50,8 +50,10 @@ def render(result: Mapping[str, Any], kb: Knowledge, lang: str, *, markdown: boo
         lines.append("")
         peak = result["breakdown"]
         lines.append(f"{t('peak')} {result['peak_stage']}: {result['peak_bytes'] / GIB:.2f} ({t('other-parts')})")
+        pooled = peak.get("graph_pool_activations_bytes") or 0.0
         lines.append(f"{t('beside')}: {t('slack')} {peak['allocator_slack_bytes'] / GIB:.2f}, "
-                     f"{t('context')} {peak['cuda_context_bytes'] / GIB:.2f}, "
+                     + (f"{t('graph-pool')} {pooled / GIB:.2f}, " if pooled else "")
+                     + f"{t('context')} {peak['cuda_context_bytes'] / GIB:.2f}, "
                      f"{t('nccl')} {peak['nccl_bytes'] / GIB:.2f}"
                      f" -> {t('with-overheads')} {peak['peak_with_overheads_bytes'] / GIB:.2f}")
         ratio = result["summary"].get("capacity_ratio")
