@@ -51,6 +51,11 @@ def plan_args(recipe: dict[str, Any]) -> list[str]:
         args += ["--set", f"model.cuda_graph_impl={mem['cuda_graph_impl']}"]
         if mem.get("cuda_graph_scope"):
             args += ["--set", f"model.cuda_graph_scope=[{','.join(mem['cuda_graph_scope'])}]"]
+    # settings of the recipe that are not layout choices, as a user's config would carry them
+    if mem.get("moe_ep_comm_overlap"):
+        args += ["--set", "comm_overlap.overlap_moe_expert_parallel_comm=true"]
+    if mem.get("moe_router_force_load_balancing"):
+        args += ["--set", "model.moe_router_force_load_balancing=true"]
     dispatcher = str(mem.get("moe_token_dispatcher_type") or "").split(" ")[0]
     if recipe.get("moe") and dispatcher:
         args += ["--set", f"model.moe_token_dispatcher_type={dispatcher}"]

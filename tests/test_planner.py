@@ -120,6 +120,19 @@ def test_tp_cost_falls_with_model_width(kb):
     assert tp_factor(narrow) < tp_factor(wide) < 1.0
 
 
+def test_cross_node_ep_is_charged_only_without_the_all_to_all_overlap(kb):
+    """ep-cross-node is the measured gain of overlap_moe_expert_parallel_comm, so a run that overlaps pays none."""
+    space = load(kb)
+
+    def ep_factor(overlap):
+        ctx = cost_model.ShapeContext(hidden_size=2048, num_layers=48, seq_length=4096, gpus_per_node=8, moe=True,
+                                      ep_overlap=overlap)
+        reasons = cost_model.parallel_reasons(space.costs, ctx, tp=1, pp=1, vpp=1, cp=1, ep=16, etp=1, microbatches=8)
+        return cost_model.product(r for r in reasons if r.cost == "ep-cross-node")
+
+    assert ep_factor(False) == space.costs["ep-cross-node"]["value"] and ep_factor(True) == 1.0
+
+
 # ---------------------------------------------------------------- the PR #3107 acceptance case
 
 

@@ -31,6 +31,7 @@ class ShapeContext:
     seq_length: int
     gpus_per_node: int
     moe: bool
+    ep_overlap: bool = False  # overlap_moe_expert_parallel_comm: the EP all-to-all hidden behind compute
 
 
 def _by_kind(costs: Mapping[str, Mapping[str, Any]], kind: str) -> list[Mapping[str, Any]]:
@@ -61,8 +62,8 @@ def parallel_reasons(costs: Mapping[str, Mapping[str, Any]], ctx: ShapeContext, 
         if cp > 1:
             f = 1.0 / (1.0 + c["value"] * ctx.hidden_size * cp / ctx.seq_length)
             out.append(Reason(c["id"], f, f"{ctx.seq_length // cp} tokens per CP rank, hidden {ctx.hidden_size}"))
-    for c in _by_kind(costs, "ep-cross-node"):
-        if ctx.moe and ep * etp > ctx.gpus_per_node:
+    for c in _by_kind(costs, "ep-cross-node"):  # its measured value is what the overlap hides
+        if ctx.moe and ep * etp > ctx.gpus_per_node and not ctx.ep_overlap:
             out.append(Reason(c["id"], c["value"], f"EP {ep} x ETP {etp} > {ctx.gpus_per_node} GPUs per NVLink domain"))
     return out
 

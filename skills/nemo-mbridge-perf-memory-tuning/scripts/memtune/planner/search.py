@@ -229,7 +229,8 @@ class Planner:
         self.ctx = cost_model.ShapeContext(
             hidden_size=int(self.base.hidden_size), num_layers=int(self.base.num_layers),
             seq_length=request.seq_length,
-            gpus_per_node=self.gpn, moe=bool(self.base.num_moe_experts))
+            gpus_per_node=self.gpn, moe=bool(self.base.num_moe_experts),
+            ep_overlap=bool(self.base.overlap_moe_expert_parallel_comm))
         self.combos = self._combos()
         self.neutral = {f: None for g in GROUPS for f in self.space.group_fields[g]}
         # constraint-cache key parts, interned to small ints so the per-candidate key hashes cheaply
