@@ -29,12 +29,9 @@ def bars(result: Mapping[str, Any]) -> list[str]:
 def render(result: Mapping[str, Any], kb: Knowledge, lang: str, *, markdown: bool) -> str:
     """The per-stage table (GiB), the overheads beside the allocated peak, and the assumptions."""
     from ..estimator.constants import text
-    from .labels import labels
+    from .labels import prefixed
 
-    table = labels(kb, lang)
-
-    def t(ident: str) -> str:
-        return table[f"estimate-{ident}"]
+    t = prefixed(kb, lang, "estimate-").__getitem__
 
     lines: list[str] = []
     bridge = result.get("bridge")

@@ -18,3 +18,8 @@ def labels(kb: Knowledge, lang: str) -> dict[str, str]:
     if hit is None or hit[0] is not kb:
         hit = _CACHE[(id(kb), lang)] = (kb, {row["id"]: row["text"][lang] for row in kb.entries("ui")})
     return hit[1]
+
+
+def prefixed(kb: Knowledge, lang: str, prefix: str) -> dict[str, str]:
+    """The labels of one command, without their prefix (``plan-title`` -> ``title``)."""
+    return {k.removeprefix(prefix): v for k, v in labels(kb, lang).items() if k.startswith(prefix)}

@@ -13,7 +13,7 @@ from typing import Any
 from ..knowledge import Knowledge
 from ..planner.options import load
 from ..planner.search import PlannedLayout, PlanRequest, PlanResult
-from .labels import labels
+from .labels import prefixed
 
 
 def _layout_dict(lay: PlannedLayout, costs: Mapping[str, Mapping[str, Any]], lang: str) -> dict[str, Any]:
@@ -55,11 +55,6 @@ def _warning(w: Mapping[str, Any], kb: Knowledge, lang: str) -> dict[str, Any]:
         con = kb.get("constraints", w["id"])
         return {"kind": "constraint", "id": w["id"], "title": con["title"][lang], "message": con["message"][lang]}
     return dict(w)
-
-
-def prefixed(kb: Knowledge, lang: str, prefix: str) -> dict[str, str]:
-    """The labels of one command, without their prefix."""
-    return {k.removeprefix(prefix): v for k, v in labels(kb, lang).items() if k.startswith(prefix)}
 
 
 def _gb(value: float | None) -> str:
