@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import io
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -56,6 +57,13 @@ def plan_args(recipe: dict[str, Any]) -> list[str]:
         args += ["--set", "comm_overlap.overlap_moe_expert_parallel_comm=true"]
     if mem.get("moe_router_force_load_balancing"):
         args += ["--set", "model.moe_router_force_load_balancing=true"]
+    if mem.get("grad_reduce_in_fp32") is False:  # _benchmark_common: bf16 gradient buffers
+        args += ["--set", "ddp.grad_reduce_in_fp32=false"]
+    if mem.get("use_precision_aware_optimizer"):  # "main_params fp32, main_grads bf16, exp_avg bf16, ..."
+        args += ["--set", "optimizer.use_precision_aware_optimizer=true"]
+        for name, dtype in re.findall(r"(main_grads|exp_avg_sq|exp_avg)\s+(bf16|fp16|fp32)",
+                                      str(mem.get("optimizer_state_dtype") or "")):
+            args += ["--set", f"optimizer.{name}_dtype={dtype}"]
     dispatcher = str(mem.get("moe_token_dispatcher_type") or "").split(" ")[0]
     if recipe.get("moe") and dispatcher:
         args += ["--set", f"model.moe_token_dispatcher_type={dispatcher}"]

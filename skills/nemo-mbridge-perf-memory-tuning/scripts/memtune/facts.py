@@ -277,6 +277,7 @@ class GpuFacts:
     nominal_gb: float | None = None
     arch: str | None = None  # hopper | blackwell | ampere | ada
     nvlink_domain: int | None = None  # GPUs in one NVLink domain (8 HGX, 72 NVL72, 1 PCIe-only)
+    hardware: dict[str, Any] | None = None  # gpus.yaml hardware: dense TFLOP/s, link GB/s (the planner's traffic costs)
     inferred_from: str | None = None  # name | capacity
     candidates: list[str] = field(default_factory=list)  # gpus.yaml ids that fit an inferred capacity
 

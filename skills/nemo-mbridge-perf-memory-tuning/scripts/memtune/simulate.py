@@ -358,7 +358,7 @@ def _run(fix_id: str, variant: Variant, ctx: _Context) -> Simulation:
                       if v.id not in ctx.base_violations and not _resolved_alongside(v.id, ctx)]
     if sim.violations:
         return sim
-    sim.relative_throughput = _throughput(cfg, new, variant.costs, ctx.kb)
+    sim.relative_throughput = _throughput(cfg, new, variant.costs, ctx.kb, ctx.facts.gpu)
     if sim.relative_throughput == 1.0 and not variant.costs and not ctx.kb.get("fixes", fix_id).get("free"):
         sim.relative_throughput = None  # no cost measured for it: unknown, not free
     after = _estimate(new, ctx.facts, ctx.kb)
@@ -463,7 +463,26 @@ def _phase_saving(before: Any, after: Any, phase: str | None, kb: Knowledge) -> 
     return total
 
 
-def _throughput(old: TrainingConfig, new: TrainingConfig, option_costs: tuple[str, ...], kb: Knowledge) -> float | None:
+def _traffic(cfg: TrainingConfig, gpu: Any, space: Any) -> Any:
+    """Compute time and traffic bytes of ``cfg`` on ``gpu`` (planner/traffic.py), or None when unknown."""
+    from .planner import traffic as traffic_model
+
+    achieved = next((c["value"] for c in space.costs.values() if c["kind"] == "achieved-flops"), 0.0)
+    hw = traffic_model.hardware(gpu, traffic_model.precision_of(cfg), achieved) if gpu else None
+    counts = traffic_model.counts_of(cfg)
+    if hw is None or counts is None or not cfg.global_batch_size or not cfg.seq_length:
+        return None
+    tp, pp = cfg.tensor_model_parallel_size or 1, cfg.pipeline_model_parallel_size or 1
+    cp, dp, mbs = cfg.context_parallel_size or 1, cfg.data_parallel_size or 1, cfg.micro_batch_size or 1
+    return traffic_model.traffic(
+        counts, hw, tp=tp, pp=pp, cp=cp,
+        ep=cfg.expert_model_parallel_size or 1, etp=cfg.expert_tensor_parallel_size or tp, dp=dp, mbs=mbs,
+        seq=cfg.seq_length, microbatches=max(1, cfg.global_batch_size // (mbs * dp)),
+        gpus_per_domain=gpu.nvlink_domain or 8)
+
+
+def _throughput(old: TrainingConfig, new: TrainingConfig, option_costs: tuple[str, ...], kb: Knowledge,
+                gpu: Any = None) -> float | None:
     """Expected throughput of the new layout relative to the user's (knowledge/costs.yaml factors)."""
     from .planner import costs as cost_model
     from .planner import options
@@ -486,11 +505,8 @@ def _throughput(old: TrainingConfig, new: TrainingConfig, option_costs: tuple[st
             ep=cfg.expert_model_parallel_size or 1, etp=cfg.expert_tensor_parallel_size or 1, microbatches=m))
 
     factor = parallel(new) / parallel(old)
-    if cost_model.scaled(space.costs, option_costs) and not (new.global_batch_size and new.seq_length):
-        return None  # a cost that scales with tokens per GPU (FSDP) cannot be priced without the batch
-    tokens = None  # per GPU per step, what the FSDP communication cost scales with
-    if new.global_batch_size and new.seq_length:
-        shards = (new.data_parallel_size or 1) * (new.context_parallel_size or 1)
-        tokens = new.global_batch_size * new.seq_length / shards
-    factor *= cost_model.product(cost_model.option_reasons(space.costs, option_costs, tokens))
+    traffic = _traffic(new, gpu, space) if cost_model.scaled(space.costs, option_costs) else None
+    if cost_model.scaled(space.costs, option_costs) and traffic is None:
+        return None  # a traffic cost (FSDP, offload) cannot be priced without the batch and the GPU's speeds
+    factor *= cost_model.product(cost_model.option_reasons(space.costs, option_costs, traffic))
     return factor

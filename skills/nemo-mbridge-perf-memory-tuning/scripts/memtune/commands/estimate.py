@@ -76,7 +76,10 @@ def build_config(args: argparse.Namespace, kb: knowledge.Knowledge) -> TrainingC
     cfg = TrainingConfig(provided=True, source="overrides")
     for layer in layers:
         cfg = merge(cfg, layer)
-    bare = [o for o in args.overrides if "." not in o.partition("=")[0].lstrip("+~")]
+    # a bare key is a TrainingConfig field, except the two Bridge sections named by a recipe string
+    # (mixed_precision=bf16_with_fp8_current_scaling_mixed, peft=lora), read as plan reads them
+    bare = [o for o in args.overrides if "." not in (key := o.partition("=")[0].strip().lstrip("+~"))
+            and key not in ("mixed_precision", "peft")]
     cfg = apply_overrides(cfg, [o for o in args.overrides if o not in bare], kb)
     cfg = _apply_fields(cfg, bare)
     sizes = {"data_parallel_size": args.dp, "world_size": args.world_size,

@@ -70,6 +70,7 @@ def facts_for(entry: Mapping[str, Any], inferred_from: str, candidates: list[str
         nominal_gb=entry.get("nominal_gb"),
         arch=entry.get("arch"),
         nvlink_domain=entry.get("nvlink_domain"),
+        hardware=entry.get("hardware"),
         inferred_from=inferred_from,
         candidates=candidates or [entry["id"]],
     )

@@ -1,6 +1,7 @@
 """Expected throughput of a layout: the product of the factors in knowledge/costs.yaml that apply to it.
 
-The arithmetic of each ``kind`` is written here once; every constant comes from the table.  A factor
+The arithmetic of each ``kind`` is written here once; every constant comes from the table.  The traffic
+kinds compare bytes over a link with the compute that hides them (planner/traffic.py).  A factor
 of 1.0 (TP 1, PP 1, no option) is left out of the reasons, so the reasons list exactly what lowered
 the layout's score.  Parallel factors depend only on the shape and the micro-batch count, option
 factors only on the options, so the search computes each part once and multiplies.
@@ -11,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from .traffic import Traffic
 
 
 @dataclass(frozen=True)
@@ -68,11 +71,15 @@ def parallel_reasons(costs: Mapping[str, Mapping[str, Any]], ctx: ShapeContext, 
     return out
 
 
+TRAFFIC_KINDS = frozenset({"fsdp-traffic", "dp-step-traffic", "host-offload-traffic"})
+NOT_FACTORS = frozenset({"achieved-flops"})
+
+
 def option_reasons(costs: Mapping[str, Mapping[str, Any]], cost_ids: Iterable[str],
-                   tokens_per_gpu: float | None = None) -> list[Reason]:
+                   traffic: Traffic | None = None) -> list[Reason]:
     """Factors of the chosen options (each cost counted once even if two options list it).
 
-    ``tokens_per_gpu`` (GBS x seq / (DP x CP)) is needed by the communication-scaled kinds; without it
+    The traffic kinds need the layout's compute time and bytes (``traffic``, planner/traffic.py); without it
     only the constant ``option`` factors are returned, for the search to multiply in per layout.
     """
     out = []
@@ -80,15 +87,31 @@ def option_reasons(costs: Mapping[str, Mapping[str, Any]], cost_ids: Iterable[st
         c = costs[cid]
         if c["kind"] == "option":
             out.append(Reason(cid, c["value"], c["basis"]))
-        elif c["kind"] == "fsdp-communication" and tokens_per_gpu is not None:
-            f = 1.0 / (1.0 + c["value"] / tokens_per_gpu)
-            out.append(Reason(cid, f, f"{tokens_per_gpu:.0f} tokens per GPU per step"))
+        elif traffic is not None and c["kind"] in TRAFFIC_KINDS:
+            out.append(_traffic_reason(cid, c, traffic))
     return out
+
+
+def _traffic_reason(cid: str, c: Mapping[str, Any], t: Traffic) -> Reason:
+    """A collective or host copy against the compute it overlaps with (formulas in knowledge/costs.yaml)."""
+    share = (t.dp - 1) / t.dp if t.dp > 1 else 0.0
+    comm = c["value"] * t.shard_params * share / t.dp_bandwidth
+    ms = 1e3
+    if c["kind"] == "fsdp-traffic":
+        f = t.mb_seconds / max(t.mb_seconds, comm)
+        return Reason(cid, f, f"{comm * ms:.0f} ms of gathers per micro-batch vs {t.mb_seconds * ms:.0f} ms compute")
+    if c["kind"] == "dp-step-traffic":
+        step = t.microbatches * t.mb_seconds
+        f = step / (step + max(0.0, comm - t.mb_seconds))
+        return Reason(cid, f, f"{comm * ms:.0f} ms per step vs {t.mb_seconds * ms:.0f} ms of overlap")
+    r, share_layers = t.layer_ratio, c["value"]
+    f = 1.0 / (1.0 - share_layers + share_layers * (max(1 / 3, r) + max(2 / 3, r)))
+    return Reason(cid, f, f"host copy {r:.2f}x the layer's compute")
 
 
 def scaled(costs: Mapping[str, Mapping[str, Any]], cost_ids: Iterable[str]) -> tuple[str, ...]:
     """The ids among ``cost_ids`` whose factor depends on the layout, not on the option alone."""
-    return tuple(cid for cid in dict.fromkeys(cost_ids) if costs[cid]["kind"] != "option")
+    return tuple(cid for cid in dict.fromkeys(cost_ids) if costs[cid]["kind"] in TRAFFIC_KINDS)
 
 
 def product(reasons: Iterable[Reason]) -> float:

@@ -40,6 +40,7 @@ from ..facts import EnvFacts, Facts, GpuFacts, TrainingConfig
 from ..inputs.config import apply_overrides
 from ..knowledge import Knowledge
 from . import costs as cost_model
+from . import traffic as traffic_model
 from .feasibility import Feasibility
 from .options import GROUPS, Option, Space, load
 from .overrides import format_value, parse, render_pairs, render_texts
@@ -231,6 +232,12 @@ class Planner:
             seq_length=request.seq_length,
             gpus_per_node=self.gpn, moe=bool(self.base.num_moe_experts),
             ep_overlap=bool(self.base.overlap_moe_expert_parallel_comm))
+        achieved = next((c["value"] for c in self.space.costs.values() if c["kind"] == "achieved-flops"), None)
+        self.hw = traffic_model.hardware(request.gpu, traffic_model.precision_of(self.base), achieved or 0.0)
+        self.model_counts = traffic_model.counts_of(self.base)
+        if self.model_counts is None:
+            self.hw = None
+        self._traffics: dict[tuple[int, int], traffic_model.Traffic | None] = {}
         self.combos = self._combos()
         self.neutral = {f: None for g in GROUPS for f in self.space.group_fields[g]}
         # constraint-cache key parts, interned to small ints so the per-candidate key hashes cheaply
@@ -270,7 +277,7 @@ class Planner:
         self._rendered: dict[int, tuple[tuple[str | None, ...], tuple[tuple[int, str], ...]]] = {}
         self._lines: dict[Any, str] = {}  # override lines, one string object however many layouts print it
         # per-request memos of what every layout of a shape / combination shares (see layout())
-        self._reasons: dict[tuple[str, int, float], tuple[cost_model.Reason, ...]] = {}
+        self._reasons: dict[tuple, tuple[cost_model.Reason, ...]] = {}
         self._templates: dict[int, tuple] = {}
         self._formatted: dict[tuple, dict[str, str]] = {}
         self._envs: dict[int, tuple[str, ...]] = {}
@@ -478,7 +485,7 @@ class Planner:
         self.shape_list = list(self.shapes())
         self._index()
         admitted: dict[tuple, tuple[int, tuple[int, ...]]] = {}
-        scaled: dict[tuple[int, float], float] = {}
+        scaled: dict[tuple[int, int, int], float] = {}
         keys: list[tuple[float, int]] = []
         valid = self._valid
         for si, s in enumerate(self.shape_list):
@@ -487,7 +494,6 @@ class Planner:
                     continue
                 m = gbs // (mbs * s.dp)
                 shape_factor = cost_model.product(self._shape_reasons(si, m))
-                tokens = gbs * self.req.seq_length / (s.dp * s.cp)
                 sproj = self._intern(self.feas.shape_projection(s.key, s.fields))
                 mbs_key = mbs if "micro_batch_size" in self.feas.varied_names else None
                 hit = admitted.get((sproj, mbs_key))
@@ -499,10 +505,10 @@ class Planner:
                     c = self.combos[ci]
                     factor = shape_factor * c.factor
                     if c.scaled:
-                        p = scaled.get((ci, tokens))
+                        p = scaled.get((ci, si, mbs))
                         if p is None:
-                            p = scaled[(ci, tokens)] = cost_model.product(
-                                cost_model.option_reasons(self.space.costs, c.scaled, tokens))
+                            p = scaled[(ci, si, mbs)] = cost_model.product(
+                                cost_model.option_reasons(self.space.costs, c.scaled, self._traffic(si, mbs)))
                         factor *= p
                     valid[first + ci] = 1
                     keys.append((-factor, first + ci))
@@ -540,7 +546,7 @@ class Planner:
     def layout(self, si: int, mbs: int, ci: int) -> PlannedLayout:
         s, c = self.shape_list[si], self.combos[ci]
         m = self.req.global_batch_size // (mbs * s.dp)
-        reasons = (*self._shape_reasons(si, m), *self._option_reasons(si, ci))
+        reasons = (*self._shape_reasons(si, m), *self._option_reasons(si, mbs, ci))
         ids = self.ids[ci]
         return PlannedLayout(
             tp=s.tp, pp=s.pp, vpp=s.vpp, cp=s.cp, ep=s.ep, etp=s.etp, dp=s.dp, micro_batch_size=mbs,
@@ -561,17 +567,26 @@ class Planner:
                 microbatches=microbatches))
         return hit
 
-    def _option_reasons(self, si: int, ci: int) -> tuple[cost_model.Reason, ...]:
-        """Option factors of a combination on a shape (the FSDP ones scale with the shape's tokens per GPU, so
-        shapes with the same DP x CP share them)."""
-        s = self.shape_list[si]
-        tokens = self.req.global_batch_size * self.req.seq_length / (s.dp * s.cp)
-        key = ("options", ci, tokens)
+    def _option_reasons(self, si: int, mbs: int, ci: int) -> tuple[cost_model.Reason, ...]:
+        """Option factors of a combination on a shape at a micro-batch size (the traffic ones read the layout's
+        compute time and bytes, planner/traffic.py)."""
+        key = ("options", ci, si, mbs)
         hit = self._reasons.get(key)
         if hit is None:
             hit = self._reasons[key] = tuple(
-                cost_model.option_reasons(self.space.costs, self.combos[ci].cost_ids, tokens))
+                cost_model.option_reasons(self.space.costs, self.combos[ci].cost_ids, self._traffic(si, mbs)))
         return hit
+
+    def _traffic(self, si: int, mbs: int) -> traffic_model.Traffic | None:
+        """Compute seconds and traffic bytes of a shape at a micro-batch size; None without GPU speeds."""
+        key = (si, mbs)
+        if key not in self._traffics:
+            s = self.shape_list[si]
+            self._traffics[key] = None if self.hw is None or self.model_counts is None else traffic_model.traffic(
+                self.model_counts, self.hw, tp=s.tp, pp=s.pp, cp=s.cp, ep=s.ep, etp=s.etp, dp=s.dp, mbs=mbs,
+                seq=self.req.seq_length, microbatches=self.req.global_batch_size // (mbs * s.dp),
+                gpus_per_domain=self.gpn)
+        return self._traffics[key]
 
     def _overrides(self, si: int, mbs: int, ci: int) -> tuple[str, ...]:
         """The layout's Bridge overrides.
@@ -879,6 +894,8 @@ class Planner:
                     out.append({"kind": "constraint", "id": cid})
         if reference_missing:
             out.append({"kind": "reference-not-found"})
+        if self.hw is None:
+            out.append({"kind": "no-hardware"})
         return out
 
 

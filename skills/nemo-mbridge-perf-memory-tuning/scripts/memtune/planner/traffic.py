@@ -1,0 +1,112 @@
+"""Seconds of compute and bytes of traffic of one layout: what the traffic costs in costs.py divide.
+
+A data-parallel collective or a host copy costs throughput only where it outlasts the compute it overlaps
+with.  Both sides come from the model and the GPU, not from a fitted factor: compute is 6 FLOPs per active
+parameter per token plus causal attention, at the GPU's dense peak for the run's precision times one
+achieved fraction (costs.yaml ``achieved-flops``, the only fitted number here); traffic is the bytes a
+collective moves over the link the group spans (NVLink inside one domain, the network beyond it) and the
+saved activations a layer offload copies over the host link.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import UserError
+from ..estimator.params import HAS_ATTENTION, HAS_MOE, arch_from_config, moe_params, total_params
+from ..facts import GpuFacts, TrainingConfig
+
+GB = 1e9
+TFLOPS = 1e12
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """Per-GPU speeds of the run (knowledge/gpus.yaml ``hardware``), in FLOP/s and bytes/s per direction."""
+
+    flops: float  # achieved dense FLOP/s for the run's precision
+    nvlink: float
+    network: float
+    host: float
+
+
+@dataclass(frozen=True)
+class ModelCounts:
+    """Parameter counts of the whole model the per-GPU shares are taken from."""
+
+    dense: float  # everything but routed experts (embedding and output included)
+    experts: float  # all routed-expert parameters
+    experts_active: float  # routed-expert parameters one token passes through (top-k of E)
+    attention_layers: int
+    attention_width: int  # heads x head dim of the core attention
+    num_layers: int
+    hidden: int
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """What the traffic costs read of one layout (``None`` fields: the cost cannot be computed)."""
+
+    mb_seconds: float  # forward + backward of one micro-batch on one GPU
+    microbatches: int
+    shard_params: float  # parameters one GPU holds before data-parallel sharding
+    dp: int
+    dp_bandwidth: float  # bytes/s of the link the data-parallel group spans
+    layer_ratio: float  # host-link time of one layer's saved activations / that layer's compute time
+
+
+def hardware(gpu: GpuFacts, precision: str | None, achieved: float) -> Hardware | None:
+    """The run's speeds, or None when gpus.yaml has no hardware figures for the GPU."""
+    hw = gpu.hardware or {}
+    peaks = hw.get("dense_tflops") or {}
+    fp8 = bool(precision) and any(k in str(precision).lower() for k in ("fp8", "mxfp8"))
+    peak = peaks.get("fp8") if fp8 and peaks.get("fp8") else peaks.get("bf16")
+    if not peak or not hw.get("nvlink_gbs") or not hw.get("network_gbs") or not hw.get("host_gbs"):
+        return None
+    return Hardware(peak * TFLOPS * achieved, hw["nvlink_gbs"] * GB, hw["network_gbs"] * GB, hw["host_gbs"] * GB)
+
+
+def counts_of(cfg: TrainingConfig) -> ModelCounts | None:
+    """The counts of a config's model, or None when its architecture is incomplete (no vocabulary size, say)."""
+    try:
+        return counts(arch_from_config(cfg, 1))
+    except UserError:
+        return None
+
+
+def counts(arch: Any) -> ModelCounts:
+    """Dense, routed-expert and active-expert parameters of an estimator ``Arch``."""
+    total = total_params(arch)
+    routed = sum(1 for k in arch.pattern if k in HAS_MOE) + (arch.mtp if arch.pattern[-1] in HAS_MOE else 0)
+    experts = routed * moe_params(arch).expert if arch.experts else 0.0
+    active_experts = experts * arch.topk / arch.experts if arch.experts else 0.0
+    attn = sum(1 for k in arch.pattern if k in HAS_ATTENTION)
+    width = arch.heads * (arch.qk_head + arch.qk_rope if arch.mla else arch.kv_channels)
+    return ModelCounts(total - experts, experts, active_experts, attn, width, len(arch.pattern), arch.hidden)
+
+
+def traffic(m: ModelCounts, hw: Hardware, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int,
+            mbs: int, seq: int, microbatches: int, gpus_per_domain: int) -> Traffic:
+    """Compute seconds and bytes of one layout on one GPU.
+
+    Megatron's default rank order (tp-cp-ep-dp-pp) puts data-parallel peers TP x CP ranks apart, so the
+    group stays on NVLink while TP x CP x DP fits one NVLink domain.
+    """
+    shard = m.dense / (tp * pp) + m.experts / (ep * etp * pp)
+    active = m.dense / (tp * pp) + m.experts_active / (etp * pp)
+    tokens = mbs * seq / cp
+    attention = 6.0 * seq * m.attention_width * m.attention_layers / (tp * pp)  # per token, causal, fwd + bwd
+    flops = tokens * (6.0 * active + attention)
+    mb_seconds = flops / hw.flops
+    bandwidth = hw.nvlink if tp * cp * dp <= gpus_per_domain else hw.network
+    # Korthikanti et al. 2022: a transformer layer saves about 34 bytes per token per hidden unit (flash
+    # attention, bf16), split over TP with sequence parallelism
+    layer_bytes = 34.0 * tokens * m.hidden / tp
+    layer_seconds = mb_seconds * pp / max(1, m.num_layers)
+    return Traffic(mb_seconds, microbatches, shard, dp, bandwidth, (layer_bytes / hw.host) / layer_seconds)
+
+
+def precision_of(cfg: TrainingConfig) -> str | None:
+    """What decides the GEMM speed: FP8 compute or not."""
+    return "fp8" if cfg.fp8 else "bf16"

@@ -1,0 +1,131 @@
+"""The planner's traffic costs: FSDP gathers, the distributed optimizer's step traffic and layer offload, each
+compared with the compute that hides it (planner/traffic.py, knowledge/costs.yaml).  Properties of the mechanism,
+not values of one run."""
+
+from __future__ import annotations
+
+import io
+import json
+from contextlib import redirect_stdout
+
+import pytest
+from memtune.cli import main
+from memtune.estimator.models import preset
+from memtune.inputs.gpu import lookup_gpu
+from memtune.planner import costs as cost_model
+from memtune.planner import traffic as traffic_model
+from memtune.planner.options import load
+
+
+def _costs(kb):
+    return load(kb).costs
+
+
+def _setup(kb, gpu_name, model="llama3-70b", precision="fp8"):
+    gpu = lookup_gpu(gpu_name, kb)
+    achieved = _costs(kb)["achieved-flops"]["value"]
+    hw = traffic_model.hardware(gpu, precision, achieved)
+    counts = traffic_model.counts_of(preset(model, kb))
+    return gpu, hw, counts
+
+
+def _factor(kb, cost_id, t):
+    return cost_model.product(cost_model.option_reasons(_costs(kb), [cost_id], t))
+
+
+def _traffic(counts, hw, gpu, **over):
+    args = dict(tp=1, pp=1, cp=1, ep=1, etp=1, dp=64, mbs=1, seq=8192, microbatches=2,
+                gpus_per_domain=gpu.nvlink_domain)
+    args.update(over)
+    return traffic_model.traffic(counts, hw, **args)
+
+
+def test_every_gpu_with_speeds_gives_hardware(kb):
+    for entry in kb.entries("gpus"):
+        if entry.get("hardware"):
+            gpu = lookup_gpu(entry["name"], kb)
+            assert traffic_model.hardware(gpu, "bf16", 0.37) is not None, entry["id"]
+
+
+def test_fsdp_hides_inside_one_nvlink_domain_and_not_across_nodes(kb):
+    """The same 70B TP 1 layout over 64 GPUs: an NVL72 domain carries the gathers, H100 nodes do not."""
+    g_nvl, hw_nvl, counts = _setup(kb, "GB200")
+    g_hgx, hw_hgx, _ = _setup(kb, "H100")
+    inside = _factor(kb, "megatron-fsdp", _traffic(counts, hw_nvl, g_nvl))
+    across = _factor(kb, "megatron-fsdp", _traffic(counts, hw_hgx, g_hgx))
+    assert inside == pytest.approx(1.0)
+    assert across < 0.9
+
+
+def test_fsdp_cost_falls_with_more_tokens_per_micro_batch_and_with_model_parallelism(kb):
+    gpu, hw, counts = _setup(kb, "H100")
+    base = _factor(kb, "megatron-fsdp", _traffic(counts, hw, gpu))
+    assert _factor(kb, "megatron-fsdp", _traffic(counts, hw, gpu, mbs=4, microbatches=1)) >= base
+    # TP 8 inside the node: the same traffic per parameter, an eighth of the parameters, an eighth of the compute
+    tp8 = _factor(kb, "megatron-fsdp", _traffic(counts, hw, gpu, tp=8, dp=8))
+    assert tp8 >= base
+
+
+def test_step_traffic_hides_better_with_more_micro_batches(kb):
+    gpu, hw, counts = _setup(kb, "H100")
+    factors = [_factor(kb, "distributed-optimizer", _traffic(counts, hw, gpu, microbatches=m)) for m in (1, 4, 16)]
+    assert factors == sorted(factors)
+    assert all(0 < f <= 1 for f in factors)
+
+
+def test_layer_offload_is_cheaper_over_c2c_than_over_pcie(kb):
+    g_nvl, hw_nvl, counts = _setup(kb, "GB200")
+    g_hgx, hw_hgx, _ = _setup(kb, "H100")
+    for cid in ("activation-offload-quarter", "activation-offload-half"):
+        c2c = _factor(kb, cid, _traffic(counts, hw_nvl, g_nvl))
+        pcie = _factor(kb, cid, _traffic(counts, hw_hgx, g_hgx))
+        assert c2c > pcie
+    # offloading more layers never costs less
+    t = _traffic(counts, hw_hgx, g_hgx)
+    assert _factor(kb, "activation-offload-half", t) <= _factor(kb, "activation-offload-quarter", t)
+
+
+def test_fp8_compute_makes_the_same_traffic_more_exposed(kb):
+    gpu, hw_fp8, counts = _setup(kb, "H100", precision="fp8")
+    _, hw_bf16, _ = _setup(kb, "H100", precision="bf16")
+    assert hw_fp8.flops > hw_bf16.flops
+    fp8 = _factor(kb, "megatron-fsdp", _traffic(counts, hw_fp8, gpu))
+    bf16 = _factor(kb, "megatron-fsdp", _traffic(counts, hw_bf16, gpu))
+    assert fp8 <= bf16
+
+
+def test_moe_experts_count_in_the_shard_but_only_top_k_in_the_compute(kb):
+    counts = traffic_model.counts_of(preset("qwen3-30b-a3b", kb))
+    assert counts.experts > 0
+    assert counts.experts_active < counts.experts / 10  # top-8 of 128 experts
+
+
+def test_plan_without_gpu_speeds_says_traffic_is_not_costed(kb):
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = main(["plan", "--model", "llama3-8b", "--gpu", "L40S", "--gpus", "8", "--seq-length", "4096",
+                     "--global-batch-size", "64", "--format", "json", "--top", "2"])
+    assert code == 0
+    kinds = {w["kind"] for w in json.loads(out.getvalue())["warnings"]}
+    assert "no-hardware" in kinds
+
+
+def test_plan_reasons_name_the_traffic(kb):
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = main(["plan", "--model", "llama3-70b", "--gpu", "H100", "--gpus", "64", "--seq-length", "8192",
+                     "--global-batch-size", "128", "--format", "json", "--top", "20"])
+    assert code == 0
+    layouts = json.loads(out.getvalue())["layouts"]
+    fsdp = [lay for lay in layouts if lay["model_state"] == "megatron-fsdp"]
+    assert fsdp
+    for lay in fsdp:
+        reason = next(r for r in lay["reasons"] if r["cost"] == "megatron-fsdp")
+        assert "ms of gathers per micro-batch" in reason["detail"]
+
+
+def test_estimate_reads_a_recipe_precision_string(capsys):
+    code = main(["estimate", "--model", "llama3-8b", "--set", "mixed_precision=bf16_with_fp8_current_scaling_mixed",
+                 "--set", "seq_length=4096", "--gpu", "H100", "--format", "json"])
+    assert code == 0
+    assert json.loads(capsys.readouterr().out)["peak_bytes"] > 0
