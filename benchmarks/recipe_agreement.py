@@ -57,6 +57,8 @@ def plan_args(recipe: dict[str, Any]) -> list[str]:
         args += ["--set", "comm_overlap.overlap_moe_expert_parallel_comm=true"]
     if mem.get("moe_router_force_load_balancing"):
         args += ["--set", "model.moe_router_force_load_balancing=true"]
+    if mem.get("tp_comm_overlap") is True:  # userbuffers TP overlap (a string here = set but inactive at TP 1)
+        args += ["--set", "comm_overlap.tp_comm_overlap=true"]
     if mem.get("grad_reduce_in_fp32") is False:  # _benchmark_common: bf16 gradient buffers
         args += ["--set", "ddp.grad_reduce_in_fp32=false"]
     if mem.get("use_precision_aware_optimizer"):  # "main_params fp32, main_grads bf16, exp_avg bf16, ..."

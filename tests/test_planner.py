@@ -15,6 +15,7 @@ from memtune.inputs.config import apply_overrides
 from memtune.inputs.gpu import lookup_gpu
 from memtune.planner import PlanRequest, plan
 from memtune.planner import costs as cost_model
+from memtune.planner import traffic as traffic_model
 from memtune.planner.options import field_of, load, split
 from memtune.planner.search import Planner
 
@@ -31,6 +32,7 @@ PR3107_FIXED = [
     "model.cross_entropy_fusion_impl=te",
     "model.cuda_graph_impl=transformer_engine",
     "model.cuda_graph_scope=[mlp]",
+    "comm_overlap.tp_comm_overlap=true",
 ]
 PR3107_LAYOUT = [
     "model.tensor_model_parallel_size=4",
@@ -85,39 +87,73 @@ def _tflops(kb, ident):
     return kb.get("measurements", ident)["after"]["tflops_per_gpu"]
 
 
+def _pr3107_score(kb, tp, pp, m, recompute):
+    """A PR #3107 arm as the cost model scores it: FP8, TP overlap and the MLP captured, as the recipe ran."""
+    space = load(kb)
+    gpu = lookup_gpu("H100", kb)
+    hw = traffic_model.hardware(gpu, "fp8", space.costs["achieved-flops"]["value"])
+    counts = traffic_model.counts_of(preset("llama3-70b", kb))
+    ctx = cost_model.ShapeContext(hidden_size=8192, num_layers=80, seq_length=4096, gpus_per_node=8, moe=False,
+                                  tp_overlap=True, eager_share=0.5, fp8=True)
+    t = traffic_model.traffic(counts, hw, tp=tp, pp=pp, cp=1, ep=1, etp=tp, dp=32 // (tp * pp), mbs=1, seq=4096,
+                              microbatches=m, gpus_per_domain=8)
+    parallel = cost_model.parallel_reasons(space.costs, ctx, tp=tp, pp=pp, vpp=5, cp=1, ep=1, etp=tp,
+                                           microbatches=m, traffic=t)
+    return cost_model.product(parallel + cost_model.option_reasons(space.costs, recompute))
+
+
 def test_fitted_costs_reproduce_their_measurements(kb):
     """Each PR #3107 arm's throughput relative to the baseline, predicted by the cost model, within 1 point."""
-    space = load(kb)
-    ctx = cost_model.ShapeContext(hidden_size=8192, num_layers=80, seq_length=4096, gpus_per_node=8, moe=False)
     baseline_tflops = kb.get("measurements", "pr3107-llama3-70b-tp8")["before"]["tflops_per_gpu"]
-
-    def score(tp, pp, m, recompute):
-        parallel = cost_model.parallel_reasons(space.costs, ctx, tp=tp, pp=pp, vpp=5, cp=1, ep=1, etp=tp,
-                                               microbatches=m)
-        return cost_model.product(parallel + cost_model.option_reasons(space.costs, recompute))
-
-    base = score(4, 4, 16, ["recompute-core-attn"])
+    base = _pr3107_score(kb, 4, 4, 16, ["recompute-core-attn"])
     arms = {
-        "pr3107-llama3-70b-pp8": score(4, 8, 32, ["recompute-core-attn"]),
-        "pr3107-llama3-70b-tp8": score(8, 4, 32, ["recompute-core-attn"]),
-        "pr3107-llama3-70b-recompute-mlp": score(4, 4, 16, ["recompute-mlp"]),
-        "pr3107-llama3-70b-recompute-mlp-core-attn": score(4, 4, 16, ["recompute-mlp", "recompute-core-attn"]),
+        "pr3107-llama3-70b-pp8": _pr3107_score(kb, 4, 8, 32, ["recompute-core-attn"]),
+        "pr3107-llama3-70b-tp8": _pr3107_score(kb, 8, 4, 32, ["recompute-core-attn"]),
+        "pr3107-llama3-70b-recompute-mlp": _pr3107_score(kb, 4, 4, 16, ["recompute-mlp"]),
+        "pr3107-llama3-70b-recompute-mlp-core-attn": _pr3107_score(kb, 4, 4, 16, ["recompute-mlp",
+                                                                                 "recompute-core-attn"]),
     }
     for ident, predicted in arms.items():
         measured = _tflops(kb, ident) / baseline_tflops
         assert predicted / base == pytest.approx(measured, abs=0.01), ident
 
 
-def test_tp_cost_falls_with_model_width(kb):
+def test_host_bound_constant_reproduces_the_cuda_graph_measurement(kb):
+    """The BF16 host time was solved on Qwen3-30B-A3B TP2 PP2 EP4 (Bridge cuda-graphs card: 623 -> 484 ms)."""
     space = load(kb)
-    narrow = cost_model.ShapeContext(hidden_size=4096, num_layers=32, seq_length=4096, gpus_per_node=8, moe=False)
-    wide = cost_model.ShapeContext(hidden_size=16384, num_layers=126, seq_length=4096, gpus_per_node=8, moe=False)
+    gpu = lookup_gpu("H100", kb)
+    hw = traffic_model.hardware(gpu, "bf16", space.costs["achieved-flops"]["value"])
+    counts = traffic_model.counts_of(preset("qwen3-30b-a3b", kb))
+    t = traffic_model.traffic(counts, hw, tp=2, pp=2, cp=1, ep=4, etp=2, dp=4, mbs=1, seq=4096, microbatches=8,
+                              gpus_per_domain=8)
 
-    def tp_factor(ctx):
-        reasons = cost_model.parallel_reasons(space.costs, ctx, tp=8, pp=1, vpp=1, cp=1, ep=1, etp=8, microbatches=8)
-        return cost_model.product(r for r in reasons if r.cost == "tp-communication")
+    def host(share):
+        ctx = cost_model.ShapeContext(hidden_size=2048, num_layers=48, seq_length=4096, gpus_per_node=8, moe=True,
+                                      tp_overlap=True, eager_share=share)
+        reasons = cost_model.parallel_reasons(space.costs, ctx, tp=2, pp=2, vpp=1, cp=1, ep=4, etp=2,
+                                              microbatches=8, traffic=t)
+        return cost_model.product(r for r in reasons if r.cost == "host-bound")
 
-    assert tp_factor(narrow) < tp_factor(wide) < 1.0
+    assert host(1.0) / host(0.25) == pytest.approx(484 / 623, abs=0.01)
+
+
+def test_tp_and_launch_costs_fall_with_work_per_layer(kb):
+    """TP 8 costs a 4K-token 8B model more than a 405B one: less GPU work per layer against the same launches."""
+    space = load(kb)
+    gpu = lookup_gpu("H100", kb)
+    hw = traffic_model.hardware(gpu, "fp8", space.costs["achieved-flops"]["value"])
+
+    def tp8(model):
+        c = preset(model, kb)
+        ctx = cost_model.ShapeContext(hidden_size=c.hidden_size, num_layers=c.num_layers, seq_length=4096,
+                                      gpus_per_node=8, moe=False, fp8=True)
+        t = traffic_model.traffic(traffic_model.counts_of(c), hw, tp=8, pp=1, cp=1, ep=1, etp=8, dp=1, mbs=1,
+                                  seq=4096, microbatches=8, gpus_per_domain=8)
+        reasons = cost_model.parallel_reasons(space.costs, ctx, tp=8, pp=1, vpp=1, cp=1, ep=1, etp=8,
+                                              microbatches=8, traffic=t)
+        return cost_model.product(r for r in reasons if r.cost in ("tp-communication", "host-bound"))
+
+    assert tp8("llama3-8b") < tp8("llama3-405b") < 1.0
 
 
 def test_cross_node_ep_is_charged_only_without_the_all_to_all_overlap(kb):
@@ -170,8 +206,9 @@ def test_tp8_ranks_below_pp8_with_reasons(llama70b):
     a, b = planner.describe(pp8), planner.describe(tp8)
     assert a.fits and b.fits
     assert a.relative_throughput > b.relative_throughput
-    tp_cost = {lay.tp: next(r.factor for r in lay.reasons if r.cost == "tp-communication") for lay in (a, b)}
-    assert tp_cost[8] < tp_cost[4]
+    # TP 8 halves each GPU's work per layer below the host's launch time; TP 4 keeps it above
+    host = {lay.tp: math.prod(r.factor for r in lay.reasons if r.cost == "host-bound") for lay in (a, b)}
+    assert host[8] < host[4] == 1.0
     assert any(r.cost == "pipeline-bubble" for r in a.reasons)
 
 

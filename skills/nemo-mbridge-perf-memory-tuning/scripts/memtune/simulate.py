@@ -483,9 +483,18 @@ def _traffic(cfg: TrainingConfig, gpu: Any, space: Any) -> Any:
 
 def _throughput(old: TrainingConfig, new: TrainingConfig, option_costs: tuple[str, ...], kb: Knowledge,
                 gpu: Any = None) -> float | None:
-    """Expected throughput of the new layout relative to the user's (knowledge/costs.yaml factors)."""
+    """Expected throughput of the new layout relative to the user's (knowledge/costs.yaml factors).
+
+    Without the GPU's speeds the costs that compare traffic or launch time with compute are priced on an
+    H100 (knowledge/gpus.yaml), the GPU most Bridge runs name; the ratio of two layouts moves little with it.
+    """
+    from .inputs.gpu import lookup_gpu
     from .planner import costs as cost_model
     from .planner import options
+    from .planner import traffic as traffic_model
+
+    if gpu is None or not getattr(gpu, "hardware", None):
+        gpu = lookup_gpu("H100", kb)
 
     space = options.load(kb)
     if not old.hidden_size or not old.num_layers or not old.seq_length:
@@ -498,11 +507,16 @@ def _throughput(old: TrainingConfig, new: TrainingConfig, option_costs: tuple[st
         dp = cfg.data_parallel_size or 1
         gbs, mbs = cfg.global_batch_size, cfg.micro_batch_size or 1
         m = max(1, gbs // (mbs * dp)) if gbs else 1
-        ctx = cost_model.ShapeContext(old.hidden_size, old.num_layers, old.seq_length, 8, bool(old.num_moe_experts))
+        moe = bool(old.num_moe_experts)
+        ctx = cost_model.ShapeContext(old.hidden_size, old.num_layers, old.seq_length, 8, moe,
+                                      ep_overlap=bool(cfg.overlap_moe_expert_parallel_comm),
+                                      tp_overlap=bool(cfg.tp_comm_overlap),
+                                      eager_share=traffic_model.eager_share(cfg, moe), fp8=bool(cfg.fp8))
         return cost_model.product(cost_model.parallel_reasons(
             space.costs, ctx, tp=cfg.tensor_model_parallel_size or 1, pp=cfg.pipeline_model_parallel_size or 1,
             vpp=cfg.virtual_pipeline_model_parallel_size or 1, cp=cfg.context_parallel_size or 1,
-            ep=cfg.expert_model_parallel_size or 1, etp=cfg.expert_tensor_parallel_size or 1, microbatches=m))
+            ep=cfg.expert_model_parallel_size or 1, etp=cfg.expert_tensor_parallel_size or 1, microbatches=m,
+            traffic=_traffic(cfg, gpu, space)))
 
     factor = parallel(new) / parallel(old)
     traffic = _traffic(new, gpu, space) if cost_model.scaled(space.costs, option_costs) else None

@@ -35,6 +35,9 @@ class ShapeContext:
     gpus_per_node: int
     moe: bool
     ep_overlap: bool = False  # overlap_moe_expert_parallel_comm: the EP all-to-all hidden behind compute
+    tp_overlap: bool = False  # tp_comm_overlap: TP collectives pipelined with the GEMMs (userbuffers)
+    eager_share: float = 1.0  # share of a layer's host work not captured in CUDA graphs (traffic.eager_share)
+    fp8: bool = False
 
 
 def _by_kind(costs: Mapping[str, Mapping[str, Any]], kind: str) -> list[Mapping[str, Any]]:
@@ -42,14 +45,27 @@ def _by_kind(costs: Mapping[str, Mapping[str, Any]], kind: str) -> list[Mapping[
 
 
 def parallel_reasons(costs: Mapping[str, Mapping[str, Any]], ctx: ShapeContext, *, tp: int, pp: int, vpp: int,
-                     cp: int, ep: int, etp: int, microbatches: int) -> list[Reason]:
-    """Factors of the parallel shape and the schedule."""
+                     cp: int, ep: int, etp: int, microbatches: int, traffic: Traffic | None = None) -> list[Reason]:
+    """Factors of the parallel shape, the micro-batch and the schedule.
+
+    The TP and host-bound factors need the layer's compute time (``traffic``); without it they are left out.
+    """
     out: list[Reason] = []
-    for c in _by_kind(costs, "tp-communication"):
-        if tp > 1:
-            ref = c.get("params", {}).get("reference_hidden_size", ctx.hidden_size)
-            f = 1.0 / (1.0 + c["value"] * (tp - 1) * ref / ctx.hidden_size)
-            out.append(Reason(c["id"], f, f"TP {tp}, hidden {ctx.hidden_size}"))
+    exposed = 0.0
+    for c in _by_kind(costs, "tp-traffic"):
+        if tp > 1 and traffic is not None:
+            t, comm = traffic.layer_seconds, c["value"] * traffic.tp_unit_seconds
+            exposed = max(0.0, comm - t) if ctx.tp_overlap else comm
+            out.append(Reason(c["id"], t / (t + exposed),
+                              f"{comm * 1e3:.2f} ms of TP collectives per layer vs {t * 1e3:.2f} ms compute"
+                              + (", overlapped" if ctx.tp_overlap else "")))
+    for c in _by_kind(costs, "host-bound"):
+        if traffic is not None and ctx.eager_share > 0:
+            host = (c.get("params", {}).get("fp8", c["value"]) if ctx.fp8 else c["value"]) * ctx.eager_share
+            busy = traffic.layer_seconds + exposed
+            if host > busy:
+                detail = f"{host * 1e3:.1f} ms of kernel launches per layer vs {busy * 1e3:.1f} ms on the GPU"
+                out.append(Reason(c["id"], busy / host, detail))
     for c in _by_kind(costs, "tp-cross-node"):
         if tp > ctx.gpus_per_node:
             out.append(Reason(c["id"], c["value"], f"TP {tp} > {ctx.gpus_per_node} GPUs per NVLink domain"))

@@ -231,7 +231,9 @@ class Planner:
             hidden_size=int(self.base.hidden_size), num_layers=int(self.base.num_layers),
             seq_length=request.seq_length,
             gpus_per_node=self.gpn, moe=bool(self.base.num_moe_experts),
-            ep_overlap=bool(self.base.overlap_moe_expert_parallel_comm))
+            ep_overlap=bool(self.base.overlap_moe_expert_parallel_comm), tp_overlap=bool(self.base.tp_comm_overlap),
+            eager_share=traffic_model.eager_share(self.base, bool(self.base.num_moe_experts)),
+            fp8=bool(self.base.fp8))
         achieved = next((c["value"] for c in self.space.costs.values() if c["kind"] == "achieved-flops"), None)
         self.hw = traffic_model.hardware(request.gpu, traffic_model.precision_of(self.base), achieved or 0.0)
         self.model_counts = traffic_model.counts_of(self.base)
@@ -492,8 +494,7 @@ class Planner:
             for mi, mbs in enumerate(self.space.micro_batch_sizes):
                 if gbs % (mbs * s.dp):
                     continue
-                m = gbs // (mbs * s.dp)
-                shape_factor = cost_model.product(self._shape_reasons(si, m))
+                shape_factor = cost_model.product(self._shape_reasons(si, mbs))
                 sproj = self._intern(self.feas.shape_projection(s.key, s.fields))
                 mbs_key = mbs if "micro_batch_size" in self.feas.varied_names else None
                 hit = admitted.get((sproj, mbs_key))
@@ -546,7 +547,7 @@ class Planner:
     def layout(self, si: int, mbs: int, ci: int) -> PlannedLayout:
         s, c = self.shape_list[si], self.combos[ci]
         m = self.req.global_batch_size // (mbs * s.dp)
-        reasons = (*self._shape_reasons(si, m), *self._option_reasons(si, mbs, ci))
+        reasons = (*self._shape_reasons(si, mbs), *self._option_reasons(si, mbs, ci))
         ids = self.ids[ci]
         return PlannedLayout(
             tp=s.tp, pp=s.pp, vpp=s.vpp, cp=s.cp, ep=s.ep, etp=s.etp, dp=s.dp, micro_batch_size=mbs,
@@ -556,15 +557,15 @@ class Planner:
             overrides=self._overrides(si, mbs, ci), env=self._env(c),
         )
 
-    def _shape_reasons(self, si: int, microbatches: int) -> tuple[cost_model.Reason, ...]:
-        """Parallel factors of a shape at a micro-batch count (``--all`` shows thousands of layouts per shape)."""
-        key = ("shape", si, microbatches)
+    def _shape_reasons(self, si: int, mbs: int) -> tuple[cost_model.Reason, ...]:
+        """Parallel factors of a shape at a micro-batch size (``--all`` shows thousands of layouts per shape)."""
+        key = ("shape", si, mbs)
         hit = self._reasons.get(key)
         if hit is None:
             s = self.shape_list[si]
             hit = self._reasons[key] = tuple(cost_model.parallel_reasons(
                 self.space.costs, self.ctx, tp=s.tp, pp=s.pp, vpp=s.vpp, cp=s.cp, ep=s.ep, etp=s.etp,
-                microbatches=microbatches))
+                microbatches=self.req.global_batch_size // (mbs * s.dp), traffic=self._traffic(si, mbs)))
         return hit
 
     def _option_reasons(self, si: int, mbs: int, ci: int) -> tuple[cost_model.Reason, ...]:

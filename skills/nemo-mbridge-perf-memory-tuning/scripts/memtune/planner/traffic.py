@@ -54,6 +54,8 @@ class Traffic:
     dp: int
     dp_bandwidth: float  # bytes/s of the link the data-parallel group spans
     layer_ratio: float  # host-link time of one layer's saved activations / that layer's compute time
+    layer_seconds: float = 0.0  # forward + backward of one decoder layer for one micro-batch on one GPU
+    tp_unit_seconds: float = 0.0  # one sequence-parallel collective of a layer (tokens x hidden bf16) over NVLink
 
 
 def hardware(gpu: GpuFacts, precision: str | None, achieved: float) -> Hardware | None:
@@ -104,7 +106,30 @@ def traffic(m: ModelCounts, hw: Hardware, *, tp: int, pp: int, cp: int, ep: int,
     # attention, bf16), split over TP with sequence parallelism
     layer_bytes = 34.0 * tokens * m.hidden / tp
     layer_seconds = mb_seconds * pp / max(1, m.num_layers)
-    return Traffic(mb_seconds, microbatches, shard, dp, bandwidth, (layer_bytes / hw.host) / layer_seconds)
+    tp_unit = 2.0 * tokens * m.hidden * (tp - 1) / tp / hw.nvlink
+    return Traffic(mb_seconds, microbatches, shard, dp, bandwidth, (layer_bytes / hw.host) / layer_seconds,
+                   layer_seconds, tp_unit)
+
+
+def eager_share(cfg: TrainingConfig, moe: bool) -> float:
+    """Share of a decoder layer's host work that still launches kernel by kernel under the run's CUDA graphs.
+
+    A dense layer has two capturable modules (attn, mlp), a MoE layer four (attn, moe_router, moe_preprocess and
+    the experts with their dispatch, captured only as "moe" with drop-and-pad); full_iteration, or a per-layer
+    graph with an empty / "full" scope, captures everything.
+    """
+    impl = (cfg.cuda_graph_impl or "none").lower()
+    scope = cfg.cuda_graph_scope
+    names = {str(x).lower().rsplit(".", 1)[-1] for x in ([scope] if isinstance(scope, str) else scope or [])}
+    if impl in ("none", "") and "full_iteration" not in names:
+        return 1.0
+    if impl == "full_iteration" or "full_iteration" in names or not (names - {"full"}):
+        return 0.0
+    modules = ("attn", "moe_router", "moe_preprocess", "moe") if moe else ("attn", "mlp")
+    captured = {n for n in names if n in modules}
+    if moe and cfg.moe_pad_expert_input_to_capacity is not True:
+        captured.discard("moe")
+    return 1.0 - len(captured) / len(modules)
 
 
 def precision_of(cfg: TrainingConfig) -> str | None:
