@@ -97,8 +97,10 @@ def _pr3107_score(kb, tp, pp, m, recompute):
                                   tp_overlap=True, eager_share=0.5, fp8=True)
     t = traffic_model.traffic(counts, hw, tp=tp, pp=pp, cp=1, ep=1, etp=tp, dp=32 // (tp * pp), mbs=1, seq=4096,
                               microbatches=m, gpus_per_domain=8)
+    cfg = preset("llama3-70b", kb)
+    balance = traffic_model.stage_balance(traffic_model.arch_of(cfg), cfg, pp, 5, 4096)
     parallel = cost_model.parallel_reasons(space.costs, ctx, tp=tp, pp=pp, vpp=5, cp=1, ep=1, etp=tp,
-                                           microbatches=m, traffic=t)
+                                           microbatches=m, traffic=t, balance=balance)
     return cost_model.product(parallel + cost_model.option_reasons(space.costs, recompute))
 
 
@@ -290,7 +292,8 @@ def test_returned_layouts_satisfy_the_divisibility_rules(kb, sc, top):
         assert TINY.num_attention_heads % lay.tp == 0
         assert TINY.num_query_groups % lay.tp == 0 or lay.tp % TINY.num_query_groups == 0
         assert lay.tp <= 4  # the NVLink domain
-        assert TINY.num_layers % lay.pp == 0 and (TINY.num_layers // lay.pp) % lay.vpp == 0
+        layers = TINY.num_layers + (2 if lay.split_embedding_loss else 0)  # embedding and loss as one layer each
+        assert layers % lay.pp == 0 and (layers // lay.pp) % lay.vpp == 0
         assert lay.vpp == 1 or lay.pp > 1
         assert lay.cp == 1 or sc["seq"] % (2 * lay.cp) == 0
         assert gbs % (lay.micro_batch_size * lay.dp) == 0

@@ -129,3 +129,19 @@ def test_estimate_reads_a_recipe_precision_string(capsys):
                  "--set", "seq_length=4096", "--gpu", "H100", "--format", "json"])
     assert code == 0
     assert json.loads(capsys.readouterr().out)["peak_bytes"] > 0
+
+
+def test_stage_balance_sees_the_output_layer_on_the_last_stage(kb):
+    cfg = preset("llama3-70b", kb)
+    arch = traffic_model.arch_of(cfg)
+    pp4, pp8 = (traffic_model.stage_balance(arch, cfg, pp, 5, 4096) for pp in (4, 8))
+    assert traffic_model.stage_balance(arch, cfg, 1, 1, 4096) == 1.0
+    assert pp8 < pp4 < 1.0
+    # the recipe way out: embedding and loss count as layers, so the last chunk holds one decoder layer fewer
+    from dataclasses import replace
+
+    split = replace(cfg, num_layers=78, account_for_embedding_in_pipeline_split=True,
+                    account_for_loss_in_pipeline_split=True)
+    even = replace(cfg, num_layers=80)
+    assert traffic_model.stage_balance(traffic_model.arch_of(split), split, 4, 5, 4096) > pp4
+    assert traffic_model.stage_balance(traffic_model.arch_of(even), even, 4, 5, 4096) == pytest.approx(pp4)

@@ -481,6 +481,15 @@ def _traffic(cfg: TrainingConfig, gpu: Any, space: Any) -> Any:
         gpus_per_domain=gpu.nvlink_domain or 8)
 
 
+def _balance(cfg: TrainingConfig) -> float:
+    """traffic.stage_balance of the config's pipeline split (1.0 when the architecture is incomplete)."""
+    from .planner import traffic as traffic_model
+
+    arch = traffic_model.arch_of(cfg)
+    pp, vpp = cfg.pipeline_model_parallel_size or 1, cfg.virtual_pipeline_model_parallel_size or 1
+    return 1.0 if arch is None else traffic_model.stage_balance(arch, cfg, pp, vpp, cfg.seq_length or 4096)
+
+
 def _throughput(old: TrainingConfig, new: TrainingConfig, option_costs: tuple[str, ...], kb: Knowledge,
                 gpu: Any = None) -> float | None:
     """Expected throughput of the new layout relative to the user's (knowledge/costs.yaml factors).
@@ -516,7 +525,7 @@ def _throughput(old: TrainingConfig, new: TrainingConfig, option_costs: tuple[st
             space.costs, ctx, tp=cfg.tensor_model_parallel_size or 1, pp=cfg.pipeline_model_parallel_size or 1,
             vpp=cfg.virtual_pipeline_model_parallel_size or 1, cp=cfg.context_parallel_size or 1,
             ep=cfg.expert_model_parallel_size or 1, etp=cfg.expert_tensor_parallel_size or 1, microbatches=m,
-            traffic=_traffic(cfg, gpu, space)))
+            traffic=_traffic(cfg, gpu, space), balance=_balance(cfg)))
 
     factor = parallel(new) / parallel(old)
     traffic = _traffic(new, gpu, space) if cost_model.scaled(space.costs, option_costs) else None

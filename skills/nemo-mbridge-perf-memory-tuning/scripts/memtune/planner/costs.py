@@ -45,10 +45,12 @@ def _by_kind(costs: Mapping[str, Mapping[str, Any]], kind: str) -> list[Mapping[
 
 
 def parallel_reasons(costs: Mapping[str, Mapping[str, Any]], ctx: ShapeContext, *, tp: int, pp: int, vpp: int,
-                     cp: int, ep: int, etp: int, microbatches: int, traffic: Traffic | None = None) -> list[Reason]:
+                     cp: int, ep: int, etp: int, microbatches: int, traffic: Traffic | None = None,
+                     balance: float = 1.0) -> list[Reason]:
     """Factors of the parallel shape, the micro-batch and the schedule.
 
     The TP and host-bound factors need the layer's compute time (``traffic``); without it they are left out.
+    ``balance`` is traffic.stage_balance of the layout's pipeline placement.
     """
     out: list[Reason] = []
     exposed = 0.0
@@ -73,10 +75,9 @@ def parallel_reasons(costs: Mapping[str, Mapping[str, Any]], ctx: ShapeContext, 
         if pp > 1:
             f = 1.0 / (1.0 + (pp - 1) / (vpp * microbatches))
             out.append(Reason(c["id"], f, f"(PP-1)/(VPP*M) = {pp - 1}/({vpp}*{microbatches})"))
-    for c in _by_kind(costs, "pipeline-p2p"):
-        if pp * vpp > 1:
-            f = 1.0 / (1.0 + c["value"] * (pp * vpp - 1) / ctx.num_layers)
-            out.append(Reason(c["id"], f, f"{pp * vpp - 1} chunk boundaries over {ctx.num_layers} layers"))
+    for c in _by_kind(costs, "pipeline-imbalance"):
+        if pp > 1 and balance < 1.0:
+            out.append(Reason(c["id"], balance, f"heaviest stage {1 / balance:.3f}x the mean stage's work"))
     for c in _by_kind(costs, "cp-communication"):
         if cp > 1:
             f = 1.0 / (1.0 + c["value"] * ctx.hidden_size * cp / ctx.seq_length)
@@ -135,3 +136,26 @@ def product(reasons: Iterable[Reason]) -> float:
     for r in reasons:
         total *= r.factor
     return total
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One cost two layouts pay differently: ``ratio`` > 1 when the first pays less of it."""
+
+    cost: str
+    ratio: float
+    first: str  # the first layout's detail ("" when it is not charged)
+    other: str
+
+
+def differences(first: Iterable[Reason], other: Iterable[Reason]) -> list[Difference]:
+    """Why one layout scores above another, cost by cost, the largest difference first (ratios of 1 left out)."""
+    a = {r.cost: r for r in first}
+    b = {r.cost: r for r in other}
+    out = []
+    for cid in dict.fromkeys([*a, *b]):
+        fa = a[cid].factor if cid in a else 1.0
+        fb = b[cid].factor if cid in b else 1.0
+        if abs(fa / fb - 1.0) > 1e-9:
+            out.append(Difference(cid, fa / fb, a[cid].detail if cid in a else "", b[cid].detail if cid in b else ""))
+    return sorted(out, key=lambda d: -abs(d.ratio - 1.0))

@@ -49,8 +49,12 @@ TASKS = ("pretrain", "sft", "lora")
 SIZE_FIELDS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
                "context_parallel_size", "expert_model_parallel_size")
 # Every field a shape sets (Planner._shape_fields); the rest of a candidate's config is the base and its combination.
-SHAPE_FIELDS = frozenset({*SIZE_FIELDS, "sequence_parallel", "world_size", "seq_length", "global_batch_size",
-                          "data_parallel_size"})
+# The pipeline split a shape may choose besides even: embedding and loss counted as one layer each (what the
+# Bridge recipes set for Llama3.1-405B and Qwen3-235B; it balances the output layer's work, costs.yaml
+# pipeline-imbalance, and makes 126 or 94 layers divide).
+SPLIT_FIELDS = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
+SHAPE_FIELDS = frozenset({*SIZE_FIELDS, *SPLIT_FIELDS, "sequence_parallel", "world_size", "seq_length",
+                          "global_batch_size", "data_parallel_size"})
 
 
 @dataclass(frozen=True)
@@ -137,6 +141,7 @@ class PlannedLayout:
     peak_with_overheads_bytes: float | None = None
     stages: StagePeaks = field(default_factory=StagePeaks)
     error: str | None = None
+    split_embedding_loss: bool = False  # account_for_embedding/loss_in_pipeline_split (SPLIT_FIELDS)
 
 
 @dataclass
@@ -223,7 +228,7 @@ class Planner:
         self.flat_base = Facts(config=self.base, env=request.env).flatten()
         self.groups = {g: self._applicable(g) for g in GROUPS}
         self.varied = frozenset(
-            {*SIZE_FIELDS, "sequence_parallel", "data_parallel_size", "world_size", "micro_batch_size",
+            {*SIZE_FIELDS, *SPLIT_FIELDS, "sequence_parallel", "data_parallel_size", "world_size", "micro_batch_size",
              "global_batch_size", "seq_length"}
             | {f for g in GROUPS for f in self.space.group_fields[g]})
         self.feas = Feasibility(kb, self.base, request.env, self.varied)
@@ -236,10 +241,12 @@ class Planner:
             fp8=bool(self.base.fp8))
         achieved = next((c["value"] for c in self.space.costs.values() if c["kind"] == "achieved-flops"), None)
         self.hw = traffic_model.hardware(request.gpu, traffic_model.precision_of(self.base), achieved or 0.0)
-        self.model_counts = traffic_model.counts_of(self.base)
+        self.arch = traffic_model.arch_of(self.base)
+        self.model_counts = traffic_model.counts(self.arch) if self.arch is not None else None
+        self._balances: dict[tuple, float] = {}
         if self.model_counts is None:
             self.hw = None
-        self._traffics: dict[tuple[int, int], traffic_model.Traffic | None] = {}
+        self._traffics: dict[tuple[int, ...], traffic_model.Traffic | None] = {}
         self.combos = self._combos()
         self.neutral = {f: None for g in GROUPS for f in self.space.group_fields[g]}
         # constraint-cache key parts, interned to small ints so the per-candidate key hashes cheaply
@@ -392,7 +399,7 @@ class Planner:
     # --- enumeration ------------------------------------------------------------------------------
 
     def _shape_fields(self, tp: int, pp: int | None = None, vpp: int | None = None, cp: int | None = None,
-                      ep: int | None = None) -> dict[str, Any]:
+                      ep: int | None = None, split: bool = False) -> dict[str, Any]:
         world = self.req.gpus
         out: dict[str, Any] = {
             "tensor_model_parallel_size": tp, "sequence_parallel": tp > 1, "world_size": world,
@@ -401,6 +408,8 @@ class Planner:
             "virtual_pipeline_model_parallel_size": vpp if vpp and vpp > 1 else None,
             "context_parallel_size": cp,
         }
+        for name in SPLIT_FIELDS:  # unset unless chosen; turned off where the base config sets it
+            out[name] = True if split else (False if vars(self.base)[name] else None)
         if self.ctx.moe:
             out["expert_model_parallel_size"] = ep
         if pp and cp:
@@ -423,20 +432,23 @@ class Planner:
             if not self._shape_ok((tp,), self._shape_fields(tp))[0]:
                 continue
             for pp in _divisors(world // tp):
-                if not self._shape_ok((tp, pp), self._shape_fields(tp, pp))[0]:
+                if not (self._shape_ok((tp, pp), self._shape_fields(tp, pp))[0] or pp > 1 and self._shape_ok(
+                        (tp, pp, 0, 1), self._shape_fields(tp, pp, split=True))[0]):
                     continue
-                vpps = [1] + (list(range(2, max_vpp // pp + 1)) if pp > 1 else [])
-                for vpp in vpps:
-                    if vpp > 1 and not self._shape_ok((tp, pp, vpp), self._shape_fields(tp, pp, vpp))[0]:
+                vpps = [1] + (list(range(2, max_vpp // pp + 2)) if pp > 1 else [])
+                for vpp, split in product(vpps, (False, True) if pp > 1 else (False,)):
+                    mark = (1,) if split else ()
+                    if not self._shape_ok((tp, pp, vpp, *mark), self._shape_fields(tp, pp, vpp, split=split))[0]:
                         continue
                     for cp in _divisors(world // (tp * pp)):
                         dp = world // (tp * pp * cp)
                         for ep in (_divisors(experts) if experts else [1]):
-                            fields = self._shape_fields(tp, pp, vpp, cp, ep)
-                            ok, derived = self._shape_ok((tp, pp, vpp, cp, ep), fields)
+                            fields = self._shape_fields(tp, pp, vpp, cp, ep, split)
+                            key = (tp, pp, vpp, cp, ep, *mark)
+                            ok, derived = self._shape_ok(key, fields)
                             if ok:
                                 etp = int(self.base.expert_tensor_parallel_size or tp)
-                                yield _Shape(tp, pp, vpp, cp, ep, etp, dp, fields, (tp, pp, vpp, cp, ep))
+                                yield _Shape(tp, pp, vpp, cp, ep, etp, dp, fields, key)
 
     def _index(self) -> None:
         """Number the candidates so that their ids sort as the ranking breaks ties.
@@ -487,7 +499,7 @@ class Planner:
         self.shape_list = list(self.shapes())
         self._index()
         admitted: dict[tuple, tuple[int, tuple[int, ...]]] = {}
-        scaled: dict[tuple[int, int, int], float] = {}
+        scaled: dict[tuple, float] = {}
         keys: list[tuple[float, int]] = []
         valid = self._valid
         for si, s in enumerate(self.shape_list):
@@ -505,11 +517,12 @@ class Planner:
                 for ci in cis:
                     c = self.combos[ci]
                     factor = shape_factor * c.factor
-                    if c.scaled:
-                        p = scaled.get((ci, si, mbs))
+                    if c.scaled:  # shapes that differ only in VPP or the pipeline split move the same bytes
+                        traffic = self._traffic(si, mbs)
+                        p = scaled.get((c.scaled, traffic))
                         if p is None:
-                            p = scaled[(ci, si, mbs)] = cost_model.product(
-                                cost_model.option_reasons(self.space.costs, c.scaled, self._traffic(si, mbs)))
+                            p = scaled[(c.scaled, traffic)] = cost_model.product(
+                                cost_model.option_reasons(self.space.costs, c.scaled, traffic))
                         factor *= p
                     valid[first + ci] = 1
                     keys.append((-factor, first + ci))
@@ -555,6 +568,7 @@ class Planner:
             activation_offload=ids["activation_offload"], peft=ids["peft"],
             relative_throughput=cost_model.product(reasons), reasons=reasons,
             overrides=self._overrides(si, mbs, ci), env=self._env(c),
+            split_embedding_loss=bool(s.fields.get(SPLIT_FIELDS[1])),
         )
 
     def _shape_reasons(self, si: int, mbs: int) -> tuple[cost_model.Reason, ...]:
@@ -565,13 +579,24 @@ class Planner:
             s = self.shape_list[si]
             hit = self._reasons[key] = tuple(cost_model.parallel_reasons(
                 self.space.costs, self.ctx, tp=s.tp, pp=s.pp, vpp=s.vpp, cp=s.cp, ep=s.ep, etp=s.etp,
-                microbatches=self.req.global_batch_size // (mbs * s.dp), traffic=self._traffic(si, mbs)))
+                microbatches=self.req.global_batch_size // (mbs * s.dp), traffic=self._traffic(si, mbs),
+                balance=self._balance(s)))
         return hit
+
+    def _balance(self, s: _Shape) -> float:
+        """Mean over heaviest pipeline-stage work of a shape's pipeline split (traffic.stage_balance)."""
+        split = tuple(s.fields.get(n) for n in SPLIT_FIELDS)
+        key = (s.pp, s.vpp, split)
+        if key not in self._balances:
+            cfg = replace(self.base, **{n: s.fields.get(n) for n in SPLIT_FIELDS})
+            self._balances[key] = 1.0 if self.arch is None else traffic_model.stage_balance(
+                self.arch, cfg, s.pp, s.vpp, self.req.seq_length)
+        return self._balances[key]
 
     def _option_reasons(self, si: int, mbs: int, ci: int) -> tuple[cost_model.Reason, ...]:
         """Option factors of a combination on a shape at a micro-batch size (the traffic ones read the layout's
         compute time and bytes, planner/traffic.py)."""
-        key = ("options", ci, si, mbs)
+        key = ("options", ci, self._traffic(si, mbs))
         hit = self._reasons.get(key)
         if hit is None:
             hit = self._reasons[key] = tuple(
@@ -579,10 +604,13 @@ class Planner:
         return hit
 
     def _traffic(self, si: int, mbs: int) -> traffic_model.Traffic | None:
-        """Compute seconds and traffic bytes of a shape at a micro-batch size; None without GPU speeds."""
-        key = (si, mbs)
+        """Compute seconds and traffic bytes of a shape at a micro-batch size; None without GPU speeds.
+
+        One object per distinct set of sizes (VPP and the pipeline split move no bytes), so callers may key
+        memos on it."""
+        s = self.shape_list[si]
+        key = (s.tp, s.pp, s.cp, s.ep, s.etp, s.dp, mbs)
         if key not in self._traffics:
-            s = self.shape_list[si]
             self._traffics[key] = None if self.hw is None or self.model_counts is None else traffic_model.traffic(
                 self.model_counts, self.hw, tp=s.tp, pp=s.pp, cp=s.cp, ep=s.ep, etp=s.etp, dp=s.dp, mbs=mbs,
                 seq=self.req.seq_length, microbatches=self.req.global_batch_size // (mbs * s.dp),

@@ -14,7 +14,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UserError
-from ..estimator.params import HAS_ATTENTION, HAS_MOE, arch_from_config, moe_params, total_params
+from ..estimator.params import (
+    HAS_ATTENTION,
+    HAS_MOE,
+    arch_from_config,
+    kind_params,
+    moe_params,
+    mtp_params,
+    total_params,
+)
+from ..estimator.stages import place
 from ..facts import GpuFacts, TrainingConfig
 
 GB = 1e9
@@ -69,12 +78,18 @@ def hardware(gpu: GpuFacts, precision: str | None, achieved: float) -> Hardware 
     return Hardware(peak * TFLOPS * achieved, hw["nvlink_gbs"] * GB, hw["network_gbs"] * GB, hw["host_gbs"] * GB)
 
 
-def counts_of(cfg: TrainingConfig) -> ModelCounts | None:
-    """The counts of a config's model, or None when its architecture is incomplete (no vocabulary size, say)."""
+def arch_of(cfg: TrainingConfig) -> Any:
+    """The estimator's ``Arch`` of a config at TP 1, or None when it is incomplete (no vocabulary size, say)."""
     try:
-        return counts(arch_from_config(cfg, 1))
+        return arch_from_config(cfg, 1)
     except UserError:
         return None
+
+
+def counts_of(cfg: TrainingConfig) -> ModelCounts | None:
+    """The counts of a config's model, or None when its architecture is incomplete."""
+    arch = arch_of(cfg)
+    return None if arch is None else counts(arch)
 
 
 def counts(arch: Any) -> ModelCounts:
@@ -135,3 +150,42 @@ def eager_share(cfg: TrainingConfig, moe: bool) -> float:
 def precision_of(cfg: TrainingConfig) -> str | None:
     """What decides the GEMM speed: FP8 compute or not."""
     return "fp8" if cfg.fp8 else "bf16"
+
+
+def layer_work(arch: Any, seq: int) -> dict[str, float]:
+    """FLOPs per token (forward + backward) of each decoder-layer kind, plus "output" (the logits GEMM) and
+    "mtp" (one multi-token-prediction block with its own logits)."""
+    width = arch.heads * (arch.qk_head + arch.qk_rope if arch.mla else arch.kv_channels)
+    out: dict[str, float] = {}
+    for kind, c in kind_params(arch).items():
+        active = c.tp + c.rep + (c.expert * arch.topk / arch.experts if arch.experts else 0.0)
+        out[kind] = 6.0 * active + (6.0 * seq * width if kind in HAS_ATTENTION else 0.0)
+    out["output"] = 6.0 * arch.vocab * arch.hidden
+    if arch.mtp:
+        last = out[arch.pattern[-1]]
+        out["mtp"] = last + 6.0 * sum(mtp_params(arch)) - 6.0 * sum(kind_params(arch)[arch.pattern[-1]]) \
+            + out["output"]
+    return out
+
+
+def stage_balance(arch: Any, cfg: TrainingConfig, pp: int, vpp: int, seq: int,
+                  layout: str | None = None) -> float:
+    """Mean over the most loaded pipeline stage's work (1.0 = balanced; None-safe: 1.0 when PP is 1).
+
+    The slowest stage sets the pace of a pipeline; the output layer and MTP blocks sit on the last stage, so an
+    even split of decoder layers leaves that stage the heaviest unless account_for_loss_in_pipeline_split or a
+    pipeline layout gives it fewer layers.
+    """
+    if pp <= 1:
+        return 1.0
+    try:
+        placed = place(arch.pattern, pp, vpp, cfg.num_layers_in_first_pipeline_stage,
+                       cfg.num_layers_in_last_pipeline_stage, bool(cfg.account_for_embedding_in_pipeline_split),
+                       bool(cfg.account_for_loss_in_pipeline_split), layout or cfg.pipeline_model_parallel_layout,
+                       cfg.hybrid_layer_pattern, arch.mtp)
+    except UserError:
+        return 1.0
+    work = layer_work(arch, seq)
+    loads = [sum(sum(work[k] for k in ch.kinds) + (work["output"] if ch.loss else 0.0)
+                 + ch.mtp * work.get("mtp", 0.0) for ch in stage) for stage in placed.stages]
+    return (sum(loads) / len(loads)) / max(loads) if max(loads) > 0 else 1.0

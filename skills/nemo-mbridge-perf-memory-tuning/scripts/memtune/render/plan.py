@@ -11,6 +11,7 @@ from dataclasses import asdict
 from typing import Any
 
 from ..knowledge import Knowledge
+from ..planner.costs import differences
 from ..planner.options import load
 from ..planner.search import PlannedLayout, PlanRequest, PlanResult
 from .labels import prefixed
@@ -26,6 +27,16 @@ def _layout_dict(lay: PlannedLayout, costs: Mapping[str, Mapping[str, Any]], lan
         for r in lay.reasons
     ]
     return out
+
+
+def _versus(result: PlanResult, costs: Mapping[str, Mapping[str, Any]], lang: str) -> list[dict[str, Any]]:
+    """Cost by cost, why the first layout ranks above the config's own (empty when the config's is first)."""
+    ref = result.reference
+    if ref is None or not result.layouts or ref.rank == 1:
+        return []
+    return [{"cost": d.cost, "title": costs[d.cost]["title"][lang], "basis": costs[d.cost]["basis"],
+             "ratio": d.ratio, "change_pct": (d.ratio - 1.0) * 100, "first": d.first, "reference": d.other}
+            for d in differences(result.layouts[0].reasons, ref.reasons)]
 
 
 def to_dict(result: PlanResult, request: PlanRequest, kb: Knowledge, lang: str = "en") -> dict[str, Any]:
@@ -45,6 +56,7 @@ def to_dict(result: PlanResult, request: PlanRequest, kb: Knowledge, lang: str =
         "stats": asdict(result.stats),
         "layouts": [_layout_dict(lay, costs, lang) for lay in result.layouts],
         "reference": _layout_dict(result.reference, costs, lang) if result.reference else None,
+        "versus_reference": _versus(result, costs, lang),
         "warnings": [_warning(w, kb, lang) for w in result.warnings],
         "assumptions": result.assumptions,
     }
@@ -66,6 +78,8 @@ def _shape(lay: Mapping[str, Any]) -> str:
     if lay["vpp"] > 1:
         parts.append(f"VPP{lay['vpp']}")
     parts += [f"CP{lay['cp']}"] + ([f"EP{lay['ep']}"] if lay["ep"] > 1 else []) + [f"DP{lay['dp']}"]
+    if lay.get("split_embedding_loss"):
+        parts.append("(E|L split)")
     options = [o for o in (lay["recompute"], lay["model_state"], lay["activation_offload"], lay["peft"]) if o]
     return f"{' '.join(parts)}, MBS {lay['micro_batch_size']} x {lay['num_microbatches']}; {', '.join(options)}"
 
@@ -120,6 +134,11 @@ def to_markdown(data: Mapping[str, Any], kb: Knowledge, lang: str = "en") -> str
     if ref:
         where = f"{t['rank']} {ref['rank']}" if ref["rank"] else t["does-not-fit"]
         lines += _layout_md(ref, t, f"{t['reference']} ({where})", _consequences(ref, kb, lang))
+    if data["versus_reference"]:
+        lines += [f"{t['versus']}:", ""]
+        lines += [f"- {d['title']}: {d['change_pct']:+.1f} % "
+                  f"({d['basis']}; {d['first'] or '-'} / {d['reference'] or '-'})" for d in data["versus_reference"]]
+        lines.append("")
     if data["warnings"]:
         lines += [f"## {t['warnings']}", ""]
         lines += [f"- {w['title']}: {w['message']}" if "title" in w else f"- {t[w['kind']]}" for w in data["warnings"]]
