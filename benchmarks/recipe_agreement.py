@@ -13,8 +13,6 @@ cost, why it ranks another layout above it.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import re
 import sys
@@ -35,6 +33,7 @@ RECIPES = ROOT / "benchmarks" / "recipes" / "bridge-perf-recipes.yaml"
 PRECISION = {"bf16": "bf16_mixed", "fp8_cs": "bf16_with_fp8_current_scaling_mixed", "fp8_mx": "bf16_with_mxfp8_mixed"}
 GPU = {"h100-80gb": "H100-80GB", "b200": "B200", "gb200": "GB200", "h200": "H200"}
 TOP = 3
+MEASURED = ("measured", "fitted")  # costs.yaml bases that rest on a published before/after run
 
 
 def _layout_key(tp, pp, vpp, cp, ep, mbs) -> tuple[int, ...]:
@@ -72,37 +71,49 @@ def plan_args(recipe: dict[str, Any]) -> list[str]:
     return args
 
 
+def _variant(lay: Any) -> str:
+    return f"{lay.recompute}, {lay.model_state}, {lay.activation_offload or '-'}"
+
+
 def evaluate(recipe: dict[str, Any]) -> dict[str, Any]:
+    """Plan the recipe's request (``memtune plan --all``, through the planner API: rendering 10^5 layouts as JSON
+    would cost more than planning them) and find the recipe's layout among the fitting ones."""
+    from memtune.commands.plan import request_from_args
+    from memtune.errors import UserError
+    from memtune.planner import plan
+    from memtune.planner.costs import differences
+
     lay = recipe["layout"]
     want = _layout_key(lay["tensor_model_parallel_size"], lay["pipeline_model_parallel_size"],
                        lay.get("virtual_pipeline_model_parallel_size"), lay.get("context_parallel_size"),
                        lay.get("expert_model_parallel_size"), lay["micro_batch_size"])
     row: dict[str, Any] = {"id": recipe["id"], "gpus": recipe["num_gpus"], "recipe": want, "rank": None,
-                           "fitting": None, "top": None, "gap_pct": None, "seconds": None, "status": "ok"}
-    out, err = io.StringIO(), io.StringIO()
+                           "fitting": None, "top": None, "gap_pct": None, "seconds": None, "status": "ok", "why": []}
     started = time.monotonic()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(plan_args(recipe))
-    row["seconds"] = round(time.monotonic() - started, 1)
-    if code != 0:
-        row["status"] = (err.getvalue().strip().splitlines() or [f"exit {code}"])[-1]
+    kb = knowledge.load()
+    try:
+        args = cli.build_parser().parse_args(plan_args(recipe))
+        result = plan(request_from_args(args, kb), kb)
+    except UserError as exc:
+        row["status"] = str(exc).splitlines()[0]
         return row
-    layouts = json.loads(out.getvalue())["layouts"]
+    row["seconds"] = round(time.monotonic() - started, 1)
+    layouts = result.layouts
     row["fitting"] = len(layouts)
-    if layouts:
-        best = layouts[0]
-        row["top"] = {"layout": _layout_key(best["tp"], best["pp"], best["vpp"], best["cp"], best["ep"],
-                                            best["micro_batch_size"]),
-                      "variant": f"{best['recompute']}, {best['model_state']}, {best['activation_offload'] or '-'}",
-                      "relative_throughput": best["relative_throughput"]}
+    if not layouts:
+        return row
+    best = layouts[0]
+    row["top"] = {"layout": _layout_key(best.tp, best.pp, best.vpp, best.cp, best.ep, best.micro_batch_size),
+                  "variant": _variant(best), "relative_throughput": best.relative_throughput}
     for layout in layouts:
-        key = _layout_key(layout["tp"], layout["pp"], layout["vpp"], layout["cp"], layout["ep"],
-                          layout["micro_batch_size"])
-        if key == want:
-            row["rank"] = layout["rank"]
-            row["variant"] = f"{layout['recompute']}, {layout['model_state']}, {layout['activation_offload'] or '-'}"
-            if layouts:
-                row["gap_pct"] = 100 * (layout["relative_throughput"] / layouts[0]["relative_throughput"] - 1)
+        if _layout_key(layout.tp, layout.pp, layout.vpp, layout.cp, layout.ep, layout.micro_batch_size) == want:
+            row["rank"] = layout.rank
+            row["variant"] = _variant(layout)
+            row["gap_pct"] = 100 * (layout.relative_throughput / best.relative_throughput - 1)
+            costs = kb.tables["costs"]["costs"]
+            basis = {c["id"]: c["basis"] for c in costs}
+            row["why"] = [{"cost": d.cost, "basis": basis[d.cost], "change_pct": 100 * (d.ratio - 1)}
+                          for d in differences(best.reasons, layout.reasons) if d.ratio > 1][:2]
             break
     return row
 
@@ -135,16 +146,24 @@ def render(rows: list[dict[str, Any]], skipped: list[dict[str, Any]]) -> str:
     def fmt(key):
         return "TP{} PP{} VPP{} CP{} EP{} MBS{}".format(*key) if key else "—"
 
-    out = ["| recipe | GPUs | recipe layout | rank among fitting | plan's first | throughput gap | s |",
-           "|---|---:|---|---:|---|---:|---:|"]
+    out = ["| recipe | GPUs | recipe layout | rank among fitting | plan's first | throughput gap | "
+           "what ranks the first above it (basis) | s |",
+           "|---|---:|---|---:|---|---:|---|---:|"]
     for r in rows:
         rank = r["status"] if r["status"] != "ok" else (
             f"{r['rank']} of {r['fitting']}" if r["rank"] else f"not fitting ({r['fitting']} fit)")
         first = f"{fmt(r['top']['layout'])} ({r['top']['variant']})" if r["top"] else "—"
         gap = "—" if r["gap_pct"] is None else f"{r['gap_pct']:+.1f} %"
-        out.append(f"| {r['id']} | {r['gpus']} | {fmt(r['recipe'])} | {rank} | {first} | {gap} | {r['seconds']} |")
+        why = "; ".join(f"{w['cost']} {w['change_pct']:+.1f} % ({w['basis']})" for w in r["why"]) \
+            if r["rank"] and r["rank"] > TOP else ""
+        out.append(f"| {r['id']} | {r['gpus']} | {fmt(r['recipe'])} | {rank} | {first} | {gap} | {why} | "
+                   f"{r['seconds']} |")
     agreed = sum(1 for r in rows if r["rank"] and r["rank"] <= TOP)
-    out += ["", f"recipe layout in the top {TOP}: {agreed} of {len(rows)}"]
+    measured = sum(1 for r in rows if r["rank"] and r["rank"] > TOP and r["why"]
+                   and r["why"][0]["basis"] in MEASURED)
+    out += ["", f"recipe layout in the top {TOP}: {agreed} of {len(rows)}; ranked lower mainly by a measured or "
+                f"fitted-on-measurement cost: {measured}; not fitting or refused: "
+                f"{sum(1 for r in rows if not r['rank'])}"]
     if skipped:
         out += ["", "not asked: " + "; ".join(f"{s['id']} ({s['skip']})" for s in skipped)]
     return "\n".join(out) + "\n"

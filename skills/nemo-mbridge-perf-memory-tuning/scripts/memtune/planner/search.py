@@ -112,6 +112,39 @@ class StagePeaks(Sequence[StagePeak]):
         return f"StagePeaks({list(self)!r})"
 
 
+class Overrides(Sequence[str]):
+    """A layout's override lines: the lines its shape and combination share, with its own micro-batch line put
+    in on reading (an ``--all`` plan keeps 10^5 layouts; one shared tuple each instead of one copy each)."""
+
+    __slots__ = ("_lines", "_fill")
+
+    def __init__(self, lines: tuple[str | None, ...], fill: tuple[tuple[int, str], ...]) -> None:
+        self._lines, self._fill = lines, fill
+
+    def _all(self) -> tuple[str, ...]:
+        out = list(self._lines)
+        for at, line in self._fill:
+            out[at] = line
+        return tuple(out)  # type: ignore[arg-type]
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self._all()[index]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        return tuple(self) == tuple(other) if isinstance(other, Sequence) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self._all())
+
+
 @dataclass(slots=True)
 class PlannedLayout:
     """One candidate as the answer shows it."""
@@ -130,7 +163,9 @@ class PlannedLayout:
     activation_offload: str | None
     peft: str | None
     relative_throughput: float
-    reasons: Sequence[cost_model.Reason]
+    shape_reasons: tuple[cost_model.Reason, ...]  # shared by every layout of the shape and micro-batch size
+    option_reasons: tuple[cost_model.Reason, ...]  # the combination's constant factors, shared by its layouts
+    traffic_reasons: tuple[cost_model.Reason, ...]  # its traffic factors, shared per traffic and sizes
     overrides: Sequence[str]
     env: Sequence[str]  # shared by every layout of a combination
     rank: int | None = None
@@ -142,6 +177,11 @@ class PlannedLayout:
     stages: StagePeaks = field(default_factory=StagePeaks)
     error: str | None = None
     split_embedding_loss: bool = False  # account_for_embedding/loss_in_pipeline_split (SPLIT_FIELDS)
+
+    @property
+    def reasons(self) -> tuple[cost_model.Reason, ...]:
+        """Every factor that lowered the score (two shared tuples, joined only when asked: --all keeps 10^5)."""
+        return self.shape_reasons + self.option_reasons + self.traffic_reasons
 
 
 @dataclass
@@ -241,6 +281,7 @@ class Planner:
             fp8=bool(self.base.fp8))
         achieved = next((c["value"] for c in self.space.costs.values() if c["kind"] == "achieved-flops"), None)
         self.hw = traffic_model.hardware(request.gpu, traffic_model.precision_of(self.base), achieved or 0.0)
+        self._base_split = any(vars(self.base)[n] for n in SPLIT_FIELDS)
         self.arch = traffic_model.arch_of(self.base)
         self.model_counts = traffic_model.counts(self.arch) if self.arch is not None else None
         self._balances: dict[tuple, float] = {}
@@ -285,6 +326,7 @@ class Planner:
         self._last: tuple[int, Any] = (-1, None)  # the latest peaks: measure() asks for them right after a fit
         self._rendered: dict[int, tuple[tuple[str | None, ...], tuple[tuple[int, str], ...]]] = {}
         self._lines: dict[Any, str] = {}  # override lines, one string object however many layouts print it
+        self._fills: dict[tuple, tuple[tuple[int, str], ...]] = {}  # micro-batch lines per slot set and size
         # per-request memos of what every layout of a shape / combination shares (see layout())
         self._reasons: dict[tuple, tuple[cost_model.Reason, ...]] = {}
         self._templates: dict[int, tuple] = {}
@@ -432,14 +474,22 @@ class Planner:
             if not self._shape_ok((tp,), self._shape_fields(tp))[0]:
                 continue
             for pp in _divisors(world // tp):
-                if not (self._shape_ok((tp, pp), self._shape_fields(tp, pp))[0] or pp > 1 and self._shape_ok(
-                        (tp, pp, 0, 1), self._shape_fields(tp, pp, split=True))[0]):
+                divides = self._shape_ok((tp, pp), self._shape_fields(tp, pp))[0]
+                # the embedding/loss split where the layers do not divide over the stages (as the recipes use it
+                # for 126 and 94 layers), or where the base config sets it: elsewhere it would add shapes for a
+                # one-layer move the imbalance cost already prices
+                try_split = pp > 1 and (not divides or self._base_split) and self._shape_ok(
+                    (tp, pp, 0, 1), self._shape_fields(tp, pp, split=True))[0]
+                if not divides and not try_split:
                     continue
                 vpps = [1] + (list(range(2, max_vpp // pp + 2)) if pp > 1 else [])
-                for vpp, split in product(vpps, (False, True) if pp > 1 else (False,)):
-                    mark = (1,) if split else ()
-                    if not self._shape_ok((tp, pp, vpp, *mark), self._shape_fields(tp, pp, vpp, split=split))[0]:
+                for vpp in vpps:
+                    even = divides and self._shape_ok((tp, pp, vpp), self._shape_fields(tp, pp, vpp))[0]
+                    split = try_split and (not even or self._base_split) and self._shape_ok(
+                        (tp, pp, vpp, 1), self._shape_fields(tp, pp, vpp, split=True))[0]
+                    if not even and not split:
                         continue
+                    mark = (1,) if split else ()
                     for cp in _divisors(world // (tp * pp)):
                         dp = world // (tp * pp * cp)
                         for ep in (_divisors(experts) if experts else [1]):
@@ -560,13 +610,14 @@ class Planner:
     def layout(self, si: int, mbs: int, ci: int) -> PlannedLayout:
         s, c = self.shape_list[si], self.combos[ci]
         m = self.req.global_batch_size // (mbs * s.dp)
-        reasons = (*self._shape_reasons(si, mbs), *self._option_reasons(si, mbs, ci))
+        shape, (options, moved) = self._shape_reasons(si, mbs), self._option_parts(si, mbs, ci)
         ids = self.ids[ci]
         return PlannedLayout(
             tp=s.tp, pp=s.pp, vpp=s.vpp, cp=s.cp, ep=s.ep, etp=s.etp, dp=s.dp, micro_batch_size=mbs,
             num_microbatches=m, recompute=ids["recompute"], model_state=ids["model_state"],
             activation_offload=ids["activation_offload"], peft=ids["peft"],
-            relative_throughput=cost_model.product(reasons), reasons=reasons,
+            relative_throughput=cost_model.product((*shape, *options, *moved)), shape_reasons=shape,
+            option_reasons=options, traffic_reasons=moved,
             overrides=self._overrides(si, mbs, ci), env=self._env(c),
             split_embedding_loss=bool(s.fields.get(SPLIT_FIELDS[1])),
         )
@@ -593,15 +644,23 @@ class Planner:
                 self.arch, cfg, s.pp, s.vpp, self.req.seq_length)
         return self._balances[key]
 
-    def _option_reasons(self, si: int, mbs: int, ci: int) -> tuple[cost_model.Reason, ...]:
-        """Option factors of a combination on a shape at a micro-batch size (the traffic ones read the layout's
-        compute time and bytes, planner/traffic.py)."""
-        key = ("options", ci, self._traffic(si, mbs))
-        hit = self._reasons.get(key)
-        if hit is None:
-            hit = self._reasons[key] = tuple(
-                cost_model.option_reasons(self.space.costs, self.combos[ci].cost_ids, self._traffic(si, mbs)))
-        return hit
+    def _option_parts(self, si: int, mbs: int, ci: int) -> tuple[tuple[cost_model.Reason, ...], ...]:
+        """Option factors of a combination on a shape at a micro-batch size, as (constant, traffic): the first
+        once per combination, the second (planner/traffic.py) once per set of traffic costs and layout sizes,
+        so 10^5 fitting layouts share a few thousand tuples."""
+        c = self.combos[ci]
+        const = self._reasons.get(("options", ci))
+        if const is None:
+            const = self._reasons[("options", ci)] = tuple(cost_model.option_reasons(
+                self.space.costs, [i for i in c.cost_ids if i not in c.scaled]))
+        if not c.scaled:
+            return const, ()
+        traffic = self._traffic(si, mbs)
+        moved = self._reasons.get(("traffic", c.scaled, traffic))
+        if moved is None:
+            moved = self._reasons[("traffic", c.scaled, traffic)] = tuple(
+                cost_model.option_reasons(self.space.costs, c.scaled, traffic))
+        return const, moved
 
     def _traffic(self, si: int, mbs: int) -> traffic_model.Traffic | None:
         """Compute seconds and traffic bytes of a shape at a micro-batch size; None without GPU speeds.
@@ -639,10 +698,12 @@ class Planner:
                     lines.append(self._line(key, value))
             hit = self._rendered[pair] = (tuple(lines), tuple(slots))
         lines, slots = hit
-        out = list(lines)
-        for at, key in slots:
-            out[at] = self._line(key, format_value(mbs))
-        return tuple(out)  # type: ignore[arg-type]
+        if not slots:
+            return lines  # type: ignore[return-value]
+        fill = self._fills.get((slots, mbs))
+        if fill is None:  # the same few micro-batch lines for every shape: shared, not copied per layout
+            fill = self._fills[(slots, mbs)] = tuple((at, self._line(key, format_value(mbs))) for at, key in slots)
+        return Overrides(lines, fill)  # type: ignore[return-value]
 
     def _line(self, key: str, value: str) -> str:
         """``key=value``, one string object per distinct line (tens of thousands of layouts share them)."""

@@ -19,6 +19,8 @@ from .labels import prefixed
 
 def _layout_dict(lay: PlannedLayout, costs: Mapping[str, Mapping[str, Any]], lang: str) -> dict[str, Any]:
     out = asdict(lay)
+    del out["shape_reasons"], out["option_reasons"], out["traffic_reasons"]
+    out["overrides"] = list(lay.overrides)
     out["stages"] = [asdict(stage) for stage in lay.stages]
     out["reasons"] = [
         {"cost": r.cost, "factor": r.factor, "change_pct": (r.factor - 1.0) * 100, "detail": r.detail,
