@@ -145,3 +145,19 @@ def test_stage_balance_sees_the_output_layer_on_the_last_stage(kb):
     even = replace(cfg, num_layers=80)
     assert traffic_model.stage_balance(traffic_model.arch_of(split), split, 4, 5, 4096) > pp4
     assert traffic_model.stage_balance(traffic_model.arch_of(even), even, 4, 5, 4096) == pytest.approx(pp4)
+
+
+def test_cp_exchange_hides_better_on_longer_sequences_and_inside_the_domain(kb):
+    gpu, hw, counts = _setup(kb, "H100")
+    space_costs = _costs(kb)
+    ctx = cost_model.ShapeContext(hidden_size=8192, num_layers=80, seq_length=0, gpus_per_node=8, moe=False)
+
+    def cp_factor(seq, tp, cp):
+        t = _traffic(counts, hw, gpu, tp=tp, cp=cp, dp=1, seq=seq)
+        reasons = cost_model.parallel_reasons(space_costs, ctx, tp=tp, pp=1, vpp=1, cp=cp, ep=1, etp=tp,
+                                              microbatches=2, traffic=t)
+        return cost_model.product(r for r in reasons if r.cost == "cp-communication")
+
+    # TP 4 x CP 4 spans two 8-GPU domains: the ring runs over the network
+    assert cp_factor(2048, 4, 4) < cp_factor(32768, 4, 4) == 1.0  # longer chunks, more attention to hide behind
+    assert cp_factor(2048, 4, 4) < cp_factor(2048, 2, 4) == 1.0  # TP 2 x CP 4 stays on NVLink

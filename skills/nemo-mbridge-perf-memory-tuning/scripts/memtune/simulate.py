@@ -358,9 +358,10 @@ def _run(fix_id: str, variant: Variant, ctx: _Context) -> Simulation:
                       if v.id not in ctx.base_violations and not _resolved_alongside(v.id, ctx)]
     if sim.violations:
         return sim
-    sim.relative_throughput = _throughput(cfg, new, variant.costs, ctx.kb, ctx.facts.gpu)
-    if sim.relative_throughput == 1.0 and not variant.costs and not ctx.kb.get("fixes", fix_id).get("free"):
-        sim.relative_throughput = None  # no cost measured for it: unknown, not free
+    priced: list[str] = []
+    sim.relative_throughput = _throughput(cfg, new, variant.costs, ctx.kb, ctx.facts.gpu, priced)
+    if sim.relative_throughput == 1.0 and not priced and not ctx.kb.get("fixes", fix_id).get("free"):
+        sim.relative_throughput = None  # no cost applies to it: unknown, not free
     after = _estimate(new, ctx.facts, ctx.kb)
     if ctx.before is None or after is None:
         return sim
@@ -463,21 +464,24 @@ def _phase_saving(before: Any, after: Any, phase: str | None, kb: Knowledge) -> 
     return total
 
 
-def _traffic(cfg: TrainingConfig, gpu: Any, space: Any) -> Any:
-    """Compute time and traffic bytes of ``cfg`` on ``gpu`` (planner/traffic.py), or None when unknown."""
+def _traffic(cfg: TrainingConfig, gpu: Any, space: Any, *, per_step: bool = True) -> Any:
+    """Compute time and traffic bytes of ``cfg`` on ``gpu`` (planner/traffic.py), or None when unknown.
+
+    ``per_step=False`` is for the per-layer costs (TP, CP, host-bound), which need no global batch: the
+    micro-batch count, which only the per-step traffic reads, is then taken as 1."""
     from .planner import traffic as traffic_model
 
     achieved = next((c["value"] for c in space.costs.values() if c["kind"] == "achieved-flops"), 0.0)
     hw = traffic_model.hardware(gpu, traffic_model.precision_of(cfg), achieved) if gpu else None
     counts = traffic_model.counts_of(cfg)
-    if hw is None or counts is None or not cfg.global_batch_size or not cfg.seq_length:
+    if hw is None or counts is None or not cfg.seq_length or (per_step and not cfg.global_batch_size):
         return None
     tp, pp = cfg.tensor_model_parallel_size or 1, cfg.pipeline_model_parallel_size or 1
     cp, dp, mbs = cfg.context_parallel_size or 1, cfg.data_parallel_size or 1, cfg.micro_batch_size or 1
     return traffic_model.traffic(
         counts, hw, tp=tp, pp=pp, cp=cp,
         ep=cfg.expert_model_parallel_size or 1, etp=cfg.expert_tensor_parallel_size or tp, dp=dp, mbs=mbs,
-        seq=cfg.seq_length, microbatches=max(1, cfg.global_batch_size // (mbs * dp)),
+        seq=cfg.seq_length, microbatches=max(1, (cfg.global_batch_size or 0) // (mbs * dp)),
         gpus_per_domain=gpu.nvlink_domain or 8)
 
 
@@ -491,8 +495,11 @@ def _balance(cfg: TrainingConfig) -> float:
 
 
 def _throughput(old: TrainingConfig, new: TrainingConfig, option_costs: tuple[str, ...], kb: Knowledge,
-                gpu: Any = None) -> float | None:
+                gpu: Any = None, priced: list[str] | None = None) -> float | None:
     """Expected throughput of the new layout relative to the user's (knowledge/costs.yaml factors).
+
+    ``priced`` collects the costs that were evaluated for the change (a mechanism may price it at 1.0: CP
+    hidden behind long-sequence attention is known to be free, not unknown).
 
     Without the GPU's speeds the costs that compare traffic or launch time with compute are priced on an
     H100 (knowledge/gpus.yaml), the GPU most Bridge runs name; the ratio of two layouts moves little with it.
@@ -512,7 +519,7 @@ def _throughput(old: TrainingConfig, new: TrainingConfig, option_costs: tuple[st
     if pipelined and not old.global_batch_size:
         return None  # the pipeline bubble depends on the micro-batches per step, i.e. on the global batch
 
-    def parallel(cfg: TrainingConfig) -> float:
+    def parallel(cfg: TrainingConfig) -> list:
         dp = cfg.data_parallel_size or 1
         gbs, mbs = cfg.global_batch_size, cfg.micro_batch_size or 1
         m = max(1, gbs // (mbs * dp)) if gbs else 1
@@ -521,15 +528,20 @@ def _throughput(old: TrainingConfig, new: TrainingConfig, option_costs: tuple[st
                                       ep_overlap=bool(cfg.overlap_moe_expert_parallel_comm),
                                       tp_overlap=bool(cfg.tp_comm_overlap),
                                       eager_share=traffic_model.eager_share(cfg, moe), fp8=bool(cfg.fp8))
-        return cost_model.product(cost_model.parallel_reasons(
+        return (cost_model.parallel_reasons(
             space.costs, ctx, tp=cfg.tensor_model_parallel_size or 1, pp=cfg.pipeline_model_parallel_size or 1,
             vpp=cfg.virtual_pipeline_model_parallel_size or 1, cp=cfg.context_parallel_size or 1,
             ep=cfg.expert_model_parallel_size or 1, etp=cfg.expert_tensor_parallel_size or 1, microbatches=m,
-            traffic=_traffic(cfg, gpu, space), balance=_balance(cfg)))
+            traffic=_traffic(cfg, gpu, space, per_step=False), balance=_balance(cfg)))
 
-    factor = parallel(new) / parallel(old)
+    before, after = parallel(old), parallel(new)
+    factor = cost_model.product(after) / cost_model.product(before)
     traffic = _traffic(new, gpu, space) if cost_model.scaled(space.costs, option_costs) else None
     if cost_model.scaled(space.costs, option_costs) and traffic is None:
         return None  # a traffic cost (FSDP, offload) cannot be priced without the batch and the GPU's speeds
-    factor *= cost_model.product(cost_model.option_reasons(space.costs, option_costs, traffic))
+    options_applied = cost_model.option_reasons(space.costs, option_costs, traffic)
+    factor *= cost_model.product(options_applied)
+    if priced is not None:
+        seen = {(r.cost, r.detail) for r in before}
+        priced += [r.cost for r in (*after, *options_applied) if (r.cost, r.detail) not in seen]
     return factor

@@ -78,10 +78,12 @@ def parallel_reasons(costs: Mapping[str, Mapping[str, Any]], ctx: ShapeContext, 
     for c in _by_kind(costs, "pipeline-imbalance"):
         if pp > 1 and balance < 1.0:
             out.append(Reason(c["id"], balance, f"heaviest stage {1 / balance:.3f}x the mean stage's work"))
-    for c in _by_kind(costs, "cp-communication"):
-        if cp > 1:
-            f = 1.0 / (1.0 + c["value"] * ctx.hidden_size * cp / ctx.seq_length)
-            out.append(Reason(c["id"], f, f"{ctx.seq_length // cp} tokens per CP rank, hidden {ctx.hidden_size}"))
+    for c in _by_kind(costs, "cp-traffic"):
+        if cp > 1 and traffic is not None:
+            t, kv = traffic.layer_seconds, c["value"] * traffic.kv_seconds
+            exposed = max(0.0, kv - traffic.attention_seconds)
+            out.append(Reason(c["id"], t / (t + exposed), f"{kv * 1e3:.2f} ms of K/V exchange per layer vs "
+                                                          f"{traffic.attention_seconds * 1e3:.2f} ms of attention"))
     for c in _by_kind(costs, "ep-cross-node"):  # its measured value is what the overlap hides
         if ctx.moe and ep * etp > ctx.gpus_per_node and not ctx.ep_overlap:
             out.append(Reason(c["id"], c["value"], f"EP {ep} x ETP {etp} > {ctx.gpus_per_node} GPUs per NVLink domain"))

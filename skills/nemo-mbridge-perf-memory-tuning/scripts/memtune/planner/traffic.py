@@ -49,6 +49,7 @@ class ModelCounts:
     experts_active: float  # routed-expert parameters one token passes through (top-k of E)
     attention_layers: int
     attention_width: int  # heads x head dim of the core attention
+    kv_width: int  # query groups x head dim: what K (and V) hold per token
     num_layers: int
     hidden: int
 
@@ -65,6 +66,8 @@ class Traffic:
     layer_ratio: float  # host-link time of one layer's saved activations / that layer's compute time
     layer_seconds: float = 0.0  # forward + backward of one decoder layer for one micro-batch on one GPU
     tp_unit_seconds: float = 0.0  # one sequence-parallel collective of a layer (tokens x hidden bf16) over NVLink
+    kv_seconds: float = 0.0  # one ring pass of an attention layer's K/V chunks (CP - 1 sends)
+    attention_seconds: float = 0.0  # the core attention compute of one attention layer, forward + backward
 
 
 def hardware(gpu: GpuFacts, precision: str | None, achieved: float) -> Hardware | None:
@@ -100,7 +103,8 @@ def counts(arch: Any) -> ModelCounts:
     active_experts = experts * arch.topk / arch.experts if arch.experts else 0.0
     attn = sum(1 for k in arch.pattern if k in HAS_ATTENTION)
     width = arch.heads * (arch.qk_head + arch.qk_rope if arch.mla else arch.kv_channels)
-    return ModelCounts(total - experts, experts, active_experts, attn, width, len(arch.pattern), arch.hidden)
+    kv = width if arch.mla else arch.groups * arch.kv_channels
+    return ModelCounts(total - experts, experts, active_experts, attn, width, kv, len(arch.pattern), arch.hidden)
 
 
 def traffic(m: ModelCounts, hw: Hardware, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int,
@@ -122,8 +126,11 @@ def traffic(m: ModelCounts, hw: Hardware, *, tp: int, pp: int, cp: int, ep: int,
     layer_bytes = 34.0 * tokens * m.hidden / tp
     layer_seconds = mb_seconds * pp / max(1, m.num_layers)
     tp_unit = 2.0 * tokens * m.hidden * (tp - 1) / tp / hw.nvlink
+    ring = hw.nvlink if tp * cp <= gpus_per_domain else hw.network
+    kv = (cp - 1) * tokens * 2 * m.kv_width / tp * 2.0 / ring  # K and V, bf16, to each of the other ranks
+    attention_layer = tokens * 6.0 * seq * m.attention_width / tp / hw.flops
     return Traffic(mb_seconds, microbatches, shard, dp, bandwidth, (layer_bytes / hw.host) / layer_seconds,
-                   layer_seconds, tp_unit)
+                   layer_seconds, tp_unit, kv, attention_layer)
 
 
 def eager_share(cfg: TrainingConfig, moe: bool) -> float:
