@@ -108,7 +108,8 @@ def load(kb: Knowledge) -> Space:
             for cost in opt.costs:
                 if cost not in costs:
                     raise KnowledgeError(f"costs.yaml: option {opt.id}: unknown cost {cost!r}")
-    layout = tuple(o for fix in table["search"]["layout_fixes"] for o in _fix_overrides(kb, fix))
+    layout = tuple(o for fix in table["search"]["layout_fixes"] for o in _fix_overrides(kb, fix)) + tuple(
+        table["search"].get("layout_overrides", []))
     keys: dict[str, str] = {}
     for text in layout + tuple(o for g in options.values() for opt in g for o in opt.overrides):
         key = split(text)[0]

@@ -17,6 +17,8 @@ from .options import field_of, split
 def format_value(value: Any) -> str:
     """A value as Hydra-style overrides spell it (lists without spaces, as fixes.yaml writes them)."""
     kind = type(value)
+    if kind is str and any(ch in value for ch in "|()*, []"):  # a layout string: Hydra needs it quoted
+        return f"'{value}'"
     if kind is int or kind is str or kind is float:  # the common case, first (bool is not int here)
         return str(value)
     if value is None:

@@ -53,8 +53,11 @@ SIZE_FIELDS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "vi
 # Bridge recipes set for Llama3.1-405B and Qwen3-235B; it balances the output layer's work, costs.yaml
 # pipeline-imbalance, and makes 126 or 94 layers divide).
 SPLIT_FIELDS = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
-SHAPE_FIELDS = frozenset({*SIZE_FIELDS, *SPLIT_FIELDS, "sequence_parallel", "world_size", "seq_length",
-                          "global_batch_size", "data_parallel_size"})
+# Where neither split divides (DeepSeek-V3: 61 layers and an MTP block), an explicit layout string with equal
+# slots per chunk, as the DeepSeek-V3 recipes write it (traffic.balanced_layout).
+LAYOUT_FIELD = "pipeline_model_parallel_layout"
+SHAPE_FIELDS = frozenset({*SIZE_FIELDS, *SPLIT_FIELDS, LAYOUT_FIELD, "sequence_parallel", "world_size",
+                          "seq_length", "global_batch_size", "data_parallel_size"})
 
 
 @dataclass(frozen=True)
@@ -177,6 +180,7 @@ class PlannedLayout:
     stages: StagePeaks = field(default_factory=StagePeaks)
     error: str | None = None
     split_embedding_loss: bool = False  # account_for_embedding/loss_in_pipeline_split (SPLIT_FIELDS)
+    pipeline_layout: str | None = None  # a generated pipeline_model_parallel_layout (LAYOUT_FIELD)
 
     @property
     def reasons(self) -> tuple[cost_model.Reason, ...]:
@@ -268,7 +272,8 @@ class Planner:
         self.flat_base = Facts(config=self.base, env=request.env).flatten()
         self.groups = {g: self._applicable(g) for g in GROUPS}
         self.varied = frozenset(
-            {*SIZE_FIELDS, *SPLIT_FIELDS, "sequence_parallel", "data_parallel_size", "world_size", "micro_batch_size",
+            {*SIZE_FIELDS, *SPLIT_FIELDS, LAYOUT_FIELD, "sequence_parallel", "data_parallel_size", "world_size",
+             "micro_batch_size",
              "global_batch_size", "seq_length"}
             | {f for g in GROUPS for f in self.space.group_fields[g]})
         self.feas = Feasibility(kb, self.base, request.env, self.varied)
@@ -282,6 +287,7 @@ class Planner:
         achieved = next((c["value"] for c in self.space.costs.values() if c["kind"] == "achieved-flops"), None)
         self.hw = traffic_model.hardware(request.gpu, traffic_model.precision_of(self.base), achieved or 0.0)
         self._base_split = any(vars(self.base)[n] for n in SPLIT_FIELDS)
+        self.layers, self.mtp = int(self.base.num_layers), int(self.base.mtp_num_layers or 0)
         self.arch = traffic_model.arch_of(self.base)
         self.model_counts = traffic_model.counts(self.arch) if self.arch is not None else None
         self._balances: dict[tuple, float] = {}
@@ -441,7 +447,7 @@ class Planner:
     # --- enumeration ------------------------------------------------------------------------------
 
     def _shape_fields(self, tp: int, pp: int | None = None, vpp: int | None = None, cp: int | None = None,
-                      ep: int | None = None, split: bool = False) -> dict[str, Any]:
+                      ep: int | None = None, split: bool = False, layout: str | None = None) -> dict[str, Any]:
         world = self.req.gpus
         out: dict[str, Any] = {
             "tensor_model_parallel_size": tp, "sequence_parallel": tp > 1, "world_size": world,
@@ -452,6 +458,7 @@ class Planner:
         }
         for name in SPLIT_FIELDS:  # unset unless chosen; turned off where the base config sets it
             out[name] = True if split else (False if vars(self.base)[name] else None)
+        out[LAYOUT_FIELD] = layout
         if self.ctx.moe:
             out["expert_model_parallel_size"] = ep
         if pp and cp:
@@ -480,20 +487,26 @@ class Planner:
                 # one-layer move the imbalance cost already prices
                 try_split = pp > 1 and (not divides or self._base_split) and self._shape_ok(
                     (tp, pp, 0, 1), self._shape_fields(tp, pp, split=True))[0]
-                if not divides and not try_split:
+                try_layout = pp > 1 and not divides and not try_split
+                if not divides and not try_split and not try_layout:
                     continue
                 vpps = [1] + (list(range(2, max_vpp // pp + 2)) if pp > 1 else [])
                 for vpp in vpps:
                     even = divides and self._shape_ok((tp, pp, vpp), self._shape_fields(tp, pp, vpp))[0]
                     split = try_split and (not even or self._base_split) and self._shape_ok(
                         (tp, pp, vpp, 1), self._shape_fields(tp, pp, vpp, split=True))[0]
-                    if not even and not split:
+                    layout = traffic_model.balanced_layout(self.layers, self.mtp, pp * vpp) if (
+                        try_layout and not even and not split) else None
+                    if layout and not self._shape_ok((tp, pp, vpp, 2), self._shape_fields(tp, pp, vpp,
+                                                                                           layout=layout))[0]:
+                        layout = None
+                    if not even and not split and not layout:
                         continue
-                    mark = (1,) if split else ()
+                    mark = (1,) if split else (2,) if layout else ()
                     for cp in _divisors(world // (tp * pp)):
                         dp = world // (tp * pp * cp)
                         for ep in (_divisors(experts) if experts else [1]):
-                            fields = self._shape_fields(tp, pp, vpp, cp, ep, split)
+                            fields = self._shape_fields(tp, pp, vpp, cp, ep, split, layout)
                             key = (tp, pp, vpp, cp, ep, *mark)
                             ok, derived = self._shape_ok(key, fields)
                             if ok:
@@ -619,7 +632,7 @@ class Planner:
             relative_throughput=cost_model.product((*shape, *options, *moved)), shape_reasons=shape,
             option_reasons=options, traffic_reasons=moved,
             overrides=self._overrides(si, mbs, ci), env=self._env(c),
-            split_embedding_loss=bool(s.fields.get(SPLIT_FIELDS[1])),
+            split_embedding_loss=bool(s.fields.get(SPLIT_FIELDS[1])), pipeline_layout=s.fields.get(LAYOUT_FIELD),
         )
 
     def _shape_reasons(self, si: int, mbs: int) -> tuple[cost_model.Reason, ...]:
@@ -636,10 +649,10 @@ class Planner:
 
     def _balance(self, s: _Shape) -> float:
         """Mean over heaviest pipeline-stage work of a shape's pipeline split (traffic.stage_balance)."""
-        split = tuple(s.fields.get(n) for n in SPLIT_FIELDS)
+        split = tuple(s.fields.get(n) for n in (*SPLIT_FIELDS, LAYOUT_FIELD))
         key = (s.pp, s.vpp, split)
         if key not in self._balances:
-            cfg = replace(self.base, **{n: s.fields.get(n) for n in SPLIT_FIELDS})
+            cfg = replace(self.base, **{n: s.fields.get(n) for n in (*SPLIT_FIELDS, LAYOUT_FIELD)})
             self._balances[key] = 1.0 if self.arch is None else traffic_model.stage_balance(
                 self.arch, cfg, s.pp, s.vpp, self.req.seq_length)
         return self._balances[key]

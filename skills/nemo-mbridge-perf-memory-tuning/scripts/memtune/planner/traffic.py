@@ -196,3 +196,19 @@ def stage_balance(arch: Any, cfg: TrainingConfig, pp: int, vpp: int, seq: int,
     loads = [sum(sum(work[k] for k in ch.kinds) + (work["output"] if ch.loss else 0.0)
                  + ch.mtp * work.get("mtp", 0.0) for ch in stage) for stage in placed.stages]
     return (sum(loads) / len(loads)) / max(loads) if max(loads) > 0 else 1.0
+
+
+def balanced_layout(layers: int, mtp: int, chunks: int) -> str | None:
+    """A ``pipeline_model_parallel_layout`` over ``chunks`` model chunks (PP x VPP) with equal slots per chunk,
+    the embedding, the loss and each MTP block counted as one decoder layer, or None when the slots do not
+    divide.  For DeepSeek-V3 (61 layers, one MTP block) on 32 chunks it is the Bridge recipe's "Et|(tt|)*30mL".
+    """
+    if chunks < 2:
+        return None
+    slots = layers + 2 + mtp
+    per, rest = divmod(slots, chunks)
+    first, last = per - 1, per - 1 - mtp
+    if rest or first < 0 or last < 0:
+        return None
+    middle = f"({'t' * per}|)*{chunks - 2}" if chunks > 2 else ""
+    return f"E{'t' * first}|{middle}{'t' * last}{'m' * mtp}L"

@@ -82,6 +82,8 @@ def _shape(lay: Mapping[str, Any]) -> str:
     parts += [f"CP{lay['cp']}"] + ([f"EP{lay['ep']}"] if lay["ep"] > 1 else []) + [f"DP{lay['dp']}"]
     if lay.get("split_embedding_loss"):
         parts.append("(E|L split)")
+    if lay.get("pipeline_layout"):
+        parts.append(f"(layout {lay['pipeline_layout']})")
     options = [o for o in (lay["recompute"], lay["model_state"], lay["activation_offload"], lay["peft"]) if o]
     return f"{' '.join(parts)}, MBS {lay['micro_batch_size']} x {lay['num_microbatches']}; {', '.join(options)}"
 
