@@ -1,10 +1,11 @@
 """Expected throughput of a layout: the product of the factors in knowledge/costs.yaml that apply to it.
 
 The arithmetic of each ``kind`` is written here once; every constant comes from the table.  The traffic
-kinds compare bytes over a link with the compute that hides them (planner/traffic.py).  A factor
-of 1.0 (TP 1, PP 1, no option) is left out of the reasons, so the reasons list exactly what lowered
-the layout's score.  Parallel factors depend only on the shape and the micro-batch count, option
-factors only on the options, so the search computes each part once and multiplies.
+kinds compare bytes over a link with the compute that hides them (planner/traffic.py).  A cost that does
+not apply (TP 1, PP 1, no option) is left out of the reasons; one that applies but is hidden (FSDP gathers
+shorter than the compute) stays in at 1.0 with its numbers, so the answer shows why it costs nothing.
+Parallel factors depend on the shape and the micro-batch size, option factors on the options and, for
+traffic, the layout's sizes, so the search computes each part once and multiplies.
 """
 
 from __future__ import annotations

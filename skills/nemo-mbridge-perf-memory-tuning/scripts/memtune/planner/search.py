@@ -497,9 +497,9 @@ class Planner:
                         (tp, pp, vpp, 1), self._shape_fields(tp, pp, vpp, split=True))[0]
                     layout = traffic_model.balanced_layout(self.layers, self.mtp, pp * vpp) if (
                         try_layout and not even and not split) else None
-                    if layout and not self._shape_ok((tp, pp, vpp, 2), self._shape_fields(tp, pp, vpp,
-                                                                                           layout=layout))[0]:
-                        layout = None
+                    if layout:
+                        fields = self._shape_fields(tp, pp, vpp, layout=layout)
+                        layout = layout if self._shape_ok((tp, pp, vpp, 2), fields)[0] else None
                     if not even and not split and not layout:
                         continue
                     mark = (1,) if split else (2,) if layout else ()
