@@ -100,23 +100,22 @@ def test_moe_experts_count_in_the_shard_but_only_top_k_in_the_compute(kb):
     assert counts.experts_active < counts.experts / 10  # top-8 of 128 experts
 
 
-def test_plan_without_gpu_speeds_says_traffic_is_not_costed(kb):
+def _plan_json(model, gpu, gpus, seq, gbs, top):
     out = io.StringIO()
     with redirect_stdout(out):
-        code = main(["plan", "--model", "llama3-8b", "--gpu", "L40S", "--gpus", "8", "--seq-length", "4096",
-                     "--global-batch-size", "64", "--format", "json", "--top", "2"])
+        code = main(["plan", "--model", model, "--gpu", gpu, "--gpus", str(gpus), "--seq-length", str(seq),
+                     "--global-batch-size", str(gbs), "--format", "json", "--top", str(top)])
     assert code == 0
-    kinds = {w["kind"] for w in json.loads(out.getvalue())["warnings"]}
+    return json.loads(out.getvalue())
+
+
+def test_plan_without_gpu_speeds_says_traffic_is_not_costed(kb):
+    kinds = {w["kind"] for w in _plan_json("llama3-8b", "L40S", 8, 4096, 64, 2)["warnings"]}
     assert "no-hardware" in kinds
 
 
 def test_plan_reasons_name_the_traffic(kb):
-    out = io.StringIO()
-    with redirect_stdout(out):
-        code = main(["plan", "--model", "llama3-70b", "--gpu", "H100", "--gpus", "64", "--seq-length", "8192",
-                     "--global-batch-size", "128", "--format", "json", "--top", "20"])
-    assert code == 0
-    layouts = json.loads(out.getvalue())["layouts"]
+    layouts = _plan_json("llama3-70b", "H100", 64, 8192, 128, 20)["layouts"]
     fsdp = [lay for lay in layouts if lay["model_state"] == "megatron-fsdp"]
     assert fsdp
     for lay in fsdp:

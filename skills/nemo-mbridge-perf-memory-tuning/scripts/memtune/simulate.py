@@ -471,7 +471,7 @@ def _traffic(cfg: TrainingConfig, gpu: Any, space: Any, *, per_step: bool = True
     micro-batch count, which only the per-step traffic reads, is then taken as 1."""
     from .planner import traffic as traffic_model
 
-    achieved = next((c["value"] for c in space.costs.values() if c["kind"] == "achieved-flops"), 0.0)
+    achieved = traffic_model.achieved_share(space.costs)
     hw = traffic_model.hardware(gpu, traffic_model.precision_of(cfg), achieved) if gpu else None
     counts = traffic_model.counts_of(cfg)
     if hw is None or counts is None or not cfg.seq_length or (per_step and not cfg.global_batch_size):

@@ -284,8 +284,8 @@ class Planner:
             ep_overlap=bool(self.base.overlap_moe_expert_parallel_comm), tp_overlap=bool(self.base.tp_comm_overlap),
             eager_share=traffic_model.eager_share(self.base, bool(self.base.num_moe_experts)),
             fp8=bool(self.base.fp8))
-        achieved = next((c["value"] for c in self.space.costs.values() if c["kind"] == "achieved-flops"), None)
-        self.hw = traffic_model.hardware(request.gpu, traffic_model.precision_of(self.base), achieved or 0.0)
+        self.hw = traffic_model.hardware(request.gpu, traffic_model.precision_of(self.base),
+                                         traffic_model.achieved_share(self.space.costs))
         self._base_split = any(vars(self.base)[n] for n in SPLIT_FIELDS)
         self.layers, self.mtp = int(self.base.num_layers), int(self.base.mtp_num_layers or 0)
         self.arch = traffic_model.arch_of(self.base)

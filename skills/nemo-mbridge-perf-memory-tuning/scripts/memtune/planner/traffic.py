@@ -64,10 +64,25 @@ class Traffic:
     dp: int
     dp_bandwidth: float  # bytes/s of the link the data-parallel group spans
     layer_ratio: float  # host-link time of one layer's saved activations / that layer's compute time
-    layer_seconds: float = 0.0  # forward + backward of one decoder layer for one micro-batch on one GPU
-    tp_unit_seconds: float = 0.0  # one sequence-parallel collective of a layer (tokens x hidden bf16) over NVLink
-    kv_seconds: float = 0.0  # one ring pass of an attention layer's K/V chunks (CP - 1 sends)
-    attention_seconds: float = 0.0  # the core attention compute of one attention layer, forward + backward
+    layer_seconds: float  # forward + backward of one decoder layer for one micro-batch on one GPU
+    tp_unit_seconds: float  # one sequence-parallel collective of a layer (tokens x hidden bf16) over NVLink
+    kv_seconds: float  # one ring pass of an attention layer's K/V chunks (CP - 1 sends)
+    attention_seconds: float  # the core attention compute of one attention layer, forward + backward
+
+
+def achieved_share(costs: Any) -> float:
+    """costs.yaml ``achieved-flops``: the share of the dense peak the compute times use."""
+    return float(costs["achieved-flops"]["value"])
+
+
+def _attention_width(arch: Any) -> int:
+    """Heads x head dim of the core attention (MLA: the query-key head dim with its rotary part)."""
+    return arch.heads * (arch.qk_head + arch.qk_rope if arch.mla else arch.kv_channels)
+
+
+def _attention_flops(seq: int, width: int) -> float:
+    """Core-attention FLOPs per token of one layer, causal, forward + backward."""
+    return 6.0 * seq * width
 
 
 def hardware(gpu: GpuFacts, precision: str | None, achieved: float) -> Hardware | None:
@@ -102,7 +117,7 @@ def counts(arch: Any) -> ModelCounts:
     experts = routed * moe_params(arch).expert if arch.experts else 0.0
     active_experts = experts * arch.topk / arch.experts if arch.experts else 0.0
     attn = sum(1 for k in arch.pattern if k in HAS_ATTENTION)
-    width = arch.heads * (arch.qk_head + arch.qk_rope if arch.mla else arch.kv_channels)
+    width = _attention_width(arch)
     kv = width if arch.mla else arch.groups * arch.kv_channels
     return ModelCounts(total - experts, experts, active_experts, attn, width, kv, len(arch.pattern), arch.hidden)
 
@@ -117,8 +132,8 @@ def traffic(m: ModelCounts, hw: Hardware, *, tp: int, pp: int, cp: int, ep: int,
     shard = m.dense / (tp * pp) + m.experts / (ep * etp * pp)
     active = m.dense / (tp * pp) + m.experts_active / (etp * pp)
     tokens = mbs * seq / cp
-    attention = 6.0 * seq * m.attention_width * m.attention_layers / (tp * pp)  # per token, causal, fwd + bwd
-    flops = tokens * (6.0 * active + attention)
+    attention = tokens * _attention_flops(seq, m.attention_width) / tp  # one attention layer, this GPU's share
+    flops = tokens * 6.0 * active + attention * m.attention_layers / pp
     mb_seconds = flops / hw.flops
     bandwidth = hw.nvlink if tp * cp * dp <= gpus_per_domain else hw.network
     # Korthikanti et al. 2022: a transformer layer saves about 34 bytes per token per hidden unit (flash
@@ -128,9 +143,8 @@ def traffic(m: ModelCounts, hw: Hardware, *, tp: int, pp: int, cp: int, ep: int,
     tp_unit = 2.0 * tokens * m.hidden * (tp - 1) / tp / hw.nvlink
     ring = hw.nvlink if tp * cp <= gpus_per_domain else hw.network
     kv = (cp - 1) * tokens * 2 * m.kv_width / tp * 2.0 / ring  # K and V, bf16, to each of the other ranks
-    attention_layer = tokens * 6.0 * seq * m.attention_width / tp / hw.flops
     return Traffic(mb_seconds, microbatches, shard, dp, bandwidth, (layer_bytes / hw.host) / layer_seconds,
-                   layer_seconds, tp_unit, kv, attention_layer)
+                   layer_seconds, tp_unit, kv, attention / hw.flops)
 
 
 def eager_share(cfg: TrainingConfig, moe: bool) -> float:
@@ -162,11 +176,11 @@ def precision_of(cfg: TrainingConfig) -> str | None:
 def layer_work(arch: Any, seq: int) -> dict[str, float]:
     """FLOPs per token (forward + backward) of each decoder-layer kind, plus "output" (the logits GEMM) and
     "mtp" (one multi-token-prediction block with its own logits)."""
-    width = arch.heads * (arch.qk_head + arch.qk_rope if arch.mla else arch.kv_channels)
+    attention = _attention_flops(seq, _attention_width(arch))
     out: dict[str, float] = {}
     for kind, c in kind_params(arch).items():
         active = c.tp + c.rep + (c.expert * arch.topk / arch.experts if arch.experts else 0.0)
-        out[kind] = 6.0 * active + (6.0 * seq * width if kind in HAS_ATTENTION else 0.0)
+        out[kind] = 6.0 * active + (attention if kind in HAS_ATTENTION else 0.0)
     out["output"] = 6.0 * arch.vocab * arch.hidden
     if arch.mtp:
         last = out[arch.pattern[-1]]
