@@ -311,13 +311,20 @@ def test_returned_layouts_satisfy_the_divisibility_rules(kb, sc, top):
 
 
 def test_inferred_fits_equal_estimating_everything(kb):
-    """The memory-order shortcuts (micro-batch, recompute, offload chains) change no verdict."""
+    """The memory-order shortcuts (micro-batch, recompute, offload chains) change no verdict, in a top-N plan and
+    in an ``--all`` plan (which infers only "does not fit")."""
     for task, capacity in (("pretrain", 5.0), ("lora", 2.5)):
-        req = _tiny_request(4, 2048, 64, task, capacity)
-        fast, slow = Planner(req, kb), Planner(req, kb, exhaustive=True)
-        a, b = fast.run(), slow.run()
-        assert {_key(x) for x in a.layouts} == {_key(x) for x in b.layouts}
-        assert a.stats.memory_checked < b.stats.memory_checked
+        every = Planner(_tiny_request(4, 2048, 64, task, capacity), kb).run()
+        # only "does not fit" is inferred: every layout that fits is estimated (its peaks are shown)
+        assert every.stats.memory_checked + every.stats.inferred == every.stats.valid
+        assert every.stats.memory_checked >= every.stats.fitting == len(every.layouts)
+        for top in (None, 5, 40):
+            req = _tiny_request(4, 2048, 64, task, capacity, top=top)
+            a, b = Planner(req, kb).run(), Planner(req, kb, exhaustive=True).run()
+            assert [_key(x) for x in a.layouts] == [_key(x) for x in b.layouts]
+            assert [_key(x) for x in a.layouts] == [_key(x) for x in every.layouts[:top]]
+            if top is not None:
+                assert a.stats.inferred > 0 and a.stats.memory_checked < b.stats.memory_checked
 
 
 def test_moe_layouts_use_expert_parallelism(kb):
@@ -382,6 +389,7 @@ def test_planner_peaks_equal_full_estimates(kb):
     and combination) gives the per-stage bytes and the peak rank of a full ``estimate``, bit for bit."""
     from memtune.errors import UserError
     from memtune.estimator import estimate
+    from memtune.estimator.memory import as_rows
 
     req = PlanRequest(base=preset("qwen3-30b-a3b", kb), gpu=lookup_gpu("H100", kb), gpus=16, seq_length=4096,
                       global_batch_size=256, task="pretrain", top=None)
@@ -397,8 +405,10 @@ def test_planner_peaks_equal_full_estimates(kb):
         except UserError as exc:
             assert peaks == str(exc)
             continue
-        assert peaks == (est.peak_stage, est.peak_bytes, tuple(
-            (s.pp_rank, s.allocated_peak_bytes, s.peak_with_overheads_bytes) for s in est.stages))
+        rows = tuple((s.pp_rank, s.allocated_peak_bytes, s.peak_with_overheads_bytes) for s in est.stages)
+        peak = next(s for s in est.stages if s.pp_rank == est.peak_stage)
+        assert peaks[:3] == (est.peak_stage, est.peak_bytes, peak.peak_with_overheads_bytes)
+        assert as_rows(peaks[3]) == rows
 
 
 def test_shapes_set_only_shape_fields(kb):

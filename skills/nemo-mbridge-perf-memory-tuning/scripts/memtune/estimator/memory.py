@@ -23,6 +23,7 @@ context); this module adds them up per rank.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -108,7 +109,7 @@ def estimate_ours(cfg: TrainingConfig, c: dict[str, Any], texts: Any, *, num_mic
     cleared, no cache), which tests check gives the same bytes as the cached path.
     """
     st = static_part(cfg, c) if cached else build(cfg, c, clear=False)
-    s, shape = st.setup, st.shape
+    s, shape = st.setup, st.shape.acts
     b = batch(cfg, s, num_microbatches)
     part = context_part(shape, c, act_inputs(cfg, b.mbs))
     policy = chunk_policy(cfg)
@@ -150,22 +151,56 @@ def peaks_of_parts(st: StaticPart, c: dict[str, Any], inputs: ActInputs, policy:
                    expandable_segments: bool | None = None) -> tuple[int, float, tuple[tuple[int, float, float], ...]]:
     """``stage_peaks`` from what it reads of the config: the planner derives ``inputs`` and ``policy`` once per
     combination and micro-batch size (they read only ACT_FIELDS), so no config is built per candidate."""
-    shape = st.shape
-    part = context_part(shape, c, inputs)
-    ranks = rank_acts(shape, part, policy, microbatches, c)
+    part = context_part(st.shape.acts, c, inputs)
+    ranks = rank_acts(st.shape.acts, part, policy, microbatches, c)
     slack = c["allocator-slack-fraction"]["expandable" if expandable_segments else "default"]
-    every, last = part.workspaces
-    context, nccl = c["cuda-context-bytes"], st.nccl_bytes
-    out = []
-    peak_rank, peak_bytes = -1, None
-    for rc, ra, rs in zip(shape.ranks, ranks, st.states, strict=True):
-        workspace = every + rs.state.fp8_cache + (last if rc.has_loss else 0.0)
-        total = rs.model_state + ra.activations + (ra.logits + workspace + ra.graph_pool)
-        allocated = max(total, rs.step_base + workspace + ra.graph_pool)
-        out.append((rc.rank, allocated, allocated * (1 + slack) + ra.pooled + context + nccl))
-        if peak_bytes is None or allocated > peak_bytes:  # max() keeps the first of equal peaks
-            peak_rank, peak_bytes = rc.rank, allocated
-    return peak_rank, peak_bytes, tuple(out)
+    peak_rank, peak_bytes, _, values = combine_ranks(static_rows(st), act_rows(ranks), part.workspaces, slack,
+                                                     c["cuda-context-bytes"], st.nccl_bytes)
+    return peak_rank, peak_bytes, as_rows(values)
+
+
+StateRow = tuple[int, float, float, float, bool]  # (pp rank, model state, step base, FP8 cache, holds the loss)
+ActRow = tuple[float, float, float, float]  # (activations, logits, graph pool, pooled activations)
+
+
+def static_rows(st: StaticPart) -> tuple[StateRow, ...]:
+    """What ``combine_ranks`` reads of a static part, per rank (the planner keeps them per static part)."""
+    return tuple((rc.rank, rs.model_state, rs.step_base, rs.state.fp8_cache, rc.has_loss)
+                 for rc, rs in zip(st.shape.ranks, st.states, strict=True))
+
+
+def act_rows(ranks: tuple[RankActs, ...]) -> tuple[ActRow, ...]:
+    """What ``combine_ranks`` reads of the ranks' activation side (shared by every model-state option)."""
+    return tuple((ra.activations, ra.logits, ra.graph_pool, ra.pooled) for ra in ranks)
+
+
+def combine_ranks(states: tuple[StateRow, ...], acts: tuple[ActRow, ...], workspaces: tuple[float, float],
+                  slack: float, context: float, nccl: float) -> tuple[int, float, float, array]:
+    """(peak rank, its allocated peak, its peak with overheads, [rank, allocated, with overheads] per rank flat):
+    the model-state side plus the activation side of every rank, with the additions of ``_stages`` in the same
+    order (bit-identical).  Flat doubles, not tuples: the planner keeps them for 10^5 layouts."""
+    every, last = workspaces
+    scale = 1 + slack
+    out = array("d", bytes(24 * len(states)))  # sized once: an array grown by extend() keeps spare room
+    peak_rank, peak_bytes, peak_with = -1, -1.0, 0.0
+    at = 0
+    for (rank, model_state, step_base, fp8_cache, has_loss), (activations, logits, graph_pool, pooled) in zip(
+            states, acts, strict=True):
+        workspace = every + fp8_cache + (last if has_loss else 0.0)
+        total = model_state + activations + (logits + workspace + graph_pool)
+        stepping = step_base + workspace + graph_pool
+        allocated = stepping if stepping > total else total  # max(total, stepping)
+        with_overheads = allocated * scale + pooled + context + nccl
+        out[at], out[at + 1], out[at + 2] = rank, allocated, with_overheads
+        at += 3
+        if allocated > peak_bytes:  # the first of equal peaks, as max() keeps it
+            peak_rank, peak_bytes, peak_with = rank, allocated, with_overheads
+    return peak_rank, peak_bytes, peak_with, out
+
+
+def as_rows(values: array) -> tuple[tuple[int, float, float], ...]:
+    """``combine_ranks``' flat per-rank values as (rank, allocated, with overheads) tuples."""
+    return tuple((int(values[i]), values[i + 1], values[i + 2]) for i in range(0, len(values), 3))
 
 
 def _assumptions(st: StaticPart, guessed: bool, offload: bool, texts: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -201,7 +236,7 @@ def _stages(st: StaticPart, ranks: tuple[RankActs, ...], part: ContextPart, poli
             total_bytes=total, allocated_peak_bytes=allocated,
             reserved_bytes=reserved, cuda_context_bytes=context, nccl_bytes=nccl,
             peak_with_overheads_bytes=reserved + context + nccl,
-            chunks=chunk_rows(st.shape, part, policy, rc, ra),
+            chunks=chunk_rows(st.shape.acts, part, policy, rc, ra),
         ))
     return out
 

@@ -3,15 +3,16 @@
 A rank holds, when its first backward starts, the saved tensors of every forward
 pass in flight (schedule.py) of each of its chunks (activations.py gives them per
 layer), the largest backward temporary or the loss peak on top, and on the last
-rank the logits.  None of it depends on the optimizer, so the results are cached
-on the shape part (static.py) and shared by every model-state option of a shape:
+rank the logits.  None of it depends on the optimizer or the EP size, so the
+results are cached on the shape's ActShape (static.py) and shared by every
+model-state option and EP size of a shape:
 
 * ``context_part``: the activation context of one micro-batch size, selective
   recompute set, LoRA input regather and fine-grained offload (``ActInputs``);
 * ``rank_acts``: per rank, for a full-recompute / layer-offload choice
   (``ChunkPolicy``) and a micro-batch count.
 
-Everything here reads the shape part - its cleared config, sizes, architecture -
+Everything here reads the ActShape - its cleared config, sizes, architecture -
 and the per-candidate inputs passed in explicitly, never the caller's config:
 that keeps these caches exact.
 """
@@ -28,7 +29,7 @@ from .params import Arch
 from .schedule import in_flight
 from .setup import Setup, local_impl
 from .stages import Chunk
-from .static import RankChunks, ShapePart
+from .static import ActShape, RankChunks
 
 GRAPHED = frozenset({"transformer_engine", "local"})
 CONTEXTS_PER_SHAPE = 256  # activation contexts remembered per shape (a plan needs a few dozen)
@@ -197,7 +198,7 @@ def _logits(a: Arch, ctx: ActContext, cfg: TrainingConfig, s: Setup, c: dict[str
     return kept, max(ctx.elem * n, ctx.elem * n + wgrad - kept)
 
 
-def _workspaces(shape: ShapePart, ctx: ActContext) -> tuple[float, float]:
+def _workspaces(shape: ActShape, ctx: ActContext) -> tuple[float, float]:
     """(workspaces every rank holds, the SP all-gather buffer the output layer's rank adds)."""
     s, a = shape.setup, shape.arch
     static = shape.static_workspace
@@ -221,8 +222,8 @@ class ContextPart:
     ranks: dict[tuple[ChunkPolicy, int], tuple[RankActs, ...]] = field(default_factory=dict)  # _rank_acts
 
 
-def context_part(shape: ShapePart, c: dict[str, Any], inputs: ActInputs) -> ContextPart:
-    """The activation context of ``inputs`` and what follows from it, cached on the shape part: candidates
+def context_part(shape: ActShape, c: dict[str, Any], inputs: ActInputs) -> ContextPart:
+    """The activation context of ``inputs`` and what follows from it, cached on the ActShape: candidates
     that differ in model state, full recompute or layer offload share it."""
     hit = shape.contexts.get(inputs)
     if hit is None:
@@ -241,7 +242,7 @@ def context_part(shape: ShapePart, c: dict[str, Any], inputs: ActInputs) -> Cont
     return hit
 
 
-def _shape_chunk_kinds(shape: ShapePart, acts: dict[str, LayerActivations]) -> list[tuple[str, dict[str, int]]]:
+def _shape_chunk_kinds(shape: ActShape, acts: dict[str, LayerActivations]) -> list[tuple[str, dict[str, int]]]:
     """Every unique chunk's layer kinds: the same for every activation context of the shape (it reads only the
     kind names of ``acts``), so kept once on the shape's cache rather than per context."""
     key = tuple(acts)
@@ -251,7 +252,7 @@ def _shape_chunk_kinds(shape: ShapePart, acts: dict[str, LayerActivations]) -> l
     return hit
 
 
-def _chunk_acts(shape: ShapePart, part: ContextPart, policy: ChunkPolicy) -> list[tuple[float, float, float]]:
+def _chunk_acts(shape: ActShape, part: ContextPart, policy: ChunkPolicy) -> list[tuple[float, float, float]]:
     """(kept per forward pass, backward extra) of every unique chunk, cached per activation context."""
     hit = part.chunks.get(policy)
     if hit is None:
@@ -270,7 +271,7 @@ class RankActs(NamedTuple):
     pooled: float  # activations of captured modules, in the graph pool's reserved memory (not allocated)
 
 
-def rank_acts(shape: ShapePart, part: ContextPart, policy: ChunkPolicy, microbatches: int,
+def rank_acts(shape: ActShape, part: ContextPart, policy: ChunkPolicy, microbatches: int,
                c: dict[str, Any]) -> tuple[RankActs, ...]:
     """Activations, logits and CUDA-graph pool of every rank, cached per (activation context, chunk policy,
     micro-batch count)."""
@@ -283,7 +284,7 @@ def rank_acts(shape: ShapePart, part: ContextPart, policy: ChunkPolicy, microbat
     return hit
 
 
-def chunk_rows(shape: ShapePart, part: ContextPart, policy: ChunkPolicy, rc: RankChunks,
+def chunk_rows(shape: ActShape, part: ContextPart, policy: ChunkPolicy, rc: RankChunks,
                ra: RankActs) -> list[tuple[int, int, int, float]]:
     """(vp, layers, passes in flight, bytes kept) of each chunk of a rank, for a full estimate's table (the
     planner never reads them, so they are not kept with the cached RankActs)."""
@@ -292,7 +293,7 @@ def chunk_rows(shape: ShapePart, part: ContextPart, policy: ChunkPolicy, rc: Ran
             in zip(rc.chunks, ra.in_flight, strict=True)]
 
 
-def _one_rank_acts(shape: ShapePart, rc: RankChunks, part: ContextPart, chunk_acts: list[tuple[float, float, float]],
+def _one_rank_acts(shape: ActShape, rc: RankChunks, part: ContextPart, chunk_acts: list[tuple[float, float, float]],
                    microbatches: int, c: dict[str, Any]) -> RankActs:
     """Each chunk's kept bytes times its passes in flight, the largest backward temporary or loss peak on top."""
     s = shape.setup

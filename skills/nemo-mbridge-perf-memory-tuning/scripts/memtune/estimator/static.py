@@ -6,8 +6,10 @@ one parallel shape, in the model-state option (``MODEL_STATE_FIELDS``).  So an e
 two cached parts:
 
 * ``ShapePart``: the model, its TP/PP/VPP/CP/EP/ETP/DP sizes and precision - architecture, layers per
-  pipeline stage, parameter counts per chunk, static workspaces, and a cache of activation contexts
-  (rank_activations.py fills it) that every model-state option of the shape shares;
+  pipeline stage, parameter counts per chunk, and its ``ActShape``;
+* ``ActShape``: what the activation side reads of a shape - sizes but EP, layers per stage, static
+  workspaces - and a cache of activation contexts (rank_activations.py fills it) that every model-state
+  option and every EP size of the shape shares;
 * ``StaticPart``: a ShapePart plus the optimizer settings - weights, gradients and optimizer bytes per
   rank, and the assumptions they imply.
 
@@ -49,6 +51,9 @@ MODEL_STATE_FIELDS = frozenset({
     "use_precision_aware_optimizer", "main_grads_dtype", "exp_avg_dtype", "exp_avg_sq_dtype",
     "grad_reduce_in_fp32", "ckpt_format",
 })
+# Sizes only the model state reads: an expert rank receives about as many routed tokens whatever the EP size
+# (each rank sends its tokens out and gets back those for its local experts), so ActShape leaves EP out.
+EXPERT_SIZE_FIELDS = frozenset({"expert_model_parallel_size"})
 # Provenance the estimator never reads: left out of every key, emptied in the copies parts are built from.
 METADATA_FIELDS = {"warnings": list, "assumed": list, "env_vars": dict}
 CACHE_SIZE = 4096  # parts kept per kind; a plan needs one per (shape, model-state option), a few KiB each
@@ -70,6 +75,8 @@ def _values(names: list[str]) -> Callable[[dict[str, Any]], tuple]:
 
 _SHAPE_SCALARS = _values([n for n in _SHAPE_FIELDS if not _is_container(n)])
 _SHAPE_CONTAINERS = _values([n for n in _SHAPE_FIELDS if _is_container(n)])
+_ACT_SCALARS = _values([n for n in _SHAPE_FIELDS if not _is_container(n) and n not in EXPERT_SIZE_FIELDS])
+_ACT_CONTAINERS = _values([n for n in _SHAPE_FIELDS if _is_container(n) and n not in EXPERT_SIZE_FIELDS])
 _MODEL_STATE = _values(sorted(MODEL_STATE_FIELDS))
 
 
@@ -83,21 +90,35 @@ class RankChunks:
 
 
 @dataclass(frozen=True)
+class ActShape:
+    """What the activation side (rank_activations.py) reads of a shape, built from the config with the
+    model-state fields and the EP size cleared too: shape parts that differ only there share it, and its
+    caches."""
+
+    cfg: TrainingConfig  # the config, per-candidate, model-state and EP fields cleared: all rank_activations reads
+    setup: Setup  # its sizes and activation dtype
+    arch: Arch
+    layout: Placement
+    ranks: tuple[RankChunks, ...]
+    graphs: str  # cuda_graph_impl, lower case
+    static_workspace: float  # cuBLAS / TE / grouped-GEMM workspaces (before any micro-batch-sized buffer)
+    contexts: dict[tuple, Any] = field(default_factory=dict, compare=False, repr=False)  # rank_activations cache
+    chunk_kinds: dict[tuple, Any] = field(default_factory=dict, compare=False, repr=False)  # ... per layer kinds
+
+
+@dataclass(frozen=True)
 class ShapePart:
     """What the model, the parallel sizes and the precision decide, whatever the optimizer settings."""
 
-    cfg: TrainingConfig  # the config, per-candidate and model-state fields cleared: all rank_activations reads
-    setup: Setup  # its sizes and activation dtype (its optimizer bytes are those of the cleared fields)
+    cfg: TrainingConfig  # the config, per-candidate and model-state fields cleared
+    setup: Setup  # its sizes (its optimizer bytes are those of the cleared fields)
     arch: Arch
     layout: Placement
     ranks: tuple[RankChunks, ...]
     chunk_params: list[tuple[Counts, float, Counts]]  # per unique chunk, see model_state.unique_chunk_params
     total_params: float
-    graphs: str  # cuda_graph_impl, lower case
-    static_workspace: float  # cuBLAS / TE / grouped-GEMM workspaces (before any micro-batch-sized buffer)
+    acts: ActShape  # what the activation side reads, shared with the shape's other EP sizes
     constants: dict[str, Any] = field(compare=False, repr=False)
-    contexts: dict[tuple, Any] = field(default_factory=dict, compare=False, repr=False)  # rank_activations cache
-    chunk_kinds: dict[tuple, Any] = field(default_factory=dict, compare=False, repr=False)  # ... per layer kinds
 
 
 @dataclass(frozen=True)
@@ -142,6 +163,12 @@ def shape_key(cfg: TrainingConfig) -> tuple:
     return _SHAPE_SCALARS(values), tuple(map(_freeze, _SHAPE_CONTAINERS(values)))
 
 
+def act_key(cfg: TrainingConfig) -> tuple:
+    """Every field the ActShape may read, as a hashable tuple."""
+    values = cfg.__dict__
+    return _ACT_SCALARS(values), tuple(map(_freeze, _ACT_CONTAINERS(values)))
+
+
 class _Cache:
     """A bounded map (oldest entry dropped first) whose entries belong to one constants table, so a reloaded
     knowledge base misses."""
@@ -159,6 +186,7 @@ class _Cache:
             del self.data[next(iter(self.data))]
 
 
+_ACTS = _Cache()
 _SHAPES = _Cache()
 _STATICS = _Cache()
 
@@ -167,6 +195,7 @@ def clear_caches() -> None:
     """Forget every cached part (benchmarks time cold runs, as a fresh ``memtune plan`` process has them)."""
     from .activations import layer_activations
 
+    _ACTS.data.clear()
     _SHAPES.data.clear()
     _STATICS.data.clear()
     layer_activations.cache_clear()
@@ -183,7 +212,16 @@ def static_part(cfg: TrainingConfig, c: dict[str, Any]) -> StaticPart:
     if hit is None:
         shape = _SHAPES.get(key[0], c)
         if shape is None:
-            shape = build_shape(cfg, c)
+            akey = act_key(cfg)
+            try:
+                acts = _ACTS.get(akey, c)
+            except TypeError:  # as above
+                akey = _freeze(akey)
+                acts = _ACTS.get(akey, c)
+            if acts is None:
+                acts = build_act_shape(cfg, c)
+                _ACTS.put(akey, c, acts)
+            shape = build_shape(cfg, c, acts=acts)
             _SHAPES.put(key[0], c, shape)
         hit = build(cfg, c, shape)
         _STATICS.put(key, c, hit)
@@ -200,13 +238,33 @@ def _cleared(cfg: TrainingConfig, names: frozenset[str], clear: bool) -> Trainin
     return out
 
 
-def build_shape(cfg: TrainingConfig, c: dict[str, Any], *, clear: bool = True) -> ShapePart:
-    """The shape part computed afresh, from ``cfg`` without its per-candidate and model-state fields.
+def build_act_shape(cfg: TrainingConfig, c: dict[str, Any], *, clear: bool = True) -> ActShape:
+    """The activation side's shape computed afresh, from ``cfg`` without its per-candidate, model-state and EP
+    fields (all kept with ``clear=False``, see ``build_shape``)."""
+    cfg = _cleared(cfg, PER_CANDIDATE_FIELDS | MODEL_STATE_FIELDS | EXPERT_SIZE_FIELDS, clear)
+    s, a, layout, ranks = _placed(cfg, c)
+    return ActShape(cfg=cfg, setup=s, arch=a, layout=layout, ranks=ranks,
+                    graphs=(cfg.cuda_graph_impl or "none").lower(), static_workspace=_static_workspace(cfg, a, c))
+
+
+def build_shape(cfg: TrainingConfig, c: dict[str, Any], *, clear: bool = True,
+                acts: ActShape | None = None) -> ShapePart:
+    """The shape part computed afresh (and its ActShape too unless given), from ``cfg`` without its
+    per-candidate and model-state fields.
 
     ``clear=False`` keeps every field: the reference tests compare cached estimates against, which would
     differ if a field listed as per-candidate or model-state were read here.
     """
+    acts = acts or build_act_shape(cfg, c, clear=clear)
     cfg = _cleared(cfg, PER_CANDIDATE_FIELDS | MODEL_STATE_FIELDS, clear)
+    s, a, layout, ranks = _placed(cfg, c)
+    return ShapePart(cfg=cfg, setup=s, arch=a, layout=layout, ranks=ranks,
+                     chunk_params=unique_chunk_params(a, layout.unique, s), total_params=total_params(a),
+                     acts=acts, constants=c)
+
+
+def _placed(cfg: TrainingConfig, c: dict[str, Any]) -> tuple[Setup, Arch, Placement, tuple[RankChunks, ...]]:
+    """Sizes, architecture, stage placement and per-rank chunks of a (cleared) config."""
     s = resolve(cfg, c, [])
     a = arch_from_config(cfg, s.tp, c["megatron-defaults"])
     layout = place(a.pattern, s.pp, s.vp, cfg.num_layers_in_first_pipeline_stage,
@@ -218,10 +276,7 @@ def build_shape(cfg: TrainingConfig, c: dict[str, Any], *, clear: bool = True) -
                                for ch, cid in zip(layout.stages[rank], layout.chunk_ids[rank], strict=True)),
                    layout.has_loss[rank])
         for rank in range(s.pp))
-    return ShapePart(cfg=cfg, setup=s, arch=a, layout=layout, ranks=ranks,
-                     chunk_params=unique_chunk_params(a, layout.unique, s), total_params=total_params(a),
-                     graphs=(cfg.cuda_graph_impl or "none").lower(), static_workspace=_static_workspace(cfg, a, c),
-                     constants=c)
+    return s, a, layout, ranks
 
 
 def build(cfg: TrainingConfig, c: dict[str, Any], shape: ShapePart | None = None, *,

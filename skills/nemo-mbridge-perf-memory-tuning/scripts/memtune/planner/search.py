@@ -32,9 +32,17 @@ from ..derive import derive
 from ..errors import UserError
 from ..estimator import estimate
 from ..estimator.constants import constants
-from ..estimator.memory import peaks_of_parts, stage_peaks
+from ..estimator.memory import act_rows, combine_ranks, stage_peaks, static_rows
 from ..estimator.models import fill_from_preset
-from ..estimator.rank_activations import ACT_FIELDS, ActInputs, ChunkPolicy, act_inputs, chunk_policy
+from ..estimator.rank_activations import (
+    ACT_FIELDS,
+    ActInputs,
+    ChunkPolicy,
+    act_inputs,
+    chunk_policy,
+    context_part,
+    rank_acts,
+)
 from ..estimator.static import PER_CANDIDATE_FIELDS, static_part
 from ..facts import EnvFacts, Facts, GpuFacts, TrainingConfig
 from ..inputs.config import apply_overrides
@@ -94,6 +102,13 @@ class StagePeaks(Sequence[StagePeak]):
 
     def __init__(self, stages: Iterable[tuple[int, float, float]] = ()) -> None:
         self._values = array("d", [x for stage in stages for x in stage])
+
+    @classmethod
+    def of(cls, values: array) -> StagePeaks:
+        """Wrapping flat (rank, allocated, with overheads) doubles as they are, uncopied."""
+        out = cls.__new__(cls)
+        out._values = values
+        return out
 
     def __len__(self) -> int:
         return len(self._values) // 3
@@ -322,9 +337,17 @@ class Planner:
                 cfg.__dict__.update(self.base.__dict__)
                 cfg.__dict__.update(combo.fields)
                 self._acts.append((act_inputs(cfg, 1), chunk_policy(cfg)))
-        self._inputs: dict[tuple[int, int], ActInputs] = {}
+        # per combination, what its activation side reads (equal ints: equal inputs and policy), and that side
+        # per (shape part, that int, micro-batch size, micro-batches): every model-state option shares it
+        self._act_proj = [self._intern(a) for a in self._acts] if self._acts is not None else []
+        self._sides: dict[tuple, tuple] = {}
+        self._slack = self.constants["allocator-slack-fraction"]["expandable" if request.expandable_segments
+                                                                 else "default"]
+        self._context_bytes = self.constants["cuda-context-bytes"]
         # per candidate id (see _index): decided verdict (0 none, 1 fits, 2 does not), valid, estimated
         self._verdicts = self._valid = self._estimated = bytearray()
+        self._factors = array("d")
+        self._size_at: dict[int, int] = {}
         self._fail_mbs: dict[int, int] = {}  # per (shape, combination) pair: smallest MBS known not to fit
         self._fit_mbs: dict[int, int] = {}  # ... largest MBS known to fit
         self._measured: dict[int, PlannedLayout] = {}
@@ -335,6 +358,9 @@ class Planner:
         self._fills: dict[tuple, tuple[tuple[int, str], ...]] = {}  # micro-batch lines per slot set and size
         # per-request memos of what every layout of a shape / combination shares (see layout())
         self._reasons: dict[tuple, tuple[cost_model.Reason, ...]] = {}
+        self._heads: dict[int, tuple] = {}  # per (shape, combination): what layout() copies into each layout
+        self._parts: dict[int, tuple] = {}  # per (shape, micro-batch size): see _shape_parts
+        self._options_at: dict[tuple[int, int], tuple] = {}  # per (combination, traffic): see _option_parts
         self._templates: dict[int, tuple] = {}
         self._formatted: dict[tuple, dict[str, str]] = {}
         self._envs: dict[int, tuple[str, ...]] = {}
@@ -535,6 +561,8 @@ class Planner:
         self._nc, self._nm = len(self.combos), len(sizes)
         count = len(shapes) * self._nm * self._nc
         self._verdicts, self._valid, self._estimated = bytearray(count), bytearray(count), bytearray(count)
+        self._factors = array("d", bytes(8 * count))  # each valid candidate's score, as _rank sorts by it
+        self._size_at = {size: i for i, size in enumerate(sizes)}
 
     def _decode(self, t: int) -> tuple[int, int, int]:
         """(shape index, micro-batch size, combination) of a candidate id."""
@@ -543,7 +571,7 @@ class Planner:
         return self._shape_at[sr], self._mbs_at[mr], ci
 
     def _id(self, si: int, mbs: int, ci: int) -> int:
-        return (self._srank[si] * self._nm + self._mbs_at.index(mbs)) * self._nc + ci
+        return (self._srank[si] * self._nm + self._mrank[self._size_at[mbs]]) * self._nc + ci
 
     def candidates(self) -> list[tuple]:
         """Every valid ((-score, id), shape, micro-batch, combination), best score first (see ``_index``)."""
@@ -564,7 +592,7 @@ class Planner:
         admitted: dict[tuple, tuple[int, tuple[int, ...]]] = {}
         scaled: dict[tuple, float] = {}
         keys: list[tuple[float, int]] = []
-        valid = self._valid
+        valid, factors = self._valid, self._factors
         for si, s in enumerate(self.shape_list):
             for mi, mbs in enumerate(self.space.micro_batch_sizes):
                 if gbs % (mbs * s.dp):
@@ -588,6 +616,7 @@ class Planner:
                                 cost_model.option_reasons(self.space.costs, c.scaled, traffic))
                         factor *= p
                     valid[first + ci] = 1
+                    factors[first + ci] = factor
                     keys.append((-factor, first + ci))
                 self.stats.enumerated += enumerated
                 self.stats.valid += len(cis)
@@ -621,19 +650,37 @@ class Planner:
     # --- memory -----------------------------------------------------------------------------------
 
     def layout(self, si: int, mbs: int, ci: int) -> PlannedLayout:
-        s, c = self.shape_list[si], self.combos[ci]
-        m = self.req.global_batch_size // (mbs * s.dp)
-        shape, (options, moved) = self._shape_reasons(si, mbs), self._option_parts(si, mbs, ci)
-        ids = self.ids[ci]
+        """The candidate with its score, reasons and lines (no memory yet: see ``measure``)."""
+        return self._layout(self._id(si, mbs, ci), si, mbs, ci)
+
+    def _layout(self, t: int, si: int, mbs: int, ci: int) -> PlannedLayout:
+        pair = self._heads.get(si * self._nc + ci)
+        if pair is None:  # what every micro-batch size of a shape and combination shares
+            s, c, ids = self.shape_list[si], self.combos[ci], self.ids[ci]
+            pair = self._heads[si * self._nc + ci] = (
+                s.tp, s.pp, s.vpp, s.cp, s.ep, s.etp, s.dp, ids["recompute"], ids["model_state"],
+                ids["activation_offload"], ids["peft"], self._env(c), bool(s.fields.get(SPLIT_FIELDS[1])),
+                s.fields.get(LAYOUT_FIELD))
+        tp, pp, vpp, cp, ep, etp, dp, recompute, model_state, offload, peft, env, split, pipeline_layout = pair
+        m, shape, traffic = self._shape_parts(si, mbs)
+        options, moved = self._option_parts(ci, traffic)
+        factor = self._factors[t] if self._valid[t] else cost_model.product((*shape, *options, *moved))
         return PlannedLayout(
-            tp=s.tp, pp=s.pp, vpp=s.vpp, cp=s.cp, ep=s.ep, etp=s.etp, dp=s.dp, micro_batch_size=mbs,
-            num_microbatches=m, recompute=ids["recompute"], model_state=ids["model_state"],
-            activation_offload=ids["activation_offload"], peft=ids["peft"],
-            relative_throughput=cost_model.product((*shape, *options, *moved)), shape_reasons=shape,
-            option_reasons=options, traffic_reasons=moved,
-            overrides=self._overrides(si, mbs, ci), env=self._env(c),
-            split_embedding_loss=bool(s.fields.get(SPLIT_FIELDS[1])), pipeline_layout=s.fields.get(LAYOUT_FIELD),
+            tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp, dp=dp, micro_batch_size=mbs, num_microbatches=m,
+            recompute=recompute, model_state=model_state, activation_offload=offload, peft=peft,
+            relative_throughput=factor, shape_reasons=shape, option_reasons=options, traffic_reasons=moved,
+            overrides=self._overrides(si, mbs, ci), env=env, split_embedding_loss=split,
+            pipeline_layout=pipeline_layout,
         )
+
+    def _shape_parts(self, si: int, mbs: int) -> tuple[int, tuple[cost_model.Reason, ...], Any]:
+        """(micro-batches, parallel factors, traffic) of a shape at a micro-batch size, looked up once."""
+        key = si * self._nm + self._mrank[self._size_at[mbs]]
+        hit = self._parts.get(key)
+        if hit is None:
+            hit = self._parts[key] = (self.req.global_batch_size // (mbs * self.shape_list[si].dp),
+                                      self._shape_reasons(si, mbs), self._traffic(si, mbs))
+        return hit
 
     def _shape_reasons(self, si: int, mbs: int) -> tuple[cost_model.Reason, ...]:
         """Parallel factors of a shape at a micro-batch size (``--all`` shows thousands of layouts per shape)."""
@@ -657,23 +704,27 @@ class Planner:
                 self.arch, cfg, s.pp, s.vpp, self.req.seq_length)
         return self._balances[key]
 
-    def _option_parts(self, si: int, mbs: int, ci: int) -> tuple[tuple[cost_model.Reason, ...], ...]:
-        """Option factors of a combination on a shape at a micro-batch size, as (constant, traffic): the first
+    def _option_parts(self, ci: int,
+                      traffic: traffic_model.Traffic | None) -> tuple[tuple[cost_model.Reason, ...], ...]:
+        """Option factors of a combination at a layout's traffic (``_traffic``), as (constant, traffic): the first
         once per combination, the second (planner/traffic.py) once per set of traffic costs and layout sizes,
         so 10^5 fitting layouts share a few thousand tuples."""
-        c = self.combos[ci]
-        const = self._reasons.get(("options", ci))
-        if const is None:
-            const = self._reasons[("options", ci)] = tuple(cost_model.option_reasons(
-                self.space.costs, [i for i in c.cost_ids if i not in c.scaled]))
-        if not c.scaled:
-            return const, ()
-        traffic = self._traffic(si, mbs)
-        moved = self._reasons.get(("traffic", c.scaled, traffic))
-        if moved is None:
-            moved = self._reasons[("traffic", c.scaled, traffic)] = tuple(
-                cost_model.option_reasons(self.space.costs, c.scaled, traffic))
-        return const, moved
+        key = (ci, id(traffic))  # traffic objects live in self._traffics as long as the planner
+        hit = self._options_at.get(key)
+        if hit is None:
+            c = self.combos[ci]
+            const = self._reasons.get(("options", ci))
+            if const is None:
+                const = self._reasons[("options", ci)] = tuple(cost_model.option_reasons(
+                    self.space.costs, [i for i in c.cost_ids if i not in c.scaled]))
+            moved: tuple[cost_model.Reason, ...] = ()
+            if c.scaled:
+                moved = self._reasons.get(("traffic", c.scaled, traffic))
+                if moved is None:
+                    moved = self._reasons[("traffic", c.scaled, traffic)] = tuple(
+                        cost_model.option_reasons(self.space.costs, c.scaled, traffic))
+            hit = self._options_at[key] = (const, moved)
+        return hit
 
     def _traffic(self, si: int, mbs: int) -> traffic_model.Traffic | None:
         """Compute seconds and traffic bytes of a shape at a micro-batch size; None without GPU speeds.
@@ -792,6 +843,25 @@ class Planner:
                 self._record(t, verdict)
         return self._decide(t) if verdict is None else verdict
 
+    def _estimated_fit(self, t: int) -> bool:
+        """Whether candidate ``t`` fits, for an ``--all`` plan: it shows the peaks of every layout that fits, so
+        those are estimated anyway; only a "does not fit" is inferred, from verdicts already recorded (a smaller
+        micro-batch, or a combination that never needs more memory, that did not fit), never from a new
+        estimate of a bound."""
+        verdict = self._known(t)
+        if verdict is None and not self.exhaustive:
+            first = t - t % self._nc
+            if any(not is_upper and self._verdicts[first + b] == 2 for b, is_upper in self.tries[t % self._nc]):
+                verdict = False
+        if verdict is False:
+            self.stats.inferred += 1
+            self._record(t, False)
+            return False
+        peaks = self._peaks(t)
+        verdict = not isinstance(peaks, str) and peaks[2] <= self.budget
+        self._record(t, verdict)
+        return verdict
+
     def _pair(self, t: int) -> int:
         """The (shape, combination) of a candidate, as one int (the key of the micro-batch bounds)."""
         return t // (self._nm * self._nc) * self._nc + t % self._nc
@@ -813,7 +883,7 @@ class Planner:
         verdict = self._known(t)
         if verdict is None:
             peaks = self._peaks(t)
-            verdict = not isinstance(peaks, str) and _peak_with_overheads(peaks) <= self.budget
+            verdict = not isinstance(peaks, str) and peaks[2] <= self.budget
             self._record(t, verdict)
         return verdict
 
@@ -845,8 +915,9 @@ class Planner:
         cfg.__dict__.update(self.combos[ci].fields)
         return cfg if self._filled else fill_from_preset(cfg, self.kb)
 
-    def _peaks(self, t: int) -> tuple[int, float, tuple[tuple[int, float, float], ...]] | str:
-        """(peak rank, its allocated peak, per rank (rank, allocated, with overheads)), or the estimator's refusal.
+    def _peaks(self, t: int) -> tuple[int, float, float, array] | str:
+        """(peak rank, its allocated peak, its peak with overheads, per rank [rank, allocated, with overheads] as
+        flat doubles), or the estimator's refusal.
 
         What ``estimate`` would answer, through ``stage_peaks``: the static part (model state, placement) is
         looked up once per shape and combination fields it reads, not by hashing the whole config per
@@ -863,22 +934,31 @@ class Planner:
         st = self._statics.get(key)
         if st is None:
             try:
-                st = static_part(self._config(si, mbs, ci), self.constants)
+                part = static_part(self._config(si, mbs, ci), self.constants)
+                st = (part, static_rows(part))
             except UserError as exc:  # the estimator refuses a layout the constraints let through
                 st = str(exc)
             self._statics[key] = st
         microbatches = self.req.global_batch_size // (mbs * self.shape_list[si].dp)
         if isinstance(st, str):
             hit = st
-        elif self._acts is not None:  # no config built: the combination's activation inputs at this MBS
-            inputs = self._inputs.get((ci, mbs))
-            if inputs is None:
-                inputs = self._inputs[(ci, mbs)] = self._acts[ci][0]._replace(mbs=mbs)
-            hit = peaks_of_parts(st, self.constants, inputs, self._acts[ci][1], microbatches,
-                                 self.req.expandable_segments)
+        elif self._acts is not None:  # no config built: the combination's activation side at this MBS
+            part, rows = st
+            acts = part.shape.acts  # shared by the shape's EP sizes; it lives as long as self._statics holds it
+            side_key = (id(acts), self._act_proj[ci], mbs, microbatches)
+            side = self._sides.get(side_key)
+            if side is None:
+                inputs, policy = self._acts[ci]
+                ctx = context_part(acts, self.constants, inputs._replace(mbs=mbs))
+                side = self._sides[side_key] = (
+                    act_rows(rank_acts(acts, ctx, policy, microbatches, self.constants)), ctx.workspaces)
+            hit = combine_ranks(rows, side[0], side[1], self._slack, self._context_bytes, part.nccl_bytes)
         else:
-            hit = stage_peaks(self._config(si, mbs, ci), self.constants, st, num_microbatches=microbatches,
-                              expandable_segments=self.req.expandable_segments)
+            peak_rank, peak_bytes, stages = stage_peaks(
+                self._config(si, mbs, ci), self.constants, st[0], num_microbatches=microbatches,
+                expandable_segments=self.req.expandable_segments)
+            hit = (peak_rank, peak_bytes, next(w for rank, _, w in stages if rank == peak_rank),
+                   array("d", [x for stage in stages for x in stage]))
         self._last = (t, hit)
         return hit
 
@@ -889,7 +969,7 @@ class Planner:
     def _measure(self, t: int) -> PlannedLayout:
         hit = self._measured.get(t)
         if hit is None:
-            hit = self.layout(*self._decode(t))
+            hit = self._layout(t, *self._decode(t))
             peaks = self._peaks(t)
             if isinstance(peaks, str):
                 hit.fits, hit.error = False, peaks
@@ -899,14 +979,11 @@ class Planner:
         return hit
 
     def _fill(self, lay: PlannedLayout, peaks: tuple, t: int) -> None:
-        peak_stage, peak_bytes, stages = peaks
-        with_overheads = _peak_with_overheads(peaks)
+        lay.peak_stage, lay.peak_bytes, with_overheads, values = peaks
         lay.capacity_ratio = with_overheads / self.capacity  # as summarize() defines it
-        lay.peak_stage = peak_stage
-        lay.peak_bytes = peak_bytes
         lay.peak_with_overheads_bytes = with_overheads
         lay.fits = with_overheads <= self.budget
-        lay.stages = StagePeaks(stages)
+        lay.stages = StagePeaks.of(values)
         if not self.assumptions:  # the notes of the first layout shown, from its full estimate
             si, mbs, ci = self._decode(t)
             est = estimate(self._config(si, mbs, ci), gpu=self.req.gpu, kb=self.kb, env=self.est_env,
@@ -965,10 +1042,11 @@ class Planner:
         shown: list[PlannedLayout] = []
         reference: PlannedLayout | None = None
         fitting = 0
+        decide = self._fits if top is not None else self._estimated_fit
         for i, t in enumerate(order):
             if top is not None and len(shown) >= top and (ref_at is None or i > ref_at):
                 break
-            ok = self._fits(t)
+            ok = decide(t)
             if ok:
                 fitting += 1
                 if top is None or len(shown) < top:
@@ -1021,12 +1099,6 @@ def _collector_paused() -> Iterator[None]:
 
 
 _SLOT = object()  # where a rendered override line takes the layout's micro-batch size (see Planner._overrides)
-
-
-def _peak_with_overheads(peaks: tuple) -> float:
-    """The peak rank's bytes with overheads (the rank of the largest allocated peak, as ``estimate`` picks it)."""
-    peak_stage, _, stages = peaks
-    return next(w for rank, _, w in stages if rank == peak_stage)
 
 
 def _frozen(value: Any) -> Any:
