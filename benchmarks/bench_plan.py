@@ -12,6 +12,10 @@ flattering by construction:
                estimated, or inferred from a neighbour that needs more / less memory);
 * estimate   - milliseconds per estimator call, and how many calls each mode made.
 
+* CLI         - the whole ``memtune plan --all --format json`` command, as a user runs it, in a process of its
+               own: start-up, knowledge base, plan and the written answer (every fitting layout one row, the
+               first five in detail), its wall seconds, valid layouts per second and peak RSS (``wait4``).
+
 Every scenario runs in a fresh Python subprocess (as a ``memtune plan`` process would), so its peak RSS
 (``resource.getrusage(RUSAGE_SELF).ru_maxrss``: imports, knowledge base and the plans together, the
 result not rendered) is its own, and every run starts with the estimator's caches empty.  The ``--all``
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -71,6 +76,20 @@ BASELINE: dict[str, Any] = {
         "qwen3-30b-a3b-pretrain-16xh100": {"decided_per_s": 14858, "all_seconds": 3.91, "rss_mb": 312},
         "qwen3-30b-a3b-pretrain-64xh100": {"decided_per_s": 11202, "all_seconds": 16.52, "rss_mb": 1209},
         "llama3-405b-pretrain-128xh200": {"decided_per_s": 21902, "all_seconds": 0.77, "rss_mb": 77},
+    },
+}
+
+
+# The CLI figures before this change (commit 64b74ed, this machine, best of one): ``plan --all`` then rendered every
+# fitting layout in full (overrides, reasons, stages), 744 MB of JSON for the 64-GPU Qwen3 plan.
+BASELINE_CLI: dict[str, Any] = {
+    "commit": "64b74ed",
+    "scenarios": {
+        "llama3-70b-sft-32xh100": {"seconds": 2.52, "rss_mb": 266},
+        "llama3-8b-lora-8xh100": {"seconds": 1.58, "rss_mb": 169},
+        "qwen3-30b-a3b-pretrain-16xh100": {"seconds": 9.80, "rss_mb": 900},
+        "qwen3-30b-a3b-pretrain-64xh100": {"seconds": 46.66, "rss_mb": 4312},
+        "llama3-405b-pretrain-128xh200": {"seconds": 3.14, "rss_mb": 294},
     },
 }
 
@@ -130,6 +149,37 @@ def measure(kb: knowledge.Knowledge, sc: dict[str, Any], repeat: int) -> dict[st
     return row
 
 
+def cli_args(sc: dict[str, Any]) -> list[str]:
+    """The ``memtune plan --all`` command line of a scenario."""
+    sets = [x for value in sc["set"] for x in ("--set", value)]
+    return [sys.executable, str(SKILL / "scripts" / "memtune.py"), "plan", "--model", sc["model"], "--gpu", sc["gpu"],
+            "--gpus", str(sc["gpus"]), "--seq-length", str(sc["seq"]), "--global-batch-size", str(sc["gbs"]),
+            "--task", sc["task"], *sets, "--all", "--format", "json"]
+
+
+def measure_cli(sc: dict[str, Any], valid: int, repeat: int) -> dict[str, Any]:
+    """Wall seconds and peak RSS of the whole command, its answer written to /dev/null (best of ``repeat``)."""
+    best: tuple[float, float] | None = None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        proc = subprocess.Popen(cli_args(sc), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode:
+            raise SystemExit(f"bench_plan: {sc['id']}: memtune plan exited {proc.returncode}: "
+                             f"{proc.stderr.read().decode(errors='replace').strip()}")
+        proc.stderr.close()
+        if best is None or seconds < best[0]:
+            best = (seconds, usage.ru_maxrss / 1024)
+    seconds, rss = best
+    row = {"cli_seconds": seconds, "cli_decided_per_s": valid / seconds, "cli_rss_mb": rss}
+    old = BASELINE_CLI["scenarios"].get(sc["id"])
+    if old:
+        row["cli_old"] = old
+    return row
+
+
 def _in_subprocess(sc: dict[str, Any], repeat: int) -> dict[str, Any]:
     """``measure`` in a fresh interpreter: its own caches, and ru_maxrss that no other scenario raised."""
     out = subprocess.run([sys.executable, __file__, "--worker", sc["id"], "--repeat", str(repeat)],
@@ -152,6 +202,10 @@ def _shape(lay: Any) -> str:
             f"{lay.recompute} {lay.model_state}")
 
 
+def _ratio(new: float, old: float | None) -> str:
+    return f"{new / old:.2f}" if old else "—"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=1)
@@ -164,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         json.dump(measure(knowledge.load(), sc, repeat), sys.stdout)
         return 0
     rows = [_in_subprocess(sc, repeat) for sc in SCENARIOS]
+    for row, sc in zip(rows, SCENARIOS, strict=True):
+        row.update(measure_cli(sc, row["valid"], repeat))
     if args.format == "json":
         json.dump({"baseline_commit": BASELINE["commit"], "rows": rows}, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -188,6 +244,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {r['id']} | {r['decided_per_s']:,.0f} | {o['decided_per_s']:,.0f} | {r['decided_ratio']:.2f} "
               f"| {r['all_seconds']:.2f} | {o['all_seconds']:.2f} | {r['all_seconds_ratio']:.2f} "
               f"| {r['rss_mb']:.0f} | {o['rss_mb']:.0f} | {r['rss_ratio']:.2f} |")
+    print()
+    print(f"The whole `memtune plan --all --format json` command (start-up, plan, answer written), against commit "
+          f"{BASELINE_CLI['commit']}, which wrote every fitting layout in full")
+    print()
+    print("| scenario | CLI s | old | new/old | decided/s | RSS MB | old | new/old |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        o = r.get("cli_old") or {}
+        print(f"| {r['id']} | {r['cli_seconds']:.2f} | {o.get('seconds', '—')} "
+              f"| {_ratio(r['cli_seconds'], o.get('seconds'))} | {r['cli_decided_per_s']:,.0f} "
+              f"| {r['cli_rss_mb']:.0f} | {o.get('rss_mb', '—')} | {_ratio(r['cli_rss_mb'], o.get('rss_mb'))} |")
     return 0
 
 

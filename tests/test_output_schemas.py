@@ -100,8 +100,14 @@ def test_estimate_schema_tells_the_two_modes_apart(capsys):
 def test_plan_json_follows_its_schema(args, capsys):
     doc = run_json("plan", args, capsys)
     assert_valid("plan", doc)
-    if "--all" in args:
-        assert doc["request"]["top"] is None and doc["stats"]["fitting"] == len(doc["layouts"])
+    if "--all" in args:  # every fitting layout one row, the first --top (5) of them also in detail
+        rows = doc["all"]["rows"]
+        assert doc["request"]["all"] and doc["stats"]["fitting"] == len(rows) > len(doc["layouts"]) == 5
+        rank = doc["all"]["columns"].index("rank")
+        assert [r[rank] for r in rows] == list(range(1, len(rows) + 1))
+        assert [lay["rank"] for lay in doc["layouts"]] == [r[rank] for r in rows[:5]]
+    else:
+        assert doc["all"] is None and not doc["request"]["all"]
 
 
 @pytest.mark.parametrize("name", ["dict_oom.pickle", "list_legacy.pickle"])

@@ -32,7 +32,7 @@ def test_a_plan_with_megatron_fsdp_names_the_checkpoint_format():
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert cli.main(["plan", "--model", "llama3-70b", "--gpu", "H100", "--gpus", "64", "--seq-length", "8192",
-                         "--global-batch-size", "256", "--all"]) == 0
+                         "--global-batch-size", "256", "--top", "400"]) == 0
     text = out.getvalue()
     sections = text.split("\n### ")[1:]
     fsdp = [s for s in sections if "megatron-fsdp" in s.split("\n", 1)[0]]

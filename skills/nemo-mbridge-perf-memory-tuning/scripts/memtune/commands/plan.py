@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 from pathlib import Path
 
 from .. import knowledge
@@ -52,7 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(less allocator slack; default on)")
     search.add_argument("--allow-cross-node-tp", action="store_true", help="also try TP beyond one NVLink domain")
     search.add_argument("--top", type=argtypes.count(1, 100_000), default=5, help="layouts to show (default 5)")
-    search.add_argument("--all", action="store_true", help="decide every candidate and show all that fit")
+    search.add_argument("--all", action="store_true",
+                        help="decide every candidate: detail the first --top, then list every layout that fits, one "
+                        "row each")
     search.add_argument("--format", choices=["markdown", "json"], default="markdown")
     search.add_argument("--lang", choices=["en", "zh"], default="en")
     search.add_argument("--output", type=Path, help="write the answer to this file instead of stdout")
@@ -114,18 +117,32 @@ def request_from_args(args: argparse.Namespace, kb: knowledge.Knowledge):
 
 
 def run(args: argparse.Namespace) -> int:
+    """The plan command, with the cyclic collector off until its answer is written and freed: an ``--all`` plan
+    holds ~10^6 small objects, none in a cycle, that the collector would only re-scan (a second or more on the
+    larger plans); once ``_run`` returns they are freed by reference counting, so turning it back on costs
+    nothing."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _run(args)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _run(args: argparse.Namespace) -> int:
     from ..planner import plan
     from ..render import out
-    from ..render.plan import to_dict, to_markdown
+    from ..render.plan import json_chunks, markdown_chunks, to_dict
 
     kb = knowledge.load()
     request = request_from_args(args, kb)
-    data = to_dict(plan(request, kb), request, kb, args.lang)
-    text = out.json_text(data) if args.format == "json" else to_markdown(data, kb, args.lang)
+    data = to_dict(plan(request, kb), request, kb, args.lang, detail=args.top)
+    chunks = json_chunks(data) if args.format == "json" else markdown_chunks(data, kb, args.lang)
     if args.output:
-        out.write_new_file(args.output, text)
+        out.write_new_file(args.output, chunks)
     else:
-        out.emit(text)
+        out.emit_chunks(chunks)
     if args.html:
         from ..render import html
 

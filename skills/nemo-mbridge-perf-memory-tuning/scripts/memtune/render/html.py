@@ -394,10 +394,18 @@ def plan_view(data: Mapping[str, Any], t: Mapping[str, str], highlight: int = 5)
     With ``--all`` there can be 10^5 layouts: the best SCATTER_TOP are kept and the rest thinned evenly by rank,
     so the cloud keeps its shape; the first ``highlight`` ranks and the user's own layout are labelled.
     """
-    layouts = [lay for lay in data["layouts"] if lay.get("peak_with_overheads_bytes") is not None]
-    rest = layouts[SCATTER_TOP:]
-    stride = max(1, math.ceil(len(rest) / max(1, MAX_POINTS - SCATTER_TOP)))
-    drawn = layouts[:SCATTER_TOP] + rest[::stride]
+    table = data.get("all")
+    if table:  # every fitting layout, as rows of the table's columns
+        rows, columns = table["rows"], table["columns"]
+        stride = max(1, math.ceil(max(0, len(rows) - SCATTER_TOP) / max(1, MAX_POINTS - SCATTER_TOP)))
+        picked = [*range(min(SCATTER_TOP, len(rows))), *range(SCATTER_TOP, len(rows), stride)]
+        drawn = [dict(zip(columns, rows[i], strict=True)) for i in picked]
+        layouts = drawn
+    else:
+        layouts = [lay for lay in data["layouts"] if lay.get("peak_with_overheads_bytes") is not None]
+        rest = layouts[SCATTER_TOP:]
+        stride = max(1, math.ceil(len(rest) / max(1, MAX_POINTS - SCATTER_TOP)))
+        drawn = layouts[:SCATTER_TOP] + rest[::stride]
     ref = data.get("reference")
     marked = [ref] if ref and ref.get("peak_with_overheads_bytes") is not None else []
     xs = [lay["peak_with_overheads_bytes"] / GIB for lay in drawn + marked] + [data["budget_bytes"] / GIB]
@@ -423,7 +431,7 @@ def plan_view(data: Mapping[str, Any], t: Mapping[str, str], highlight: int = 5)
                    "text": f"{t['html-plan-budget']} {gib(data['budget_bytes'])} GiB"},
         "x_ticks": [{"x": _x(box, v, 0, x_top), "text": f"{v:g}"} for v in x_ticks],
         "y_ticks": [{"y": _y(box, v, 0, y_top), "text": f"{v:g}"} for v in y_ticks],
-        "fitting": len(layouts), "drawn": len(drawn),
+        "fitting": len(table["rows"]) if table else len(layouts), "drawn": len(drawn),
         "table": [point(lay) for lay in drawn[:highlight]],
     }
 

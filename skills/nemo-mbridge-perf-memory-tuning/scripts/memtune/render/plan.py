@@ -6,8 +6,10 @@ from constraints.yaml; the numbers come from the PlanResult.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict
+from operator import attrgetter
 from typing import Any
 
 from ..knowledge import Knowledge
@@ -15,6 +17,32 @@ from ..planner.costs import differences
 from ..planner.options import load
 from ..planner.search import PlannedLayout, PlanRequest, PlanResult
 from .labels import prefixed
+
+# An --all plan lists every layout that fits (10^5 of them) as one row of these values, and details only the first
+# --top: the overrides, reasons and per-stage peaks of each would be ~5 KB a layout (0.7 GB of JSON).
+ROW_COLUMNS = ("rank", "tp", "pp", "vpp", "cp", "ep", "etp", "dp", "micro_batch_size", "num_microbatches", "recompute",
+               "model_state", "activation_offload", "peft", "split_embedding_loss", "pipeline_layout",
+               "relative_throughput", "peak_with_overheads_bytes", "peak_stage", "capacity_ratio")
+_row = attrgetter(*ROW_COLUMNS)
+ROWS_PER_CHUNK = 4096  # rows encoded and written at a time: the answer is never one 10^7-character string
+
+
+class LayoutRows(Sequence[tuple]):
+    """The ``ROW_COLUMNS`` values of each fitting layout, read from the layouts when asked (not copied)."""
+
+    def __init__(self, layouts: Sequence[PlannedLayout]) -> None:
+        self._layouts = layouts
+
+    def __len__(self) -> int:
+        return len(self._layouts)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return [_row(lay) for lay in self._layouts[index]]
+        return _row(self._layouts[index])
+
+    def __iter__(self) -> Iterator[tuple]:
+        return map(_row, self._layouts)
 
 
 def _layout_dict(lay: PlannedLayout, costs: Mapping[str, Mapping[str, Any]], lang: str) -> dict[str, Any]:
@@ -41,9 +69,13 @@ def _versus(result: PlanResult, costs: Mapping[str, Mapping[str, Any]], lang: st
             for d in differences(result.layouts[0].reasons, ref.reasons)]
 
 
-def to_dict(result: PlanResult, request: PlanRequest, kb: Knowledge, lang: str = "en") -> dict[str, Any]:
-    """The JSON answer of ``memtune plan --format json``."""
+def to_dict(result: PlanResult, request: PlanRequest, kb: Knowledge, lang: str = "en",
+            detail: int = 5) -> dict[str, Any]:
+    """The JSON answer of ``memtune plan --format json``; an ``--all`` plan (``request.top`` None) details its first
+    ``detail`` layouts and lists every fitting one as a row of ``ROW_COLUMNS`` under ``all``."""
     costs = load(kb).costs
+    every = request.top is None
+    shown = result.layouts[:detail] if every else result.layouts
     return {
         "mode": "plan",
         "kb_version": kb.version,
@@ -51,17 +83,50 @@ def to_dict(result: PlanResult, request: PlanRequest, kb: Knowledge, lang: str =
             "model": request.base.model_name, "gpu": request.gpu.name, "gpus": request.gpus,
             "gpus_per_node": result.gpus_per_node, "seq_length": request.seq_length,
             "global_batch_size": request.global_batch_size, "task": request.task, "headroom": request.headroom,
-            "expandable_segments": request.expandable_segments, "top": request.top,
+            "expandable_segments": request.expandable_segments, "top": detail if every else request.top,
+            "all": every,
         },
         "capacity_bytes": result.capacity_bytes,
         "budget_bytes": result.budget_bytes,
         "stats": asdict(result.stats),
-        "layouts": [_layout_dict(lay, costs, lang) for lay in result.layouts],
+        "layouts": [_layout_dict(lay, costs, lang) for lay in shown],
+        "all": {"columns": list(ROW_COLUMNS), "rows": LayoutRows(result.layouts)} if every else None,
         "reference": _layout_dict(result.reference, costs, lang) if result.reference else None,
         "versus_reference": _versus(result, costs, lang),
         "warnings": [_warning(w, kb, lang) for w in result.warnings],
         "assumptions": result.assumptions,
     }
+
+
+def json_chunks(data: Mapping[str, Any]) -> Iterator[str]:
+    """``out.json_text`` of the answer in pieces, the rows of an ``--all`` plan one compact line each (indented,
+    10^5 rows would take 20 lines apiece)."""
+    from . import out
+
+    table = data.get("all")
+    if not table:
+        yield out.json_text(data)
+        return
+    mark = "\u0000rows\u0000"  # a string no answer holds, where the rows go
+    head, tail = out.json_text({**data, "all": {"columns": table["columns"], "rows": mark}}).split(json.dumps(mark))
+    yield head + "["
+    encode = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode
+    lead, between = "\n      ", ",\n      "
+    for chunk in _batches(table["rows"]):
+        yield lead + between.join(map(encode, chunk))
+        lead = between
+    yield ("\n    ]" if len(table["rows"]) else "]") + tail
+
+
+def _batches(rows: Iterable[tuple]) -> Iterator[list[tuple]]:
+    batch: list[tuple] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) == ROWS_PER_CHUNK:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def _warning(w: Mapping[str, Any], kb: Knowledge, lang: str) -> dict[str, Any]:
@@ -115,8 +180,40 @@ def _layout_md(lay: Mapping[str, Any], t: Mapping[str, str], heading: str,
     return lines + [""]
 
 
-def to_markdown(data: Mapping[str, Any], kb: Knowledge, lang: str = "en") -> str:
-    """The Markdown answer, from the dict ``to_dict`` returns."""
+def _all_table(table: Mapping[str, Any], t: Mapping[str, str], detail: int) -> Iterator[str]:
+    """Every fitting layout of an ``--all`` plan as one table row, in rank order, in pieces."""
+    at = {name: i for i, name in enumerate(table["columns"])}
+    head = t["all-columns"].split(" | ")
+    yield "\n".join([f"## {t['all'].format(detail=detail)}", "", f"| {' | '.join(head)} |",
+                     "|---:|---|---:|---|---:|---:|"]) + "\n"
+    ix = [at[n] for n in ("rank", "tp", "pp", "vpp", "cp", "ep", "dp", "micro_batch_size", "num_microbatches",
+                          "recompute", "model_state", "activation_offload", "peft", "split_embedding_loss",
+                          "pipeline_layout", "relative_throughput", "peak_with_overheads_bytes", "peak_stage")]
+    for chunk in _batches(table["rows"]):
+        lines = []
+        for row in chunk:
+            (rank, tp, pp, vpp, cp, ep, dp, mbs, m, recompute, state, offload, peft, split, layout, score, peak,
+             stage) = (row[i] for i in ix)
+            shape = f"TP{tp} PP{pp}" + (f" VPP{vpp}" if vpp > 1 else "") + f" CP{cp}" + (f" EP{ep}" if ep > 1 else "")
+            shape += f" DP{dp}" + (" (E|L split)" if split else "") + (f" (layout {layout})" if layout else "")
+            options = ", ".join(o for o in (recompute, state, offload, peft) if o)
+            lines.append(f"| {rank} | {shape} | {mbs} x {m} | {options} | {score:.3f} | {_gb(peak)} ({stage}) |\n")
+        yield "".join(lines)
+    yield "\n"
+
+
+def markdown_chunks(data: Mapping[str, Any], kb: Knowledge, lang: str = "en") -> Iterator[str]:
+    """``to_markdown`` in pieces: an ``--all`` plan's table of every fitting layout comes last, written as it is
+    formatted."""
+    yield to_markdown(data, kb, lang, table=False) + "\n"
+    if data.get("all"):
+        yield "\n"
+        yield from _all_table(data["all"], prefixed(kb, lang, "plan-"), data["request"]["top"])
+
+
+def to_markdown(data: Mapping[str, Any], kb: Knowledge, lang: str = "en", table: bool = True) -> str:
+    """The Markdown answer, from the dict ``to_dict`` returns (``table``: with an ``--all`` plan's table of every
+    fitting layout at the end; see ``markdown_chunks``)."""
     t = prefixed(kb, lang, "plan-")
     req, st = data["request"], data["stats"]
     lines = [
@@ -148,4 +245,7 @@ def to_markdown(data: Mapping[str, Any], kb: Knowledge, lang: str = "en") -> str
         lines += [f"- {w['title']}: {w['message']}" if "title" in w else f"- {t[w['kind']]}" for w in data["warnings"]]
         lines.append("")
     lines += [f"_{t['model-note']}_", ""]
-    return "\n".join(lines)
+    text = "\n".join(lines)
+    if table and data.get("all"):
+        text += "\n\n" + "".join(_all_table(data["all"], t, data["request"]["top"]))
+    return text
