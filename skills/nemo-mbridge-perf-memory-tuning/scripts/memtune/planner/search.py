@@ -12,8 +12,10 @@ Order of work, cheapest first:
    the base config's own layout, if it sets one, has been placed).  A verdict is inferred instead of
    estimated where memory order makes it certain: a larger micro-batch never needs less memory (a
    rank holds min(MBS x in-flight, GBS / DP x VPP) samples' activations), and within one option chain
-   of knowledge/costs.yaml (``memory``) a lower rank never needs more.  ``exhaustive=True`` turns the
-   inference off; tests check both give the same layouts.
+   of knowledge/costs.yaml (``memory``) a lower rank never needs more.  An ``--all`` plan (``top`` None)
+   shows the peaks of every layout that fits, so it estimates those and infers only "does not fit" from
+   verdicts already recorded.  ``exhaustive=True`` turns the inference off; tests check both give the
+   same layouts.
 """
 
 from __future__ import annotations
