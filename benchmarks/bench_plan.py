@@ -101,9 +101,10 @@ def _request(kb: knowledge.Knowledge, sc: dict[str, Any], top: int | None) -> Pl
 
 
 def _best(kb: knowledge.Knowledge, sc: dict[str, Any], top: int | None, repeat: int):
-    """Best of ``repeat`` runs, each with the estimator's caches emptied first (as in a fresh process).
+    """(seconds, stats, first layout's shape) of the fastest of ``repeat`` runs, each with the estimator's caches
+    emptied first (as in a fresh process).
 
-    Only the fastest run's result is kept, so the RSS of ``repeat`` runs is that of one.
+    No run's result outlives it, so the RSS of ``repeat`` runs is that of one.
     """
     best = None
     for _ in range(repeat):
@@ -112,25 +113,23 @@ def _best(kb: knowledge.Knowledge, sc: dict[str, Any], top: int | None, repeat: 
         result = plan(_request(kb, sc, top), kb)
         seconds = time.perf_counter() - start
         if best is None or seconds < best[0]:
-            best = (seconds, result)
+            best = (seconds, result.stats, _shape(result.layouts[0]) if result.layouts else None)
         del result
     return best
 
 
 def measure(kb: knowledge.Knowledge, sc: dict[str, Any], repeat: int) -> dict[str, Any]:
     """One scenario's figures; run it in a process of its own (``--worker``) for a meaningful RSS."""
-    all_s, full = _best(kb, sc, None, repeat)
-    full_stats = full.stats
-    del full
-    top_s, top = _best(kb, sc, 5, repeat)
+    all_s, full_stats, _ = _best(kb, sc, None, repeat)
+    top_s, top_stats, first = _best(kb, sc, 5, repeat)
     est_s = all_s - _enumeration_seconds(kb, sc)
     row = {
         "id": sc["id"],
-        "enumerated": top.stats.enumerated,
-        "valid": top.stats.valid,
+        "enumerated": top_stats.enumerated,
+        "valid": top_stats.valid,
         "top5_seconds": top_s,
-        "top5_estimates": top.stats.memory_checked,
-        "ranked_per_s": top.stats.valid / top_s,
+        "top5_estimates": top_stats.memory_checked,
+        "ranked_per_s": top_stats.valid / top_s,
         "all_seconds": all_s,
         "all_estimates": full_stats.memory_checked,
         "all_inferred": full_stats.valid - full_stats.memory_checked,
@@ -138,7 +137,7 @@ def measure(kb: knowledge.Knowledge, sc: dict[str, Any], repeat: int) -> dict[st
         "decided_per_s": full_stats.valid / all_s,
         "ms_per_estimate": 1000 * est_s / max(1, full_stats.memory_checked),
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,  # KiB on Linux
-        "best": _shape(top.layouts[0]) if top.layouts else None,
+        "best": first,
     }
     old = BASELINE["scenarios"].get(sc["id"])
     if old:

@@ -52,8 +52,8 @@ from ..knowledge import Knowledge
 from . import costs as cost_model
 from . import traffic as traffic_model
 from .feasibility import Feasibility
+from .lines import OverrideLines
 from .options import GROUPS, Option, Space, load
-from .overrides import format_value, parse, render_pairs, render_texts
 
 TASKS = ("pretrain", "sft", "lora")
 SIZE_FIELDS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
@@ -132,39 +132,6 @@ class StagePeaks(Sequence[StagePeak]):
         return f"StagePeaks({list(self)!r})"
 
 
-class Overrides(Sequence[str]):
-    """A layout's override lines: the lines its shape and combination share, with its own micro-batch line put
-    in on reading (an ``--all`` plan keeps 10^5 layouts; one shared tuple each instead of one copy each)."""
-
-    __slots__ = ("_lines", "_fill")
-
-    def __init__(self, lines: tuple[str | None, ...], fill: tuple[tuple[int, str], ...]) -> None:
-        self._lines, self._fill = lines, fill
-
-    def _all(self) -> tuple[str, ...]:
-        out = list(self._lines)
-        for at, line in self._fill:
-            out[at] = line
-        return tuple(out)  # type: ignore[arg-type]
-
-    def __len__(self) -> int:
-        return len(self._lines)
-
-    def __getitem__(self, index):  # type: ignore[override]
-        return self._all()[index]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._all())
-
-    def __eq__(self, other: object) -> bool:
-        return tuple(self) == tuple(other) if isinstance(other, Sequence) else NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return repr(self._all())
-
-
 @dataclass(slots=True)
 class PlannedLayout:
     """One candidate as the answer shows it."""
@@ -186,7 +153,8 @@ class PlannedLayout:
     shape_reasons: tuple[cost_model.Reason, ...]  # shared by every layout of the shape and micro-batch size
     option_reasons: tuple[cost_model.Reason, ...]  # the combination's constant factors, shared by its layouts
     traffic_reasons: tuple[cost_model.Reason, ...]  # its traffic factors, shared per traffic and sizes
-    overrides: Sequence[str]
+    lines: OverrideLines  # renders ``overrides`` when read; one per plan
+    pair: int  # (shape, combination) index the lines are rendered for
     env: Sequence[str]  # shared by every layout of a combination
     rank: int | None = None
     fits: bool | None = None
@@ -194,10 +162,20 @@ class PlannedLayout:
     peak_stage: int | None = None
     peak_bytes: float | None = None
     peak_with_overheads_bytes: float | None = None
-    stages: StagePeaks = field(default_factory=StagePeaks)
+    stage_values: array | None = None  # (rank, allocated, with overheads) per rank, flat; see ``stages``
     error: str | None = None
     split_embedding_loss: bool = False  # account_for_embedding/loss_in_pipeline_split (SPLIT_FIELDS)
     pipeline_layout: str | None = None  # a generated pipeline_model_parallel_layout (LAYOUT_FIELD)
+
+    @property
+    def overrides(self) -> Sequence[str]:
+        """The layout's Bridge override lines, rendered when read (an ``--all`` plan shows a few of 10^5)."""
+        return self.lines.of(self.pair, self.micro_batch_size)
+
+    @property
+    def stages(self) -> StagePeaks:
+        """Per-rank peaks (empty until estimated)."""
+        return StagePeaks() if self.stage_values is None else StagePeaks.of(self.stage_values)
 
     @property
     def reasons(self) -> tuple[cost_model.Reason, ...]:
@@ -320,6 +298,7 @@ class Planner:
         # per combination: bounds in the order fits() tries them, option ids, and the ids besides model state
         self.tries = [[(b, True) for b in up] + [(b, False) for b in low]
                       for up, low in zip(self.upper, self.lower, strict=True)]
+        self._lower_at = [tuple(b for b, is_upper in tries if not is_upper) for tries in self.tries]
         self.ids = [c.ids for c in self.combos]
         self.rest = [tuple(i for g, i in ids.items() if g != "model_state") for ids in self.ids]
         self.stats = PlanStats()
@@ -355,16 +334,11 @@ class Planner:
         self._measured: dict[int, PlannedLayout] = {}
         self._statics: dict[tuple[int, int], Any] = {}  # (shape, static_proj) -> StaticPart or the refusal
         self._last: tuple[int, Any] = (-1, None)  # the latest peaks: measure() asks for them right after a fit
-        self._rendered: dict[int, tuple[tuple[str | None, ...], tuple[tuple[int, str], ...]]] = {}
-        self._lines: dict[Any, str] = {}  # override lines, one string object however many layouts print it
-        self._fills: dict[tuple, tuple[tuple[int, str], ...]] = {}  # micro-batch lines per slot set and size
         # per-request memos of what every layout of a shape / combination shares (see layout())
         self._reasons: dict[tuple, tuple[cost_model.Reason, ...]] = {}
         self._heads: dict[int, tuple] = {}  # per (shape, combination): what layout() copies into each layout
         self._parts: dict[int, tuple] = {}  # per (shape, micro-batch size): see _shape_parts
         self._options_at: dict[tuple[int, int], tuple] = {}  # per (combination, traffic): see _option_parts
-        self._templates: dict[int, tuple] = {}
-        self._formatted: dict[tuple, dict[str, str]] = {}
         self._envs: dict[int, tuple[str, ...]] = {}
         self._resettable = frozenset(  # fields whose base value a layout may have to turn back
             n for n in self.space.field_keys if n in self.varied and vars(self.base)[n] is not None)
@@ -590,11 +564,14 @@ class Planner:
         fallback = [c for c in self.combos if any(o is not None and o.fallback for o in c.options)]
         regular = [c for c in self.combos if c not in fallback]
         self.shape_list = list(self.shapes())
+        self._lines = OverrideLines(self.shape_list, self.combos, self.space.layout_overrides, self.space.field_keys,
+                                    self.base, self._resettable)
         self._index()
         admitted: dict[tuple, tuple[int, tuple[int, ...]]] = {}
         scaled: dict[tuple, float] = {}
         keys: list[tuple[float, int]] = []
         valid, factors = self._valid, self._factors
+        combo_factor, combo_scaled = [c.factor for c in self.combos], [c.scaled for c in self.combos]
         for si, s in enumerate(self.shape_list):
             for mi, mbs in enumerate(self.space.micro_batch_sizes):
                 if gbs % (mbs * s.dp):
@@ -607,19 +584,20 @@ class Planner:
                     hit = admitted[(sproj, mbs_key)] = self._admitted(s, mbs, sproj, mbs_key, regular, fallback)
                 enumerated, cis = hit
                 first = (self._srank[si] * self._nm + self._mrank[mi]) * self._nc
+                traffic = self._traffic(si, mbs)  # shapes that differ only in VPP or the split move the same bytes
+                tid = id(traffic)  # one object per set of sizes, alive as long as the planner
                 for ci in cis:
-                    c = self.combos[ci]
-                    factor = shape_factor * c.factor
-                    if c.scaled:  # shapes that differ only in VPP or the pipeline split move the same bytes
-                        traffic = self._traffic(si, mbs)
-                        p = scaled.get((c.scaled, traffic))
+                    factor = shape_factor * combo_factor[ci]
+                    if combo_scaled[ci]:
+                        p = scaled.get((combo_scaled[ci], tid))
                         if p is None:
-                            p = scaled[(c.scaled, traffic)] = cost_model.product(
-                                cost_model.option_reasons(self.space.costs, c.scaled, traffic))
+                            p = scaled[(combo_scaled[ci], tid)] = cost_model.product(
+                                cost_model.option_reasons(self.space.costs, combo_scaled[ci], traffic))
                         factor *= p
-                    valid[first + ci] = 1
-                    factors[first + ci] = factor
-                    keys.append((-factor, first + ci))
+                    t = first + ci
+                    valid[t] = 1
+                    factors[t] = factor
+                    keys.append((-factor, t))
                 self.stats.enumerated += enumerated
                 self.stats.valid += len(cis)
         keys.sort()
@@ -671,7 +649,7 @@ class Planner:
             tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp, dp=dp, micro_batch_size=mbs, num_microbatches=m,
             recompute=recompute, model_state=model_state, activation_offload=offload, peft=peft,
             relative_throughput=factor, shape_reasons=shape, option_reasons=options, traffic_reasons=moved,
-            overrides=self._overrides(si, mbs, ci), env=env, split_embedding_loss=split,
+            lines=self._lines, pair=si * self._nc + ci, env=env, split_embedding_loss=split,
             pipeline_layout=pipeline_layout,
         )
 
@@ -742,70 +720,6 @@ class Planner:
                 gpus_per_domain=self.gpn)
         return self._traffics[key]
 
-    def _overrides(self, si: int, mbs: int, ci: int) -> tuple[str, ...]:
-        """The layout's Bridge overrides.
-
-        Unless the base config sets the micro-batch size (then it may need resetting), a shape and combination
-        print the same lines at every micro-batch size but the micro-batch line itself: they are rendered
-        once with a placeholder there, and each layout copies them and fills the placeholder in.
-        """
-        if "micro_batch_size" in self._resettable:
-            return tuple(render_texts(*self._render_args(si, format_value(mbs), ci, mbs)))
-        pair = si * self._nc + ci
-        hit = self._rendered.get(pair)
-        if hit is None:
-            lines: list[str | None] = []
-            slots: list[tuple[int, str]] = []
-            for key, value in render_pairs(*self._render_args(si, _SLOT, ci, None)):
-                if value is _SLOT:
-                    slots.append((len(lines), key))
-                    lines.append(None)
-                else:
-                    lines.append(self._line(key, value))
-            hit = self._rendered[pair] = (tuple(lines), tuple(slots))
-        lines, slots = hit
-        if not slots:
-            return lines  # type: ignore[return-value]
-        fill = self._fills.get((slots, mbs))
-        if fill is None:  # the same few micro-batch lines for every shape: shared, not copied per layout
-            fill = self._fills[(slots, mbs)] = tuple((at, self._line(key, format_value(mbs))) for at, key in slots)
-        return Overrides(lines, fill)  # type: ignore[return-value]
-
-    def _line(self, key: str, value: str) -> str:
-        """``key=value``, one string object per distinct line (tens of thousands of layouts share them)."""
-        hit = self._lines.get((key, value))
-        if hit is None:
-            hit = self._lines[(key, value)] = f"{key}={value}"
-        return hit
-
-    def _render_args(self, si: int, mbs_text: Any, ci: int, mbs: int | None) -> tuple:
-        """(templates, value texts, resets) of a layout for ``render_texts``; templates are split once per
-        combination and shape / option values formatted once per shape / combination."""
-        s, combo = self.shape_list[si], self.combos[ci]
-        templates = self._templates.get(ci)
-        if templates is None:
-            texts = list(self.space.layout_overrides)
-            for opt in combo.options:
-                if opt is not None:
-                    texts += opt.overrides
-            templates = self._templates[ci] = parse(texts)
-        values = {**self._texts(("shape", si), s.fields), "micro_batch_size": mbs_text,
-                  **self._texts(("combo", ci), combo.fields)}
-        resets: dict[str, str] = {}
-        if self._resettable:  # usually empty: a preset leaves every varied field unset
-            keys = self.space.field_keys
-            fields = {**s.fields, "micro_batch_size": mbs, **combo.fields}
-            resets = {name: keys[name] for name, value in fields.items()
-                      if name in self._resettable and vars(self.base)[name] not in (None, value)}
-        return templates, values, resets
-
-    def _texts(self, key: tuple, fields: Mapping[str, Any]) -> dict[str, str]:
-        """``format_value`` of each of a shape's or a combination's fields, formatted once."""
-        hit = self._formatted.get(key)
-        if hit is None:
-            hit = self._formatted[key] = {name: format_value(value) for name, value in fields.items()}
-        return hit
-
     def _env(self, combo: _Combo) -> tuple[str, ...]:
         hit = self._envs.get(combo.order)
         if hit is None:
@@ -849,16 +763,26 @@ class Planner:
         """Whether candidate ``t`` fits, for an ``--all`` plan: it shows the peaks of every layout that fits, so
         those are estimated anyway; only a "does not fit" is inferred, from verdicts already recorded (a smaller
         micro-batch, or a combination that never needs more memory, that did not fit), never from a new
-        estimate of a bound."""
-        verdict = self._known(t)
-        if verdict is None and not self.exhaustive:
-            first = t - t % self._nc
-            if any(not is_upper and self._verdicts[first + b] == 2 for b, is_upper in self.tries[t % self._nc]):
-                verdict = False
-        if verdict is False:
-            self.stats.inferred += 1
-            self._record(t, False)
-            return False
+        estimate of a bound.  The walk visits each candidate once, so ``_known`` and ``_record`` are inlined
+        to what this needs (10^5 calls)."""
+        verdicts = self._verdicts
+        if not self.exhaustive:
+            rest, ci = divmod(t, self._nc)
+            sr, mr = divmod(rest, self._nm)
+            pair, mbs = sr * self._nc + ci, self._mbs_at[mr]  # as _pair(t)
+            failed = mbs >= self._fail_mbs.get(pair, mbs + 1)
+            if not failed:
+                first = t - ci
+                for b in self._lower_at[ci]:
+                    if verdicts[first + b] == 2:
+                        failed = True
+                        break
+            if failed:
+                self.stats.inferred += 1
+                verdicts[t] = 2
+                if mbs < self._fail_mbs.get(pair, mbs + 1):
+                    self._fail_mbs[pair] = mbs
+                return False
         peaks = self._peaks(t)
         verdict = not isinstance(peaks, str) and peaks[2] <= self.budget
         self._record(t, verdict)
@@ -928,7 +852,9 @@ class Planner:
         """
         if self._last[0] == t:
             return self._last[1]
-        si, mbs, ci = self._decode(t)
+        rest, ci = divmod(t, self._nc)  # as _decode(t)
+        sr, mr = divmod(rest, self._nm)
+        si, mbs = self._shape_at[sr], self._mbs_at[mr]
         if not self._estimated[t]:
             self._estimated[t] = 1
             self.stats.memory_checked += 1
@@ -937,25 +863,26 @@ class Planner:
         if st is None:
             try:
                 part = static_part(self._config(si, mbs, ci), self.constants)
-                st = (part, static_rows(part))
+                # the shape's ActShape is shared by its EP sizes, so their activation sides are too (_sides)
+                st = (part, static_rows(part), self._intern((id(part.shape.acts),)))
             except UserError as exc:  # the estimator refuses a layout the constraints let through
                 st = str(exc)
             self._statics[key] = st
-        microbatches = self.req.global_batch_size // (mbs * self.shape_list[si].dp)
-        if isinstance(st, str):
+        if st.__class__ is str:
             hit = st
         elif self._acts is not None:  # no config built: the combination's activation side at this MBS
-            part, rows = st
-            acts = part.shape.acts  # shared by the shape's EP sizes; it lives as long as self._statics holds it
-            side_key = (id(acts), self._act_proj[ci], mbs, microbatches)
+            part, rows, acts_at = st
+            side_key = (acts_at, self._act_proj[ci], mr)  # the micro-batch count follows: equal DP
             side = self._sides.get(side_key)
             if side is None:
-                inputs, policy = self._acts[ci]
+                acts, (inputs, policy) = part.shape.acts, self._acts[ci]
+                microbatches = self.req.global_batch_size // (mbs * self.shape_list[si].dp)
                 ctx = context_part(acts, self.constants, inputs._replace(mbs=mbs))
                 side = self._sides[side_key] = (
                     act_rows(rank_acts(acts, ctx, policy, microbatches, self.constants)), ctx.workspaces)
             hit = combine_ranks(rows, side[0], side[1], self._slack, self._context_bytes, part.nccl_bytes)
         else:
+            microbatches = self.req.global_batch_size // (mbs * self.shape_list[si].dp)
             peak_rank, peak_bytes, stages = stage_peaks(
                 self._config(si, mbs, ci), self.constants, st[0], num_microbatches=microbatches,
                 expandable_segments=self.req.expandable_segments)
@@ -985,7 +912,7 @@ class Planner:
         lay.capacity_ratio = with_overheads / self.capacity  # as summarize() defines it
         lay.peak_with_overheads_bytes = with_overheads
         lay.fits = with_overheads <= self.budget
-        lay.stages = StagePeaks.of(values)
+        lay.stage_values = values
         if not self.assumptions:  # the notes of the first layout shown, from its full estimate
             si, mbs, ci = self._decode(t)
             est = estimate(self._config(si, mbs, ci), gpu=self.req.gpu, kb=self.kb, env=self.est_env,
@@ -1084,12 +1011,13 @@ class Planner:
 
 @contextmanager
 def _collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for the walk.
+    """Pause Python's cyclic garbage collector for the walk, then hand what it built to the oldest generation.
 
-    An ``--all`` run keeps every estimate and layout it builds (up to a million small objects, none in a
-    reference cycle); the collector would re-scan them each time its allocation counter trips and free
-    nothing, a quarter of the run time on the larger benchmarks/bench_plan.py scenarios.  Whatever cycles
-    the walk does leave are collected once the collector is back on.
+    An ``--all`` run keeps every layout it builds (up to a million small objects, none in a reference cycle);
+    the collector would re-scan them each time its allocation counter trips and free nothing.  Turned back on
+    plainly, it would still scan them all once at its next young collection (0.4 s on the 64-GPU Qwen3 bench
+    plan), so they are moved to the oldest generation unscanned first (``freeze`` then ``unfreeze``), as the
+    long-lived answer they are: a cycle among them is still freed, at the next full collection.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -1097,10 +1025,9 @@ def _collector_paused() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
+            gc.freeze()
+            gc.unfreeze()
             gc.enable()
-
-
-_SLOT = object()  # where a rendered override line takes the layout's micro-batch size (see Planner._overrides)
 
 
 def _frozen(value: Any) -> Any:

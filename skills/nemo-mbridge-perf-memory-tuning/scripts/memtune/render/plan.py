@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from operator import attrgetter
 from typing import Any
 
@@ -46,8 +46,10 @@ class LayoutRows(Sequence[tuple]):
 
 
 def _layout_dict(lay: PlannedLayout, costs: Mapping[str, Mapping[str, Any]], lang: str) -> dict[str, Any]:
-    out = asdict(lay)
-    del out["shape_reasons"], out["option_reasons"], out["traffic_reasons"]
+    # the line renderer and the reason tuples are the plan's, shared: left out before asdict copies fields deeply
+    out = asdict(replace(lay, lines=None, shape_reasons=(), option_reasons=(), traffic_reasons=(), stage_values=None))
+    for name in ("lines", "pair", "stage_values", "shape_reasons", "option_reasons", "traffic_reasons"):
+        del out[name]
     out["overrides"] = list(lay.overrides)
     out["stages"] = [asdict(stage) for stage in lay.stages]
     out["reasons"] = [
