@@ -50,3 +50,68 @@ def test_nesting_and_references():
 def test_condition_without_operator_is_an_error():
     with pytest.raises(ValueError):
         evaluate({"fact": "a.x"}, {})
+
+
+def test_a_short_circuit_skips_a_malformed_branch_as_the_walk_did():
+    assert evaluate({"any": [{"fact": "a.x", "eq": 1}, {"fact": "a.y"}]}, {"a.x": 1}) is True
+    with pytest.raises(ValueError):
+        evaluate({"any": [{"fact": "a.x", "eq": 2}, {"fact": "a.y"}]}, {"a.x": 1})
+
+
+def _walk(cond, facts):
+    """The condition language read directly from its mapping (what ``evaluate`` did before it compiled)."""
+    from memtune.conditions import OPERATORS, _apply
+
+    if "all" in cond:
+        return all(_walk(c, facts) for c in cond["all"])
+    if "any" in cond:
+        return any(_walk(c, facts) for c in cond["any"])
+    if "not" in cond:
+        return not _walk(cond["not"], facts)
+    op = next(o for o in OPERATORS if o in cond)
+    operand = cond[op]
+    if isinstance(operand, dict) and "fact" in operand:
+        other = facts.get(operand["fact"])
+        operand = None if other is None else other * operand.get("scale", 1)
+    return _apply(op, facts.get(cond["fact"]), operand)
+
+
+def _kb_conditions(kb):
+    for rule in kb.entries("rules"):
+        if rule.get("when"):
+            yield rule["when"]
+    for con in kb.entries("constraints"):
+        if con.get("violated_when"):
+            yield con["violated_when"]
+
+
+def test_compiled_conditions_agree_with_walking_them(kb):
+    """Every rule and constraint condition of the knowledge base, over facts of mixed kinds (None, numbers,
+    switches, text, lists): compiled and walked give the same verdicts, and fail the same way."""
+    import random
+
+    rnd = random.Random(7)
+    conds = list(_kb_conditions(kb))
+    assert len(conds) > 50
+    for cond in conds:
+        names = sorted(set(referenced_facts(cond)))
+        for _ in range(40):
+            facts = {n: rnd.choice([None, 0, 1, 2, 8, 3.5, 1e12, True, False, "te", "selective", ["core_attn"], []])
+                     for n in names if rnd.random() < 0.9}
+            assert _outcome(evaluate, cond, facts) == _outcome(_walk, cond, facts), (cond, facts)
+
+
+def _outcome(fn, cond, facts):
+    """The verdict, or the type of the error (a list scaled by a float fails the same way in both)."""
+    try:
+        return fn(cond, facts)
+    except (TypeError, ValueError) as exc:
+        return type(exc)
+
+
+def test_a_compiled_condition_is_never_served_for_another():
+    first, second = {"fact": "a.x", "eq": 1}, {"fact": "a.x", "eq": 2}
+    assert evaluate(first, {"a.x": 1}) and not evaluate(second, {"a.x": 1})
+    del first
+    third = {"fact": "a.x", "eq": 3}  # may reuse a freed id: the cache keeps its conditions, so it cannot
+    assert evaluate(third, {"a.x": 3})
