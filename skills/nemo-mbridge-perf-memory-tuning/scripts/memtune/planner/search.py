@@ -339,6 +339,8 @@ class Planner:
         self._heads: dict[int, tuple] = {}  # per (shape, combination): what layout() copies into each layout
         self._parts: dict[int, tuple] = {}  # per (shape, micro-batch size): see _shape_parts
         self._options_at: dict[tuple[int, int], tuple] = {}  # per (combination, traffic): see _option_parts
+        self._moved_at: dict[tuple, tuple[tuple, float]] = {}  # per (traffic costs, traffic): see _moved
+        self._lines: OverrideLines | None = None  # built with the shapes (_rank)
         self._envs: dict[int, tuple[str, ...]] = {}
         self._resettable = frozenset(  # fields whose base value a layout may have to turn back
             n for n in self.space.field_keys if n in self.varied and vars(self.base)[n] is not None)
@@ -568,7 +570,6 @@ class Planner:
                                     self.base, self._resettable)
         self._index()
         admitted: dict[tuple, tuple[int, tuple[int, ...]]] = {}
-        scaled: dict[tuple, float] = {}
         keys: list[tuple[float, int]] = []
         valid, factors = self._valid, self._factors
         combo_factor, combo_scaled = [c.factor for c in self.combos], [c.scaled for c in self.combos]
@@ -585,15 +586,10 @@ class Planner:
                 enumerated, cis = hit
                 first = (self._srank[si] * self._nm + self._mrank[mi]) * self._nc
                 traffic = self._traffic(si, mbs)  # shapes that differ only in VPP or the split move the same bytes
-                tid = id(traffic)  # one object per set of sizes, alive as long as the planner
                 for ci in cis:
                     factor = shape_factor * combo_factor[ci]
                     if combo_scaled[ci]:
-                        p = scaled.get((combo_scaled[ci], tid))
-                        if p is None:
-                            p = scaled[(combo_scaled[ci], tid)] = cost_model.product(
-                                cost_model.option_reasons(self.space.costs, combo_scaled[ci], traffic))
-                        factor *= p
+                        factor *= self._moved(combo_scaled[ci], traffic)[1]
                     t = first + ci
                     valid[t] = 1
                     factors[t] = factor
@@ -634,14 +630,15 @@ class Planner:
         return self._layout(self._id(si, mbs, ci), si, mbs, ci)
 
     def _layout(self, t: int, si: int, mbs: int, ci: int) -> PlannedLayout:
-        pair = self._heads.get(si * self._nc + ci)
-        if pair is None:  # what every micro-batch size of a shape and combination shares
+        pair = si * self._nc + ci
+        head = self._heads.get(pair)
+        if head is None:  # what every micro-batch size of a shape and combination shares
             s, c, ids = self.shape_list[si], self.combos[ci], self.ids[ci]
-            pair = self._heads[si * self._nc + ci] = (
+            head = self._heads[pair] = (
                 s.tp, s.pp, s.vpp, s.cp, s.ep, s.etp, s.dp, ids["recompute"], ids["model_state"],
                 ids["activation_offload"], ids["peft"], self._env(c), bool(s.fields.get(SPLIT_FIELDS[1])),
                 s.fields.get(LAYOUT_FIELD))
-        tp, pp, vpp, cp, ep, etp, dp, recompute, model_state, offload, peft, env, split, pipeline_layout = pair
+        tp, pp, vpp, cp, ep, etp, dp, recompute, model_state, offload, peft, env, split, pipeline_layout = head
         m, shape, traffic = self._shape_parts(si, mbs)
         options, moved = self._option_parts(ci, traffic)
         factor = self._factors[t] if self._valid[t] else cost_model.product((*shape, *options, *moved))
@@ -649,7 +646,7 @@ class Planner:
             tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp, dp=dp, micro_batch_size=mbs, num_microbatches=m,
             recompute=recompute, model_state=model_state, activation_offload=offload, peft=peft,
             relative_throughput=factor, shape_reasons=shape, option_reasons=options, traffic_reasons=moved,
-            lines=self._lines, pair=si * self._nc + ci, env=env, split_embedding_loss=split,
+            lines=self._lines, pair=pair, env=env, split_embedding_loss=split,
             pipeline_layout=pipeline_layout,
         )
 
@@ -697,13 +694,17 @@ class Planner:
             if const is None:
                 const = self._reasons[("options", ci)] = tuple(cost_model.option_reasons(
                     self.space.costs, [i for i in c.cost_ids if i not in c.scaled]))
-            moved: tuple[cost_model.Reason, ...] = ()
-            if c.scaled:
-                moved = self._reasons.get(("traffic", c.scaled, traffic))
-                if moved is None:
-                    moved = self._reasons[("traffic", c.scaled, traffic)] = tuple(
-                        cost_model.option_reasons(self.space.costs, c.scaled, traffic))
-            hit = self._options_at[key] = (const, moved)
+            hit = self._options_at[key] = (const, self._moved(c.scaled, traffic)[0] if c.scaled else ())
+        return hit
+
+    def _moved(self, scaled: tuple[str, ...], traffic: traffic_model.Traffic | None) -> tuple[tuple, float]:
+        """(factors, their product) of the traffic costs ``scaled`` at ``traffic``: the ranking multiplies the
+        product into 10^5 scores, a layout shows the factors; one entry per set of costs and layout sizes."""
+        key = (scaled, id(traffic))  # traffic objects live in self._traffics as long as the planner
+        hit = self._moved_at.get(key)
+        if hit is None:
+            reasons = tuple(cost_model.option_reasons(self.space.costs, scaled, traffic))
+            hit = self._moved_at[key] = (reasons, cost_model.product(reasons))
         return hit
 
     def _traffic(self, si: int, mbs: int) -> traffic_model.Traffic | None:
@@ -864,7 +865,7 @@ class Planner:
             try:
                 part = static_part(self._config(si, mbs, ci), self.constants)
                 # the shape's ActShape is shared by its EP sizes, so their activation sides are too (_sides)
-                st = (part, static_rows(part), self._intern((id(part.shape.acts),)))
+                st = (part, static_rows(part), id(part.shape.acts))  # alive while _statics holds part
             except UserError as exc:  # the estimator refuses a layout the constraints let through
                 st = str(exc)
             self._statics[key] = st
