@@ -213,3 +213,25 @@ def test_captured_modules_keep_their_activations_in_the_graph_pool(kb, scope, mo
         assert g.activations_bytes + g.graph_pool_activations_bytes == pytest.approx(e.activations_bytes)
         assert g.reserved_bytes >= g.allocated_peak_bytes + g.graph_pool_activations_bytes - 1e-6
     assert graphed_modules(replace(TINY, cuda_graph_impl="none", cuda_graph_scope=["mlp"])) == frozenset()
+
+
+@pytest.mark.parametrize("graph", [{"cuda_graph_impl": "full_iteration"},
+                                   {"cuda_graph_impl": "local", "cuda_graph_scope": ["full_iteration"]}])
+def test_full_iteration_graph_pool_is_the_eager_peak_plus_what_capture_cannot_reuse(kb, graph):
+    """A full-iteration graph allocates the whole forward and backward in its pool while it is captured: the
+    allocated peak is the eager one.  With graph_capture_record_stream_reuse nothing more is reserved; without
+    it the blocks capture could not reuse are reserved on top, a measured share of the captured bytes."""
+    frag = constants(kb)["graph-capture-fragmentation"]
+    eager = est(kb)
+    env = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    reuse = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True,graph_capture_record_stream_reuse:True"}
+    plain = estimate(replace(TINY, **graph), kb=kb, num_microbatches=4, env=env)
+    reused = estimate(replace(TINY, **graph), kb=kb, num_microbatches=4, env=reuse)
+    eager_env = estimate(TINY, kb=kb, num_microbatches=4, env=env)
+    for e, ee, p, r in zip(eager.stages, eager_env.stages, plain.stages, reused.stages, strict=True):
+        assert p.allocated_peak_bytes == pytest.approx(e.allocated_peak_bytes)
+        assert r.reserved_bytes == pytest.approx(ee.reserved_bytes)  # nothing beyond the eager run
+        captured = e.activations_bytes + e.logits_bytes
+        assert p.graph_pool_activations_bytes == pytest.approx(captured * frag["default"])
+        assert p.reserved_bytes - r.reserved_bytes == pytest.approx(captured * frag["default"])
+    assert frag["record_stream_reuse"] == 0 < frag["default"]

@@ -423,3 +423,32 @@ def test_shapes_set_only_shape_fields(kb):
     planner.candidates()
     assert planner.shape_list and all(set(s.fields) <= SHAPE_FIELDS for s in planner.shape_list)
     assert not SHAPE_FIELDS & ACT_FIELDS
+
+
+@pytest.mark.parametrize("env, reuse", [([], True), (["PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"], False),
+                                        (["PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,"
+                                          "graph_capture_record_stream_reuse:True"], True)])
+def test_full_iteration_plans_use_the_capture_allocator_setting(kb, env, reuse):
+    """A plan for a full-iteration CUDA graph assumes graph_capture_record_stream_reuse with expandable segments,
+    as Bridge's full-iteration recipes set them, and lists that line; an allocator configuration the user gives
+    is taken as it is.  Its peaks stay those of a full estimate under the same environment."""
+    from memtune.estimator import estimate
+    from memtune.inputs.launch_env import read_env
+    from memtune.planner.search import CAPTURE_REUSE_ENV
+
+    base = apply_overrides(preset("qwen3-30b-a3b", kb), ["model.cuda_graph_impl=full_iteration"], kb)
+    req = PlanRequest(base=base, gpu=lookup_gpu("B200", kb), gpus=8, seq_length=4096, global_batch_size=256,
+                      task="pretrain", top=3, env=read_env(env, kb=kb))
+    planner = Planner(req, kb)
+    assert planner.capture_reuse is reuse
+    result = plan(req, kb)
+    assert result.layouts
+    for lay in result.layouts:
+        assert (CAPTURE_REUSE_ENV in lay.env) is (reuse and not env)
+    t = planner._rank()[0]
+    si, mbs, ci = planner._decode(t)
+    est = estimate(planner._config(si, mbs, ci), kb=kb, env=planner.est_env,
+                   num_microbatches=256 // (mbs * planner.shape_list[si].dp))
+    peak = next(s for s in est.stages if s.pp_rank == est.peak_stage)
+    assert planner._peaks(t)[:3] == (est.peak_stage, est.peak_bytes, peak.peak_with_overheads_bytes)
+    assert (peak.graph_pool_activations_bytes == 0) is reuse  # what capture cannot reuse, without the setting

@@ -41,6 +41,17 @@ def _expandable(env: EnvFacts | Mapping[str, Any] | None) -> bool | None:
     return "expandable_segments:true" in conf.replace(" ", "").lower()
 
 
+def _capture_reuse(env: EnvFacts | Mapping[str, Any] | None) -> bool:
+    """graph_capture_record_stream_reuse:True in the allocator configuration (CUDA-graph capture may then reuse
+    blocks recorded on other streams, see graph-capture-fragmentation)."""
+    if env is None:
+        return False
+    if isinstance(env, EnvFacts):
+        return (env.alloc_options or {}).get("graph_capture_record_stream_reuse") == "True"
+    conf = str(env.get("PYTORCH_CUDA_ALLOC_CONF") or env.get("PYTORCH_ALLOC_CONF") or "")
+    return "graph_capture_record_stream_reuse:true" in conf.replace(" ", "").lower()
+
+
 def estimate(cfg: TrainingConfig, *, gpu: GpuFacts | str | None = None, mode: str = "ours",
              num_microbatches: int | None = None, kb: Knowledge | None = None,
              env: EnvFacts | Mapping[str, Any] | None = None) -> Estimate:
@@ -55,7 +66,7 @@ def estimate(cfg: TrainingConfig, *, gpu: GpuFacts | str | None = None, mode: st
     if mode == "ours":
         expandable = _expandable(env)
         return estimate_ours(cfg, c, english(kb), num_microbatches=num_microbatches,
-                             expandable_segments=expandable)
+                             expandable_segments=expandable, capture_reuse=_capture_reuse(env))
     if mode == "bridge":
         return _bridge(cfg, c, kb, num_microbatches)
     raise UserError(f"--mode {mode!r}: use one of {', '.join(MODES)}")

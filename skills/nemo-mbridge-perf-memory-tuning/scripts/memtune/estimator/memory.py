@@ -102,7 +102,8 @@ class Estimate:
 
 
 def estimate_ours(cfg: TrainingConfig, c: dict[str, Any], texts: Any, *, num_microbatches: int | None = None,
-                  expandable_segments: bool | None = None, cached: bool = True) -> Estimate:
+                  expandable_segments: bool | None = None, capture_reuse: bool | None = None,
+                  cached: bool = True) -> Estimate:
     """Per-stage memory of ``cfg``.
 
     ``cached=False`` is the reference: the static part is built afresh from the whole config (no field
@@ -113,7 +114,7 @@ def estimate_ours(cfg: TrainingConfig, c: dict[str, Any], texts: Any, *, num_mic
     b = batch(cfg, s, num_microbatches)
     part = context_part(shape, c, act_inputs(cfg, b.mbs))
     policy = chunk_policy(cfg)
-    ranks = rank_acts(shape, part, policy, b.microbatches, c)
+    ranks = rank_acts(shape, part, policy, b.microbatches, c, bool(capture_reuse))
     stages = _stages(st, ranks, part, policy,
                      c["allocator-slack-fraction"]["expandable" if expandable_segments else "default"], c)
     peak = max(stages, key=lambda x: x.allocated_peak_bytes)
@@ -134,7 +135,8 @@ RECIPE_NOTES = {"use_distributed_optimizer": "dist-opt-recipe", "sequence_parall
 
 
 def stage_peaks(cfg: TrainingConfig, c: dict[str, Any], st: StaticPart, *, num_microbatches: int | None = None,
-                expandable_segments: bool | None = None) -> tuple[int, float, tuple[tuple[int, float, float], ...]]:
+                expandable_segments: bool | None = None, capture_reuse: bool | None = None,
+                ) -> tuple[int, float, tuple[tuple[int, float, float], ...]]:
     """``estimate_ours`` cut down to what the planner reads of ~10^5 candidates: (peak rank, its allocated peak,
     (pp_rank, allocated peak, peak with overheads) per rank), without building StageEstimates or notes.
 
@@ -144,15 +146,17 @@ def stage_peaks(cfg: TrainingConfig, c: dict[str, Any], st: StaticPart, *, num_m
     with full estimates, so a change to ``_stages`` that is not made here too fails there.
     """
     b = batch(cfg, st.setup, num_microbatches)
-    return peaks_of_parts(st, c, act_inputs(cfg, b.mbs), chunk_policy(cfg), b.microbatches, expandable_segments)
+    return peaks_of_parts(st, c, act_inputs(cfg, b.mbs), chunk_policy(cfg), b.microbatches, expandable_segments,
+                          capture_reuse)
 
 
 def peaks_of_parts(st: StaticPart, c: dict[str, Any], inputs: ActInputs, policy: ChunkPolicy, microbatches: int,
-                   expandable_segments: bool | None = None) -> tuple[int, float, tuple[tuple[int, float, float], ...]]:
+                   expandable_segments: bool | None = None, capture_reuse: bool | None = None,
+                   ) -> tuple[int, float, tuple[tuple[int, float, float], ...]]:
     """``stage_peaks`` from what it reads of the config: the planner derives ``inputs`` and ``policy`` once per
     combination and micro-batch size (they read only ACT_FIELDS), so no config is built per candidate."""
     part = context_part(st.shape.acts, c, inputs)
-    ranks = rank_acts(st.shape.acts, part, policy, microbatches, c)
+    ranks = rank_acts(st.shape.acts, part, policy, microbatches, c, bool(capture_reuse))
     slack = c["allocator-slack-fraction"]["expandable" if expandable_segments else "default"]
     peak_rank, peak_bytes, _, values = combine_ranks(static_rows(st), act_rows(ranks), part.workspaces, slack,
                                                      c["cuda-context-bytes"], st.nccl_bytes)

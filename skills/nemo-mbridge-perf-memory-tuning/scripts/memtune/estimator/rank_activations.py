@@ -268,19 +268,20 @@ class RankActs(NamedTuple):
     activations: float  # allocated: what captured modules keep in the CUDA-graph pool is in ``pooled`` instead
     logits: float
     graph_pool: float  # static input / output buffers of the captured graphs (allocated)
-    pooled: float  # activations of captured modules, in the graph pool's reserved memory (not allocated)
+    pooled: float  # activations of captured modules, in the graph pool's reserved memory (not allocated); under a
+    #               full-iteration graph, the pool's blocks that capture could not reuse
 
 
 def rank_acts(shape: ActShape, part: ContextPart, policy: ChunkPolicy, microbatches: int,
-               c: dict[str, Any]) -> tuple[RankActs, ...]:
+              c: dict[str, Any], capture_reuse: bool = False) -> tuple[RankActs, ...]:
     """Activations, logits and CUDA-graph pool of every rank, cached per (activation context, chunk policy,
-    micro-batch count)."""
-    key = (policy, microbatches)
+    micro-batch count, whether graph capture may reuse blocks recorded on other streams)."""
+    key = (policy, microbatches, capture_reuse)
     hit = part.ranks.get(key)
     if hit is None:
         chunk_acts = _chunk_acts(shape, part, policy)
-        hit = part.ranks[key] = tuple(_one_rank_acts(shape, rc, part, chunk_acts, microbatches, c)
-                                     for rc in shape.ranks)
+        hit = part.ranks[key] = tuple(_one_rank_acts(shape, rc, part, chunk_acts, microbatches, c, capture_reuse)
+                                      for rc in shape.ranks)
     return hit
 
 
@@ -294,8 +295,12 @@ def chunk_rows(shape: ActShape, part: ContextPart, policy: ChunkPolicy, rc: Rank
 
 
 def _one_rank_acts(shape: ActShape, rc: RankChunks, part: ContextPart, chunk_acts: list[tuple[float, float, float]],
-                   microbatches: int, c: dict[str, Any]) -> RankActs:
-    """Each chunk's kept bytes times its passes in flight, the largest backward temporary or loss peak on top."""
+                   microbatches: int, c: dict[str, Any], capture_reuse: bool) -> RankActs:
+    """Each chunk's kept bytes times its passes in flight, the largest backward temporary or loss peak on top.
+
+    A full-iteration graph captures the whole forward and backward: all of that is allocated in its pool while
+    it is captured (the allocated peak is the eager one) and stays reserved for the replays, with the blocks
+    capture could not reuse on top, reserved but never allocated (graph-capture-fragmentation)."""
     s = shape.setup
     counts = in_flight(s.pp, s.vp, microbatches, rc.rank, shape.cfg.microbatch_group_size_per_vp_stage)
     logit_kept, logit_extra = part.logits
@@ -317,5 +322,6 @@ def _one_rank_acts(shape: ActShape, rc: RankChunks, part: ContextPart, chunk_act
     else:
         act, logits = held + transient, logits_held
     if shape.graphs == "full_iteration":
-        graph_pool = (act + logits) * c["full-iteration-graph-factor"]
+        frag = c["graph-capture-fragmentation"]["record_stream_reuse" if capture_reuse else "default"]
+        return RankActs(counts, act, logits, 0.0, (act + logits) * frag)
     return RankActs(counts, act - pooled, logits, graph_pool, pooled)

@@ -100,7 +100,7 @@ class ActShape:
     arch: Arch
     layout: Placement
     ranks: tuple[RankChunks, ...]
-    graphs: str  # cuda_graph_impl, lower case
+    graphs: str  # cuda_graph_impl, lower case; "full_iteration" also for local + cuda_graph_scope [full_iteration]
     static_workspace: float  # cuBLAS / TE / grouped-GEMM workspaces (before any micro-batch-sized buffer)
     contexts: dict[tuple, Any] = field(default_factory=dict, compare=False, repr=False)  # rank_activations cache
     chunk_kinds: dict[tuple, Any] = field(default_factory=dict, compare=False, repr=False)  # ... per layer kinds
@@ -244,7 +244,16 @@ def build_act_shape(cfg: TrainingConfig, c: dict[str, Any], *, clear: bool = Tru
     cfg = _cleared(cfg, PER_CANDIDATE_FIELDS | MODEL_STATE_FIELDS | EXPERT_SIZE_FIELDS, clear)
     s, a, layout, ranks = _placed(cfg, c)
     return ActShape(cfg=cfg, setup=s, arch=a, layout=layout, ranks=ranks,
-                    graphs=(cfg.cuda_graph_impl or "none").lower(), static_workspace=_static_workspace(cfg, a, c))
+                    graphs=graph_kind(cfg), static_workspace=_static_workspace(cfg, a, c))
+
+
+def graph_kind(cfg: TrainingConfig) -> str:
+    """cuda_graph_impl, lower case, with Megatron-Core's other spelling of a full-iteration graph (impl local,
+    scope [full_iteration]: FullCudaGraphWrapper around forward_backward_func) named as such."""
+    impl = (cfg.cuda_graph_impl or "none").lower()
+    scope = cfg.cuda_graph_scope
+    names = {str(x).lower().rsplit(".", 1)[-1] for x in ([scope] if isinstance(scope, str) else scope or [])}
+    return "full_iteration" if impl == "full_iteration" or (impl == "local" and "full_iteration" in names) else impl
 
 
 def build_shape(cfg: TrainingConfig, c: dict[str, Any], *, clear: bool = True,

@@ -45,7 +45,7 @@ from ..estimator.rank_activations import (
     context_part,
     rank_acts,
 )
-from ..estimator.static import PER_CANDIDATE_FIELDS, static_part
+from ..estimator.static import PER_CANDIDATE_FIELDS, graph_kind, static_part
 from ..facts import EnvFacts, Facts, GpuFacts, TrainingConfig
 from ..inputs.config import apply_overrides
 from ..knowledge import Knowledge
@@ -66,6 +66,8 @@ SPLIT_FIELDS = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_
 # Where neither split divides (DeepSeek-V3: 61 layers and an MTP block), an explicit layout string with equal
 # slots per chunk, as the DeepSeek-V3 recipes write it (traffic.balanced_layout).
 LAYOUT_FIELD = "pipeline_model_parallel_layout"
+# what a full-iteration graph is planned with (the env of Bridge's full-iteration recipes, Megatron-Bridge #4587)
+CAPTURE_REUSE_ENV = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,graph_capture_record_stream_reuse:True"
 SHAPE_FIELDS = frozenset({*SIZE_FIELDS, *SPLIT_FIELDS, LAYOUT_FIELD, "sequence_parallel", "world_size",
                           "seq_length", "global_batch_size", "data_parallel_size"})
 
@@ -263,7 +265,10 @@ class Planner:
             raise UserError(f"--gpu {request.gpu.name!r}: NVLink domain size unknown (give --gpus-per-node)")
         self.gpn = int(gpn)
         self.base = self._base(request)
-        self.est_env = EnvFacts(provided=True, expandable_segments=request.expandable_segments)
+        self.capture_reuse = _capture_reuse(request, self.base)
+        self.est_env = EnvFacts(provided=True, expandable_segments=request.expandable_segments,
+                                alloc_options={"graph_capture_record_stream_reuse": "True"} if self.capture_reuse
+                                else {})
         self.flat_base = Facts(config=self.base, env=request.env).flatten()
         self.groups = {g: self._applicable(g) for g in GROUPS}
         self.varied = frozenset(
@@ -726,7 +731,8 @@ class Planner:
         if hit is None:
             lines: list[str] = []
             if self.req.expandable_segments:
-                lines += self.kb.get("fixes", "expandable-segments")["apply"].get("env", [])
+                lines += [CAPTURE_REUSE_ENV if self.capture_reuse and not _stated_reuse(self.req.env) else line
+                          for line in self.kb.get("fixes", "expandable-segments")["apply"].get("env", [])]
             for opt in combo.options:
                 if opt is not None and opt.group == "activation_offload":
                     lines += self.kb.get("fixes", opt.fix)["apply"].get("env", [])
@@ -880,13 +886,14 @@ class Planner:
                 microbatches = self.req.global_batch_size // (mbs * self.shape_list[si].dp)
                 ctx = context_part(acts, self.constants, inputs._replace(mbs=mbs))
                 side = self._sides[side_key] = (
-                    act_rows(rank_acts(acts, ctx, policy, microbatches, self.constants)), ctx.workspaces)
+                    act_rows(rank_acts(acts, ctx, policy, microbatches, self.constants, self.capture_reuse)),
+                    ctx.workspaces)
             hit = combine_ranks(rows, side[0], side[1], self._slack, self._context_bytes, part.nccl_bytes)
         else:
             microbatches = self.req.global_batch_size // (mbs * self.shape_list[si].dp)
             peak_rank, peak_bytes, stages = stage_peaks(
                 self._config(si, mbs, ci), self.constants, st[0], num_microbatches=microbatches,
-                expandable_segments=self.req.expandable_segments)
+                expandable_segments=self.req.expandable_segments, capture_reuse=self.capture_reuse)
             hit = (peak_rank, peak_bytes, next(w for rank, _, w in stages if rank == peak_rank),
                    array("d", [x for stage in stages for x in stage]))
         self._last = (t, hit)
@@ -1054,3 +1061,21 @@ def _norm(name: str, value: Any) -> Any:
 def plan(request: PlanRequest, kb: Knowledge, *, exhaustive: bool = False) -> PlanResult:
     """Rank the layouts of ``request`` that fit (see the module docstring for the order of work)."""
     return Planner(request, kb, exhaustive=exhaustive).run()
+
+
+def _stated_reuse(env: EnvFacts) -> str | None:
+    """graph_capture_record_stream_reuse as the user's --env gives it ("False" when it sets an allocator
+    configuration without it), else None."""
+    if env.alloc_conf is None:
+        return None
+    return (env.alloc_options or {}).get("graph_capture_record_stream_reuse", "False")
+
+
+def _capture_reuse(request: PlanRequest, base: TrainingConfig) -> bool:
+    """Whether graph capture may reuse blocks recorded on other streams: as the user's environment says, else
+    on when the plan assumes the allocator settings (--expandable-segments) and the run captures a
+    full-iteration graph, as Bridge's full-iteration recipes set it."""
+    stated = _stated_reuse(request.env)
+    if stated is not None:
+        return stated == "True"
+    return request.expandable_segments and graph_kind(base) == "full_iteration"
