@@ -142,6 +142,13 @@ def load(max_gpus: int | None) -> tuple[list[dict[str, Any]], list[dict[str, Any
     return usable, skipped
 
 
+def _tied(row: dict[str, Any]) -> bool:
+    """The recipe's layout scores what the plan's first scores, yet ranks below the top: only the order among
+    equal scores (smaller TP, PP, CP, EP first) put it there, so the plan gives no reason, measured or not."""
+    return bool(row["rank"] and row["rank"] > TOP and row["gap_pct"] is not None and abs(row["gap_pct"]) < 1e-9
+                and not row["why"])
+
+
 def render(rows: list[dict[str, Any]], skipped: list[dict[str, Any]]) -> str:
     def fmt(key):
         return "TP{} PP{} VPP{} CP{} EP{} MBS{}".format(*key) if key else "—"
@@ -156,14 +163,17 @@ def render(rows: list[dict[str, Any]], skipped: list[dict[str, Any]]) -> str:
         gap = "—" if r["gap_pct"] is None else f"{r['gap_pct']:+.1f} %"
         why = "; ".join(f"{w['cost']} {w['change_pct']:+.1f} % ({w['basis']})" for w in r["why"]) \
             if r["rank"] and r["rank"] > TOP else ""
+        if _tied(r):
+            why = "tied with the first: no modelled cost separates them (ties go to smaller TP, PP, CP, EP)"
         out.append(f"| {r['id']} | {r['gpus']} | {fmt(r['recipe'])} | {rank} | {first} | {gap} | {why} | "
                    f"{r['seconds']} |")
     agreed = sum(1 for r in rows if r["rank"] and r["rank"] <= TOP)
     measured = sum(1 for r in rows if r["rank"] and r["rank"] > TOP and r["why"]
                    and r["why"][0]["basis"] in MEASURED)
+    tied = sum(1 for r in rows if _tied(r))
     out += ["", f"recipe layout in the top {TOP}: {agreed} of {len(rows)}; ranked lower mainly by a measured or "
-                f"fitted-on-measurement cost: {measured}; not fitting or refused: "
-                f"{sum(1 for r in rows if not r['rank'])}"]
+                f"fitted-on-measurement cost: {measured}; tied with the plan's first but ranked below "
+                f"{TOP} by the tie order: {tied}; not fitting or refused: {sum(1 for r in rows if not r['rank'])}"]
     if skipped:
         out += ["", "not asked: " + "; ".join(f"{s['id']} ({s['skip']})" for s in skipped)]
     return "\n".join(out) + "\n"
