@@ -41,7 +41,9 @@ def _layout_key(tp, pp, vpp, cp, ep, mbs) -> tuple[int, ...]:
 
 
 def plan_args(recipe: dict[str, Any]) -> list[str]:
-    """The ``memtune plan`` command line for a recipe: its cluster and batch, precision, graphs and dispatcher."""
+    """The ``memtune plan`` command line for a recipe: its cluster and batch, precision, graphs, dispatcher and
+    expert tensor parallelism (every Bridge MoE recipe sets ETP 1; the planner does not search ETP, so without it
+    a TP 2 layout would run its experts at ETP 2, Megatron-Core's default)."""
     lay, mem = recipe["layout"], recipe.get("memory") or {}
     args = ["plan", "--model", recipe["model_key"], "--gpu", GPU[recipe["gpu"]], "--gpus", str(recipe["num_gpus"]),
             "--seq-length", str(lay["seq_length"]), "--global-batch-size", str(lay["global_batch_size"]),
@@ -65,6 +67,8 @@ def plan_args(recipe: dict[str, Any]) -> list[str]:
         for name, dtype in re.findall(r"(main_grads|exp_avg_sq|exp_avg)\s+(bf16|fp16|fp32)",
                                       str(mem.get("optimizer_state_dtype") or "")):
             args += ["--set", f"optimizer.{name}_dtype={dtype}"]
+    if recipe.get("moe") and lay.get("expert_tensor_parallel_size"):  # the planner keeps the config's ETP
+        args += ["--set", f"model.expert_tensor_parallel_size={lay['expert_tensor_parallel_size']}"]
     dispatcher = str(mem.get("moe_token_dispatcher_type") or "").split(" ")[0]
     if recipe.get("moe") and dispatcher:
         args += ["--set", f"model.moe_token_dispatcher_type={dispatcher}"]

@@ -452,3 +452,24 @@ def test_full_iteration_plans_use_the_capture_allocator_setting(kb, env, reuse):
     peak = next(s for s in est.stages if s.pp_rank == est.peak_stage)
     assert planner._peaks(t)[:3] == (est.peak_stage, est.peak_bytes, peak.peak_with_overheads_bytes)
     assert (peak.graph_pool_activations_bytes == 0) is reuse  # what capture cannot reuse, without the setting
+
+
+def test_recompute_costs_follow_the_flops_the_module_replays(kb):
+    """A recompute factor measured on one model is carried to another by the share of the step's FLOPs the
+    replayed module holds: unchanged where it was measured, near 1 for DeepSeek-V3's 'mlp' (Megatron-Core
+    recomputes only its three dense MLPs), dearer for core attention at longer sequences."""
+    from memtune.planner.options import load as load_space
+    from memtune.planner.traffic import arch_of
+
+    costs = load_space(kb).costs
+    ref = lambda m: arch_of(preset(m, kb))  # noqa: E731
+    llama = cost_model.for_model(costs, ref("llama3-70b"), 4096, ref)
+    for cid in ("recompute-mlp", "recompute-core-attn"):
+        assert llama[cid]["value"] == pytest.approx(costs[cid]["value"])
+    assert cost_model.for_model(costs, ref("llama3-70b"), 8192, ref)["recompute-core-attn"]["value"] < \
+        costs["recompute-core-attn"]["value"]
+    dsv3 = cost_model.for_model(costs, ref("deepseek-v3"), 4096, ref)
+    assert dsv3["recompute-mlp"]["value"] > 0.99
+    assert costs["recompute-mlp"]["value"] < dsv3["recompute-moe"]["value"] < 1.0
+    assert "of this model's FLOPs" in cost_model.option_reasons(dsv3, ["recompute-mlp"])[0].detail
+    assert costs["recompute-layernorm"]["value"] == dsv3["recompute-layernorm"]["value"]  # not a FLOP-bound replay

@@ -10,11 +10,11 @@ traffic, the layout's sizes, so the search computes each part once and multiplie
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .traffic import Traffic
+from .traffic import Traffic, flop_share
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def option_reasons(costs: Mapping[str, Mapping[str, Any]], cost_ids: Iterable[st
     for cid in dict.fromkeys(cost_ids):
         c = costs[cid]
         if c["kind"] == "option":
-            out.append(Reason(cid, c["value"], c["basis"]))
+            out.append(Reason(cid, c["value"], c.get("detail", c["basis"])))
         elif traffic is not None and c["kind"] in TRAFFIC_KINDS:
             out.append(_traffic_reason(cid, c, traffic))
     return out
@@ -127,6 +127,31 @@ def _traffic_reason(cid: str, c: Mapping[str, Any], t: Traffic) -> Reason:
     r, share_layers = t.layer_ratio, c["value"]
     f = 1.0 / (1.0 - share_layers + share_layers * (max(1 / 3, r) + max(2 / 3, r)))
     return Reason(cid, f, f"host copy {r:.2f}x the layer's compute")
+
+
+def for_model(costs: Mapping[str, Mapping[str, Any]], arch: Any, seq: int,
+              reference: Callable[[str], Any]) -> dict[str, Mapping[str, Any]]:
+    """The cost table with each recompute factor carried to this model and sequence length.
+
+    Selective recompute replays a module's forward, so its slowdown grows with the share of the step's FLOPs that
+    module holds: a cost that ``replays`` a module keeps its measured slowdown (1 / value - 1) per unit of that
+    share, taken where it was measured (``measured_on``, or that of the cost it is ``scaled_from``).  Recomputing
+    the MLP is 78 % of Llama3-70B's FLOPs at 4K tokens but 3 % of DeepSeek-V3's (three dense layers of 61).
+    ``reference`` gives the estimator ``Arch`` of a model preset."""
+    out = dict(costs)
+    for cid, c in costs.items():
+        module = c.get("replays")
+        if not module:
+            continue
+        source = costs[c["scaled_from"]] if c.get("scaled_from") else c
+        on = source["measured_on"]
+        ref = flop_share(reference(on["model"]), int(on["seq_length"]), source["replays"])
+        here = flop_share(arch, seq, module)
+        slowdown = (1.0 / source["value"] - 1.0) * here / ref
+        out[cid] = {**c, "value": 1.0 / (1.0 + slowdown),
+                    "detail": f"{c['basis']}: {module} is {here:.1%} of this model's FLOPs, "
+                              f"{ref:.1%} of {on['model']}'s at {on['seq_length']} tokens where measured"}
+    return out
 
 
 def scaled(costs: Mapping[str, Mapping[str, Any]], cost_ids: Iterable[str]) -> tuple[str, ...]:

@@ -35,7 +35,7 @@ from ..errors import UserError
 from ..estimator import estimate
 from ..estimator.constants import constants
 from ..estimator.memory import act_rows, combine_ranks, stage_peaks, static_rows
-from ..estimator.models import fill_from_preset
+from ..estimator.models import fill_from_preset, preset
 from ..estimator.rank_activations import (
     ACT_FIELDS,
     ActInputs,
@@ -290,6 +290,9 @@ class Planner:
         self.layers, self.mtp = int(self.base.num_layers), int(self.base.mtp_num_layers or 0)
         self.arch = traffic_model.arch_of(self.base)
         self.model_counts = traffic_model.counts(self.arch) if self.arch is not None else None
+        # recompute factors carried to this model by the FLOP share of the module each replays
+        self.costs = self.space.costs if self.arch is None else cost_model.for_model(
+            self.space.costs, self.arch, request.seq_length, lambda m: traffic_model.arch_of(preset(m, kb)))
         self._balances: dict[tuple, float] = {}
         if self.model_counts is None:
             self.hw = None
@@ -410,9 +413,9 @@ class Planner:
             for g, opt in zip(GROUPS, picked, strict=True):
                 fields.update(self._option_fields(g, opt))
                 ids += list(opt.costs) if opt else []
-            reasons = cost_model.option_reasons(self.space.costs, ids)
+            reasons = cost_model.option_reasons(self.costs, ids)
             combos.append(_Combo(picked, fields, cost_model.product(reasons), tuple(dict.fromkeys(ids)),
-                                 cost_model.scaled(self.space.costs, ids), i))
+                                 cost_model.scaled(self.costs, ids), i))
         return combos
 
     def _bounds(self) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
@@ -671,7 +674,7 @@ class Planner:
         if hit is None:
             s = self.shape_list[si]
             hit = self._reasons[key] = tuple(cost_model.parallel_reasons(
-                self.space.costs, self.ctx, tp=s.tp, pp=s.pp, vpp=s.vpp, cp=s.cp, ep=s.ep, etp=s.etp,
+                self.costs, self.ctx, tp=s.tp, pp=s.pp, vpp=s.vpp, cp=s.cp, ep=s.ep, etp=s.etp,
                 microbatches=self.req.global_batch_size // (mbs * s.dp), traffic=self._traffic(si, mbs),
                 balance=self._balance(s)))
         return hit
@@ -698,7 +701,7 @@ class Planner:
             const = self._reasons.get(("options", ci))
             if const is None:
                 const = self._reasons[("options", ci)] = tuple(cost_model.option_reasons(
-                    self.space.costs, [i for i in c.cost_ids if i not in c.scaled]))
+                    self.costs, [i for i in c.cost_ids if i not in c.scaled]))
             hit = self._options_at[key] = (const, self._moved(c.scaled, traffic)[0] if c.scaled else ())
         return hit
 
@@ -708,7 +711,7 @@ class Planner:
         key = (scaled, id(traffic))  # traffic objects live in self._traffics as long as the planner
         hit = self._moved_at.get(key)
         if hit is None:
-            reasons = tuple(cost_model.option_reasons(self.space.costs, scaled, traffic))
+            reasons = tuple(cost_model.option_reasons(self.costs, scaled, traffic))
             hit = self._moved_at[key] = (reasons, cost_model.product(reasons))
         return hit
 

@@ -16,9 +16,14 @@ from typing import Any
 from ..errors import UserError
 from ..estimator.params import (
     HAS_ATTENTION,
+    HAS_DENSE_MLP,
     HAS_MOE,
+    MAMBA,
     arch_from_config,
+    attention_params,
     kind_params,
+    mamba_params,
+    mlp_params,
     moe_params,
     mtp_params,
     total_params,
@@ -120,6 +125,40 @@ def counts(arch: Any) -> ModelCounts:
     width = _attention_width(arch)
     kv = width if arch.mla else arch.groups * arch.kv_channels
     return ModelCounts(total - experts, experts, active_experts, attn, width, kv, len(arch.pattern), arch.hidden)
+
+
+def module_flops(arch: Any, seq: int) -> dict[str, float]:
+    """Forward FLOPs per token of the whole model by module: 2 per weight a token passes through (routed experts:
+    top-k of E, with the shared experts and the router), causal core attention 2 x seq x width per attention
+    layer, the output layer.  Selective recompute replays a module's forward, so its cost follows its share."""
+    layers = list(arch.pattern)
+    out = dict.fromkeys(("attention", "core_attn", "mlp", "moe", "mamba", "logits"), 0.0)
+    attn = 2.0 * sum(attention_params(arch))
+    core = 2.0 * seq * _attention_width(arch)
+    dense = 2.0 * sum(mlp_params(arch, arch.ffn))
+    if arch.experts:
+        m = moe_params(arch)
+        moe = 2.0 * (m.tp + m.rep + m.expert * arch.topk / arch.experts)
+    else:
+        moe = 0.0
+    for kind in layers:
+        if kind in HAS_ATTENTION:
+            out["attention"] += attn
+            out["core_attn"] += core
+        if kind in HAS_DENSE_MLP:
+            out["mlp"] += dense
+        if kind in HAS_MOE:
+            out["moe"] += moe
+        if kind == MAMBA:
+            out["mamba"] += 2.0 * sum(mamba_params(arch))
+    out["logits"] = 2.0 * arch.vocab * arch.hidden
+    return out
+
+
+def flop_share(arch: Any, seq: int, module: str) -> float:
+    """The share of a step's FLOPs that ``module`` (a key of ``module_flops``) holds."""
+    flops = module_flops(arch, seq)
+    return flops[module] / sum(flops.values())
 
 
 def traffic(m: ModelCounts, hw: Hardware, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int,
