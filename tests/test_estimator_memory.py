@@ -76,6 +76,23 @@ def test_fp8_weight_copies(kb):
     assert gathered.workspace_bytes == base.workspace_bytes
 
 
+@pytest.mark.parametrize("recipe, hopper, blackwell", [("tensorwise", 2, 1), ("delayed", 2, 1), ("mxfp8", 2, 2),
+                                                       ("blockwise", 2, 2)])
+def test_fp8_weight_copies_follow_the_gpu_gemm_layouts(kb, recipe, hopper, blackwell):
+    """A per-tensor scaled FP8 weight needs a transposed copy only where FP8 GEMMs are TN-only (Hopper); on
+    Blackwell one byte per weight stays, for the cache and for FP8 parameters alike.  MXFP8 and blockwise keep
+    both directions everywhere; a GPU not named is taken as TN-only."""
+    linear = 2 * 2304 / 2
+    base = est(kb).stages[0]
+    for arch, per in (("hopper", hopper), ("blackwell", blackwell), (None, hopper)):
+        cached = est(kb, fp8="hybrid", fp8_recipe=recipe, gpu_arch=arch).stages[0]
+        assert cached.workspace_bytes - base.workspace_bytes == per * linear
+        params = est(kb, fp8="hybrid", fp8_recipe=recipe, fp8_param_gather=True, gpu_arch=arch).stages[0]
+        assert params.weights_bytes - base.weights_bytes == pytest.approx((per - 2) * linear)
+    b200 = estimate(replace(TINY, fp8="hybrid", fp8_recipe=recipe), gpu="B200", kb=kb, num_microbatches=4)
+    assert b200.stages[0].workspace_bytes - base.workspace_bytes == blackwell * linear  # the GPU names the arch
+
+
 def test_lora_trains_only_adapters(kb):
     full = est(kb).stages[0]
     lora = est(kb, peft="lora", peft_dim=2).stages[0]

@@ -142,6 +142,7 @@ class TrainingConfig:
     source: str | None = None  # bridge-yaml | overrides | megatron-args | question | hf-config
     model_name: str | None = None
     task: str | None = None  # pretrain | sft | lora
+    gpu_arch: str | None = None  # the GPU's architecture (gpus.yaml arch): what Transformer Engine keeps of FP8 weights
     # parallelism
     tensor_model_parallel_size: int | None = None
     pipeline_model_parallel_size: int | None = None

@@ -9,6 +9,7 @@ estimate to the ``estimate.*`` facts declared in knowledge/facts.yaml.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..errors import UserError
@@ -52,17 +53,32 @@ def _capture_reuse(env: EnvFacts | Mapping[str, Any] | None) -> bool:
     return "graph_capture_record_stream_reuse:true" in conf.replace(" ", "").lower()
 
 
+def with_gpu_arch(cfg: TrainingConfig, gpu: GpuFacts | str | None, kb: Knowledge) -> TrainingConfig:
+    """``cfg`` with the GPU's architecture when the config does not name one (what FP8 keeps of a weight
+    depends on it, see fp8-weight-cache-bytes)."""
+    if cfg.gpu_arch or gpu is None:
+        return cfg
+    if isinstance(gpu, str):
+        from ..inputs.gpu import lookup_gpu
+
+        try:
+            gpu = lookup_gpu(gpu, kb)
+        except UserError:
+            return cfg
+    return replace(cfg, gpu_arch=gpu.arch) if gpu.arch else cfg
+
+
 def estimate(cfg: TrainingConfig, *, gpu: GpuFacts | str | None = None, mode: str = "ours",
              num_microbatches: int | None = None, kb: Knowledge | None = None,
              env: EnvFacts | Mapping[str, Any] | None = None) -> Estimate:
     """Memory per pipeline stage for ``cfg``; raises UserError when the layout is incomplete or invalid.
 
-    ``gpu`` does not change the per-stage bytes (``summarize`` uses its capacity); it is accepted here so that
-    callers can pass one context to both.
+    ``gpu`` gives ``summarize`` its capacity and the estimate the GPU's architecture, where the config names
+    none (Transformer Engine keeps a transposed FP8 weight only on GPUs whose FP8 GEMMs are TN-only).
     """
     kb = _kb(kb)
     c = constants(kb)
-    cfg = fill_from_preset(cfg, kb)
+    cfg = fill_from_preset(with_gpu_arch(cfg, gpu, kb), kb)
     if mode == "ours":
         expandable = _expandable(env)
         return estimate_ours(cfg, c, english(kb), num_microbatches=num_microbatches,

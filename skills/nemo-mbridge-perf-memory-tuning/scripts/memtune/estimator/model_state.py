@@ -105,9 +105,9 @@ def stage_state(a: Arch, chunk_ids: tuple[int, ...], per_chunk: list[tuple[Count
         trainable_dense, trainable_expert = dense, experts
     workspace = 0.0
     if s.fp8 and s.fp8_params and not s.lora:
-        weights += linear * (c["fp8-param-bytes"] - s.weight_bytes)
+        weights += linear * (s.fp8_copy_bytes - s.weight_bytes)
     elif s.fp8:
-        workspace = linear * c["fp8-weight-cache-bytes"]
+        workspace = linear * s.fp8_copy_bytes
     grads = (trainable_dense + trainable_expert) * s.grad_bytes
     opt_per = s.master_bytes + s.moment_bytes
     optimizer = trainable_dense * opt_per / s.dense_shard + trainable_expert * opt_per / s.expert_shard

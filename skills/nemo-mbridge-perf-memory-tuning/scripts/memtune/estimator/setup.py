@@ -36,6 +36,7 @@ class Setup:
     fsdp: str | None
     fp8: bool
     fp8_params: bool
+    fp8_copy_bytes: float  # bytes per linear weight of its FP8 copy (data, and a transpose where GEMMs need one)
     lora: bool
     lora_rank: int
     lora_targets: tuple[str, ...]
@@ -118,9 +119,21 @@ def resolve(cfg: TrainingConfig, c: dict[str, Any], notes: list[str]) -> Setup:
         seq=int(cfg.seq_length), weight_bytes=weight, grad_bytes=grad, master_bytes=master,
         moment_bytes=moment, dense_shard=dense_shard, expert_shard=expert_shard, fsdp=fsdp,
         fp8=bool(cfg.fp8) or bool(cfg.fp4), fp8_params=bool(cfg.fp8_param_gather) and bool(cfg.fp8),
+        fp8_copy_bytes=fp8_copy_bytes(cfg, c),
         lora=lora, lora_rank=int(cfg.peft_dim or c["megatron-defaults"]["lora_dim"]),
         lora_targets=tuple(cfg.peft_target_modules or c["lora-default-targets"]), offload_fraction=offload,
     )
+
+
+def fp8_copy_bytes(cfg: TrainingConfig, c: dict[str, Any]) -> float:
+    """Bytes per linear weight of its FP8 form (fp8-weight-cache-bytes): Transformer Engine quantizes a per-tensor
+    scaled weight (delayed or current scaling) once and adds a transposed copy for the backward GEMMs only where
+    the GPU's FP8 GEMMs are TN-only; Blackwell's take any layout.  MXFP8 and blockwise keep both scaling directions
+    on every GPU; an unknown GPU is taken as TN-only."""
+    table = c["fp8-weight-cache-bytes"]
+    per_tensor = (cfg.fp8_recipe or "delayed").lower() in ("delayed", "tensorwise") and not cfg.fp4
+    any_layout = (cfg.gpu_arch or "").lower() == "blackwell"
+    return float(table["any_layout"] if per_tensor and any_layout else table["tn_only"])
 
 
 def batch(cfg: TrainingConfig, s: Setup, num_microbatches: int | None) -> Batch:

@@ -265,6 +265,8 @@ class Planner:
             raise UserError(f"--gpu {request.gpu.name!r}: NVLink domain size unknown (give --gpus-per-node)")
         self.gpn = int(gpn)
         self.base = self._base(request)
+        if not self.base.gpu_arch and request.gpu.arch:
+            self.base = replace(self.base, gpu_arch=request.gpu.arch)
         self.capture_reuse = _capture_reuse(request, self.base)
         self.est_env = EnvFacts(provided=True, expandable_segments=request.expandable_segments,
                                 alloc_options={"graph_capture_record_stream_reuse": "True"} if self.capture_reuse
