@@ -160,3 +160,15 @@ def test_cp_exchange_hides_better_on_longer_sequences_and_inside_the_domain(kb):
     # TP 4 x CP 4 spans two 8-GPU domains: the ring runs over the network
     assert cp_factor(2048, 4, 4) < cp_factor(32768, 4, 4) == 1.0  # longer chunks, more attention to hide behind
     assert cp_factor(2048, 4, 4) < cp_factor(2048, 2, 4) == 1.0  # TP 2 x CP 4 stays on NVLink
+
+
+def test_expert_compute_per_gpu_does_not_depend_on_etp(kb):
+    """At TP 2 a rank's experts compute half the routed work whether ETP is 2 (tokens gathered, half of each
+    expert) or 1 (its own tokens, whole experts); ETP changes how many expert weights a GPU holds, not its FLOPs."""
+    gpu, hw, counts = _setup(kb, "H100", model="qwen3-30b-a3b")
+    etp1 = _traffic(counts, hw, gpu, tp=2, ep=8, etp=1, dp=8)
+    etp2 = _traffic(counts, hw, gpu, tp=2, ep=8, etp=2, dp=8)
+    tp1 = _traffic(counts, hw, gpu, tp=1, ep=8, etp=1, dp=16)
+    assert etp1.mb_seconds == pytest.approx(etp2.mb_seconds)
+    assert etp1.mb_seconds < tp1.mb_seconds
+    assert etp1.shard_params > etp2.shard_params  # ETP 1 keeps whole experts

@@ -169,7 +169,9 @@ def traffic(m: ModelCounts, hw: Hardware, *, tp: int, pp: int, cp: int, ep: int,
     group stays on NVLink while TP x CP x DP fits one NVLink domain.
     """
     shard = m.dense / (tp * pp) + m.experts / (ep * etp * pp)
-    active = m.dense / (tp * pp) + m.experts_active / (etp * pp)
+    # a TP rank's experts see its 1/TP of the tokens gathered over the ETP group and compute 1/ETP of each expert:
+    # 1/TP of the routed work whatever ETP is (ETP 1 with TP 2 does not double it)
+    active = m.dense / (tp * pp) + m.experts_active / (tp * pp)
     tokens = mbs * seq / cp
     attention = tokens * _attention_flops(seq, m.attention_width) / tp  # one attention layer, this GPU's share
     flops = tokens * 6.0 * active + attention * m.attention_layers / pp
