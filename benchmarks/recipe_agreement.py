@@ -36,6 +36,11 @@ TOP = 3
 # A gap below the spread of NVIDIA's own published figures for one unchanged recipe across containers (Llama3-70B
 # H100 728-736, GB200 FSDP 1,815-1,956, Llama3.1-405B GB200 2,004-2,144 TFLOP/s/GPU: 1-8 %)
 CLOSE_PCT = 3.0
+# What every recipe here runs with but benchmarks/recipes/ does not list per recipe: TE's fused cross entropy
+# (Megatron-Bridge@067f987df0: models/gpt_provider.py and conversion/model_bridge.py set cross_entropy_loss_fusion
+# True; perf_recipes/_common.py _benchmark_common sets cross_entropy_fusion_impl to its default "te", which the
+# recipes in this file keep)
+COMMON_SETTINGS = ("model.cross_entropy_loss_fusion=true", "model.cross_entropy_fusion_impl=te")
 MEASURED = ("measured", "fitted")  # costs.yaml bases that rest on a published before/after run
 
 
@@ -52,6 +57,7 @@ def plan_args(recipe: dict[str, Any]) -> list[str]:
             "--seq-length", str(lay["seq_length"]), "--global-batch-size", str(lay["global_batch_size"]),
             "--task", recipe["task"], "--all", "--format", "json",
             "--set", f"mixed_precision={PRECISION[recipe['precision']]}"]
+    args += [item for pair in COMMON_SETTINGS for item in ("--set", pair)]
     if mem.get("cuda_graph_impl") not in (None, "none"):
         args += ["--set", f"model.cuda_graph_impl={mem['cuda_graph_impl']}"]
         if mem.get("cuda_graph_scope"):

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.recipe_agreement import GPU, PRECISION, load  # noqa: E402
+from benchmarks.recipe_agreement import COMMON_SETTINGS, GPU, PRECISION, load  # noqa: E402
 
 NOT_MODELLED = ("moe_paged_stash", "moe_expert_rank_capacity_factor", "cpu_offloading_weights")
 SYMBOL = {"embedding": "E", "decoder": "t", "mtp": "m", "loss": "L"}
@@ -58,7 +58,8 @@ def estimate_args(recipe: dict[str, Any]) -> list[str]:
             f"micro_batch_size={lay['micro_batch_size']}", f"seq_length={lay['seq_length']}",
             f"sequence_parallel={str(bool(lay.get('sequence_parallel'))).lower()}",
             f"mixed_precision={PRECISION[recipe['precision']]}",
-            f"use_distributed_optimizer={str(bool(mem.get('use_distributed_optimizer'))).lower()}"]
+            f"use_distributed_optimizer={str(bool(mem.get('use_distributed_optimizer'))).lower()}",
+            *COMMON_SETTINGS]
     if lay.get("virtual_pipeline_model_parallel_size"):
         sets.append(f"virtual_pipeline_model_parallel_size={lay['virtual_pipeline_model_parallel_size']}")
     if lay.get("expert_tensor_parallel_size"):
