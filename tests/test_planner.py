@@ -473,3 +473,20 @@ def test_recompute_costs_follow_the_flops_the_module_replays(kb):
     assert costs["recompute-mlp"]["value"] < dsv3["recompute-moe"]["value"] < 1.0
     assert "of this model's FLOPs" in cost_model.option_reasons(dsv3, ["recompute-mlp"])[0].detail
     assert costs["recompute-layernorm"]["value"] == dsv3["recompute-layernorm"]["value"]  # not a FLOP-bound replay
+
+
+def test_a_recompute_cost_measured_on_an_unknown_model_is_a_knowledge_error(kb):
+    """A costs.yaml edit naming a model without a preset (or a scaled_from without a measurement) fails with
+    the file and cost named, not a traceback in the middle of a plan."""
+    from memtune.knowledge import KnowledgeError
+    from memtune.planner.options import load as load_space
+    from memtune.planner.traffic import arch_of
+
+    costs = dict(load_space(kb).costs)
+    ref = lambda m: arch_of(preset(m, kb))  # noqa: E731
+    bad = {**costs, "recompute-mlp": {**costs["recompute-mlp"], "measured_on": {"model": "no-such", "seq_length": 4}}}
+    with pytest.raises(KnowledgeError, match="recompute-mlp"):
+        cost_model.for_model(bad, ref("llama3-70b"), 4096, ref)
+    orphan = {**costs, "recompute-moe": {**costs["recompute-moe"], "scaled_from": "recompute-layernorm"}}
+    with pytest.raises(KnowledgeError, match="recompute-moe"):
+        cost_model.for_model(orphan, ref("llama3-70b"), 4096, ref)

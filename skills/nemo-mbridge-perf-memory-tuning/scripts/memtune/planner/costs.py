@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..knowledge import KnowledgeError
 from .traffic import Traffic, flop_share
 
 
@@ -143,9 +144,16 @@ def for_model(costs: Mapping[str, Mapping[str, Any]], arch: Any, seq: int,
         module = c.get("replays")
         if not module:
             continue
-        source = costs[c["scaled_from"]] if c.get("scaled_from") else c
+        source = costs.get(c["scaled_from"]) if c.get("scaled_from") else c
+        if not source or not source.get("measured_on") or not source.get("replays"):
+            raise KnowledgeError(f"costs.yaml: {cid}: scaled_from {c.get('scaled_from')!r} names no measured cost")
         on = source["measured_on"]
-        ref = flop_share(reference(on["model"]), int(on["seq_length"]), source["replays"])
+        try:
+            ref = flop_share(reference(on["model"]), int(on["seq_length"]), source["replays"])
+        except LookupError as exc:
+            raise KnowledgeError(f"costs.yaml: {cid}: measured_on model {on['model']!r}: {exc}") from None
+        if ref <= 0:
+            raise KnowledgeError(f"costs.yaml: {cid}: {on['model']} has no {source['replays']} to measure")
         here = flop_share(arch, seq, module)
         slowdown = (1.0 / source["value"] - 1.0) * here / ref
         out[cid] = {**c, "value": 1.0 / (1.0 + slowdown),
