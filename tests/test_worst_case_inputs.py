@@ -147,6 +147,7 @@ def test_config_readers_are_fast_on_crafted_files(name, tmp_path):
         except UserError as exc:
             assert "\n" not in str(exc)
 
+    read()  # once untimed: first-use costs (lazy imports, pattern compilation) are not what this bounds
     assert _timed(read) <= LIMIT_S
 
 
