@@ -48,40 +48,45 @@ def _layout_key(tp, pp, vpp, cp, ep, mbs) -> tuple[int, ...]:
     return (tp, pp, vpp or 1, cp or 1, ep or 1, mbs)
 
 
-def plan_args(recipe: dict[str, Any]) -> list[str]:
-    """The ``memtune plan`` command line for a recipe: its cluster and batch, precision, graphs, dispatcher and
-    expert tensor parallelism (every Bridge MoE recipe sets ETP 1; the planner does not search ETP, so without it
-    a TP 2 layout would run its experts at ETP 2, Megatron-Core's default)."""
+def recipe_settings(recipe: dict[str, Any]) -> list[str]:
+    """The recipe's settings that are not layout choices, as overrides a user's config would carry: precision,
+    fused cross entropy, CUDA graphs, EP all-to-all and TP overlap, forced balancing, bf16 gradient buffers,
+    optimizer dtypes, and for MoE the ETP and dispatcher (every Bridge MoE recipe sets ETP 1; the planner does not
+    search ETP, so without it a TP 2 layout would run its experts at ETP 2, Megatron-Core's default)."""
     lay, mem = recipe["layout"], recipe.get("memory") or {}
-    args = ["plan", "--model", recipe["model_key"], "--gpu", GPU[recipe["gpu"]], "--gpus", str(recipe["num_gpus"]),
-            "--seq-length", str(lay["seq_length"]), "--global-batch-size", str(lay["global_batch_size"]),
-            "--task", recipe["task"], "--all", "--format", "json",
-            "--set", f"mixed_precision={PRECISION[recipe['precision']]}"]
-    args += [item for pair in COMMON_SETTINGS for item in ("--set", pair)]
+    out = [f"mixed_precision={PRECISION[recipe['precision']]}", *COMMON_SETTINGS]
     if mem.get("cuda_graph_impl") not in (None, "none"):
-        args += ["--set", f"model.cuda_graph_impl={mem['cuda_graph_impl']}"]
+        out.append(f"model.cuda_graph_impl={mem['cuda_graph_impl']}")
         if mem.get("cuda_graph_scope"):
-            args += ["--set", f"model.cuda_graph_scope=[{','.join(mem['cuda_graph_scope'])}]"]
-    # settings of the recipe that are not layout choices, as a user's config would carry them
+            out.append(f"model.cuda_graph_scope=[{','.join(mem['cuda_graph_scope'])}]")
     if mem.get("moe_ep_comm_overlap"):
-        args += ["--set", "comm_overlap.overlap_moe_expert_parallel_comm=true"]
+        out.append("comm_overlap.overlap_moe_expert_parallel_comm=true")
     if mem.get("moe_router_force_load_balancing"):
-        args += ["--set", "model.moe_router_force_load_balancing=true"]
+        out.append("model.moe_router_force_load_balancing=true")
     if mem.get("tp_comm_overlap") is True:  # userbuffers TP overlap (a string here = set but inactive at TP 1)
-        args += ["--set", "comm_overlap.tp_comm_overlap=true"]
+        out.append("comm_overlap.tp_comm_overlap=true")
     if mem.get("grad_reduce_in_fp32") is False:  # _benchmark_common: bf16 gradient buffers
-        args += ["--set", "ddp.grad_reduce_in_fp32=false"]
+        out.append("ddp.grad_reduce_in_fp32=false")
     if mem.get("use_precision_aware_optimizer"):  # "main_params fp32, main_grads bf16, exp_avg bf16, ..."
-        args += ["--set", "optimizer.use_precision_aware_optimizer=true"]
-        for name, dtype in re.findall(r"(main_grads|exp_avg_sq|exp_avg)\s+(bf16|fp16|fp32)",
-                                      str(mem.get("optimizer_state_dtype") or "")):
-            args += ["--set", f"optimizer.{name}_dtype={dtype}"]
-    if recipe.get("moe") and lay.get("expert_tensor_parallel_size"):  # the planner keeps the config's ETP
-        args += ["--set", f"model.expert_tensor_parallel_size={lay['expert_tensor_parallel_size']}"]
+        out.append("optimizer.use_precision_aware_optimizer=true")
+        states = str(mem.get("optimizer_state_dtype") or "")
+        out += [f"optimizer.{name}_dtype={dtype}"
+                for name, dtype in re.findall(r"(main_grads|exp_avg_sq|exp_avg)\s+(bf16|fp16|fp32)", states)]
+    if recipe.get("moe") and lay.get("expert_tensor_parallel_size"):
+        out.append(f"model.expert_tensor_parallel_size={lay['expert_tensor_parallel_size']}")
     dispatcher = str(mem.get("moe_token_dispatcher_type") or "").split(" ")[0]
     if recipe.get("moe") and dispatcher:
-        args += ["--set", f"model.moe_token_dispatcher_type={dispatcher}"]
-    return args
+        out.append(f"model.moe_token_dispatcher_type={dispatcher}")
+    return out
+
+
+def plan_args(recipe: dict[str, Any]) -> list[str]:
+    """The ``memtune plan`` command line for a recipe: its cluster and batch, and ``recipe_settings``."""
+    lay = recipe["layout"]
+    args = ["plan", "--model", recipe["model_key"], "--gpu", GPU[recipe["gpu"]], "--gpus", str(recipe["num_gpus"]),
+            "--seq-length", str(lay["seq_length"]), "--global-batch-size", str(lay["global_batch_size"]),
+            "--task", recipe["task"], "--all", "--format", "json"]
+    return args + [item for text in recipe_settings(recipe) for item in ("--set", text)]
 
 
 def _variant(lay: Any) -> str:

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.recipe_agreement import COMMON_SETTINGS, GPU, PRECISION, load  # noqa: E402
+from benchmarks.recipe_agreement import GPU, load, recipe_settings  # noqa: E402
 
 NOT_MODELLED = ("moe_paged_stash", "moe_expert_rank_capacity_factor", "cpu_offloading_weights")
 SYMBOL = {"embedding": "E", "decoder": "t", "mtp": "m", "loss": "L"}
@@ -49,7 +49,8 @@ def layout_string(text: str | None) -> str | None:
 
 
 def estimate_args(recipe: dict[str, Any]) -> list[str]:
-    """The ``memtune estimate`` command line of a recipe's own config."""
+    """The ``memtune estimate`` command line of a recipe's own config: its layout, recompute, offload and FSDP, the
+    settings the planner benchmark passes too (``recipe_settings``), and what only the estimate reads."""
     lay, mem = recipe["layout"], recipe.get("memory") or {}
     sets = [f"tensor_model_parallel_size={lay['tensor_model_parallel_size']}",
             f"pipeline_model_parallel_size={lay['pipeline_model_parallel_size']}",
@@ -57,13 +58,10 @@ def estimate_args(recipe: dict[str, Any]) -> list[str]:
             f"expert_model_parallel_size={lay.get('expert_model_parallel_size') or 1}",
             f"micro_batch_size={lay['micro_batch_size']}", f"seq_length={lay['seq_length']}",
             f"sequence_parallel={str(bool(lay.get('sequence_parallel'))).lower()}",
-            f"mixed_precision={PRECISION[recipe['precision']]}",
             f"use_distributed_optimizer={str(bool(mem.get('use_distributed_optimizer'))).lower()}",
-            *COMMON_SETTINGS]
+            *recipe_settings(recipe)]
     if lay.get("virtual_pipeline_model_parallel_size"):
         sets.append(f"virtual_pipeline_model_parallel_size={lay['virtual_pipeline_model_parallel_size']}")
-    if lay.get("expert_tensor_parallel_size"):
-        sets.append(f"expert_tensor_parallel_size={lay['expert_tensor_parallel_size']}")
     if recipe["task"] in ("sft", "lora"):
         sets.append(f"task={recipe['task']}")
     if recipe["task"] == "lora":
@@ -91,32 +89,11 @@ def estimate_args(recipe: dict[str, Any]) -> list[str]:
         sets.append("account_for_embedding_in_pipeline_split=true")
     if mem.get("account_for_loss_in_pipeline_split"):
         sets.append("account_for_loss_in_pipeline_split=true")
-    if mem.get("cuda_graph_impl") not in (None, "none"):
-        sets.append(f"cuda_graph_impl={mem['cuda_graph_impl']}")
-        if mem.get("cuda_graph_scope"):
-            sets.append(f"cuda_graph_scope=[{','.join(mem['cuda_graph_scope'])}]")
-    if mem.get("grad_reduce_in_fp32") is False:
-        sets.append("grad_reduce_in_fp32=false")
     if recipe["precision"] == "fp8_mx":  # Bridge's MXFP8 recipes gather FP8 parameters into the gradient buffer
         sets.append("ddp.reuse_grad_buf_for_mxfp8_param_ag=true")
-    if mem.get("use_precision_aware_optimizer"):
-        sets.append("optimizer.use_precision_aware_optimizer=true")
-        states = str(mem.get("optimizer_state_dtype"))
-        dtypes = re.findall(r"(main_grads|exp_avg_sq|exp_avg)\s+(bf16|fp16|fp32)", states)
-        sets += [f"optimizer.{name}_dtype={dtype}" for name, dtype in dtypes]
-    if mem.get("tp_comm_overlap") is True:
-        sets.append("tp_comm_overlap=true")
-    if recipe.get("moe"):
-        dispatcher = str(mem.get("moe_token_dispatcher_type") or "").split(" ")[0]
-        if dispatcher:
-            sets.append(f"model.moe_token_dispatcher_type={dispatcher}")
-        backend = str(mem.get("moe_flex_dispatcher_backend") or "").split(" ")[0]
-        if backend:
-            sets.append(f"model.moe_flex_dispatcher_backend={backend}")
-        if mem.get("moe_router_force_load_balancing"):
-            sets.append("model.moe_router_force_load_balancing=true")
-        if mem.get("moe_ep_comm_overlap"):
-            sets.append("comm_overlap.overlap_moe_expert_parallel_comm=true")
+    backend = str(mem.get("moe_flex_dispatcher_backend") or "").split(" ")[0]
+    if recipe.get("moe") and backend:
+        sets.append(f"model.moe_flex_dispatcher_backend={backend}")
     alloc = mem.get("pytorch_cuda_alloc_conf") or ("expandable_segments:True" if mem.get("expandable_segments") else "")
     args = ["estimate", "--model", recipe["model_key"], "--gpu", GPU[recipe["gpu"]],
             "--world-size", str(recipe["num_gpus"]), "--global-batch-size", str(lay["global_batch_size"]),

@@ -29,7 +29,7 @@ from .params import Arch
 from .schedule import in_flight
 from .setup import Setup, local_impl
 from .stages import Chunk
-from .static import ActShape, RankChunks
+from .static import ActShape, RankChunks, graph_scope_names
 
 GRAPHED = frozenset({"transformer_engine", "local"})
 CONTEXTS_PER_SHAPE = 256  # activation contexts remembered per shape (a plan needs a few dozen)
@@ -111,8 +111,7 @@ def graphed_modules(cfg: TrainingConfig) -> frozenset[str]:
     """
     if (cfg.cuda_graph_impl or "none").lower() not in GRAPHED:
         return frozenset()
-    scope = cfg.cuda_graph_scope
-    names = {str(x).lower().rsplit(".", 1)[-1] for x in ([scope] if isinstance(scope, str) else scope or [])}
+    names = graph_scope_names(cfg)
     names.discard("full")
     if not names:
         names = {"attn", "mlp", "mamba"} | ({"moe"} if cfg.moe_pad_expert_input_to_capacity else set())

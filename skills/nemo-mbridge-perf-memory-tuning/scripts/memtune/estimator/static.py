@@ -247,13 +247,19 @@ def build_act_shape(cfg: TrainingConfig, c: dict[str, Any], *, clear: bool = Tru
                     graphs=graph_kind(cfg), static_workspace=_static_workspace(cfg, a, c))
 
 
+def graph_scope_names(cfg: TrainingConfig) -> set[str]:
+    """cuda_graph_scope as lower-case module names (a string or a list; enum spellings like
+    CudaGraphScope.attn read as "attn")."""
+    scope = cfg.cuda_graph_scope
+    return {str(x).lower().rsplit(".", 1)[-1] for x in ([scope] if isinstance(scope, str) else scope or [])}
+
+
 def graph_kind(cfg: TrainingConfig) -> str:
     """cuda_graph_impl, lower case, with Megatron-Core's other spelling of a full-iteration graph (impl local,
     scope [full_iteration]: FullCudaGraphWrapper around forward_backward_func) named as such."""
     impl = (cfg.cuda_graph_impl or "none").lower()
-    scope = cfg.cuda_graph_scope
-    names = {str(x).lower().rsplit(".", 1)[-1] for x in ([scope] if isinstance(scope, str) else scope or [])}
-    return "full_iteration" if impl == "full_iteration" or (impl == "local" and "full_iteration" in names) else impl
+    full = impl == "full_iteration" or (impl == "local" and "full_iteration" in graph_scope_names(cfg))
+    return "full_iteration" if full else impl
 
 
 def build_shape(cfg: TrainingConfig, c: dict[str, Any], *, clear: bool = True,

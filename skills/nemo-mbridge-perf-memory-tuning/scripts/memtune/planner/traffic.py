@@ -29,6 +29,7 @@ from ..estimator.params import (
     total_params,
 )
 from ..estimator.stages import place
+from ..estimator.static import graph_scope_names
 from ..facts import GpuFacts, TrainingConfig
 
 GB = 1e9
@@ -196,8 +197,7 @@ def eager_share(cfg: TrainingConfig, moe: bool) -> float:
     graph with an empty / "full" scope, captures everything.
     """
     impl = (cfg.cuda_graph_impl or "none").lower()
-    scope = cfg.cuda_graph_scope
-    names = {str(x).lower().rsplit(".", 1)[-1] for x in ([scope] if isinstance(scope, str) else scope or [])}
+    names = graph_scope_names(cfg)
     if impl in ("none", "") and "full_iteration" not in names:
         return 1.0
     if impl == "full_iteration" or "full_iteration" in names or not (names - {"full"}):
