@@ -74,16 +74,38 @@ def test_there_are_patterns_to_check():
     assert len(PATTERNS) > 80
 
 
+def assert_fast_or_linear(seconds_at, size: int, what: str) -> None:
+    """Input of ``size`` handled in LIMIT_S, or else growing linearly: a bounded scan per position (such as
+    ``[A-Za-z ]{0,80}?``) is linear with a large constant and crosses a fixed bound on a slow day, while a
+    backtracking one grows with the square (x16 from a quarter of the input) and soon takes minutes."""
+    spent = seconds_at(size)
+    if spent > LIMIT_S:
+        quarter = seconds_at(size // 4)
+        assert spent < 8 * quarter, f"{what}: {spent:.2f} s, a quarter of it {quarter:.2f} s (x16 is quadratic)"
+        assert spent <= 4 * LIMIT_S, f"{what}: {spent:.2f} s"
+
+
+def test_the_bound_tells_a_slow_linear_scan_from_a_quadratic_one():
+    assert_fast_or_linear(lambda n: 0.5 * n / MB, MB, "fast")
+    assert_fast_or_linear(lambda n: 1.5 * n / MB, MB, "linear, slow day")
+    with pytest.raises(AssertionError, match="quadratic"):
+        assert_fast_or_linear(lambda n: 2.0 * (n / MB) ** 2, MB, "quadratic")
+    with pytest.raises(AssertionError):
+        assert_fast_or_linear(lambda n: 6.0 * n / MB, MB, "linear but minutes on 10 MB")
+
+
+def _scan_seconds(regex: re.Pattern[str], prefix: str, pump: str, size: int) -> float:
+    text = prefix + pump * (size // len(pump))
+    return _timed(lambda: (regex.search(text), regex.match(text)))
+
+
 @pytest.mark.parametrize("where", sorted(PATTERNS))
 def test_every_log_pattern_is_linear_on_pumped_input(where):
     regex = PATTERNS[where]
-    worst = (0.0, "")
-    for prefix in {"", _literal(regex.pattern)}:
-        for pump in PUMPS:
-            text = prefix + pump * (MB // len(pump))
-            spent = _timed(lambda text=text: (regex.search(text), regex.match(text)))
-            worst = max(worst, (spent, f"{prefix[:30]!r} + {pump!r} * n"))
-    assert worst[0] <= LIMIT_S, f"{where} took {worst[0]:.2f} s on {worst[1]}: {regex.pattern[:120]}"
+    cases = [(prefix, pump) for prefix in {"", _literal(regex.pattern)} for pump in PUMPS]
+    _, prefix, pump = max((_scan_seconds(regex, prefix, pump, MB), prefix, pump) for prefix, pump in cases)
+    assert_fast_or_linear(lambda size: _scan_seconds(regex, prefix, pump, size), MB,
+                          f"{where} on {prefix[:30]!r} + {pump!r} * n: {regex.pattern[:120]}")
 
 
 def _examples() -> list[str]:
@@ -109,46 +131,52 @@ def test_whole_scanner_is_fast_on_a_repeated_signature_line(example):
     """One 1 MB line of a signature's own text cut short and repeated: no match completes, all retry."""
     half = example[: max(1, len(example) // 2)] + " "
     two_words = " ".join(example.split()[:2]) + " "
-    cases = [half * (MB // len(half)), two_words * (MB // len(two_words))]
+    makers = [lambda n: half * (n // len(half)), lambda n: two_words * (n // len(two_words))]
     digit = re.search(r"\d", example)
     if digit:
-        cases.append(example[: digit.start()] + "9" * MB)
-    for text in cases:
-        assert _timed(lambda text=text: oom_log.parse_log([text + "\n"], KB)) <= LIMIT_S, text[:80]
+        makers.append(lambda n: example[: digit.start()] + "9" * n)
+    for make in makers:
+        assert_fast_or_linear(lambda n, make=make: _timed(lambda: oom_log.parse_log([make(n) + "\n"], KB)), MB,
+                              make(80)[:80])
 
 
 # --------------------------------------------------------------------------- config readers
 
 
-def _config_cases() -> dict[str, str]:
-    n = 512 * 1024 - 64  # just under the text-input cap: the largest file the readers accept
+def _config_cases(scale: float = 1.0) -> dict[str, str]:
+    """The crafted files; ``scale`` < 1 shrinks every repeated part (the bound's linear-growth check)."""
+    n = int((512 * 1024 - 64) * scale)  # at 1: just under the text-input cap, the largest file the readers accept
+    deep = int(100_000 * scale)
     return {
         "long-scalar.yaml": "model:\n  tensor_model_parallel_size: 2\n  x: '" + "a" * n + "'\n",
         "flow-list.yaml": "model:\n  x: [" + "1," * (n // 2) + "1]\n",
         "near-miss-keys.yaml": "model:\n" + "".join(f"  tensor_model_paralel_siz{i}: 1\n" for i in range(n // 34)),
         "nested-flow.yaml": "model:\n  x: " + "[" * (n // 2) + "]" * (n // 2) + "\n",
         "comment.yaml": "# " + "a" * n + "\nmodel:\n  seq_length: 4\n",
-        "oversized.yaml": "model:\n  x: 1\n" + "#" * (2 * MB),
-        "launch.sh": "#!/bin/bash\ntorchrun pretrain_gpt.py " + "--num-layers 4 " * (256 * 1024 // 16),
+        "oversized.yaml": "model:\n  x: 1\n" + "#" * (4 * n),
+        "launch.sh": "#!/bin/bash\ntorchrun pretrain_gpt.py " + "--num-layers 4 " * (n // 32),
         "layout.sh": "#!/bin/bash\ntorchrun pretrain_gpt.py --pipeline-model-parallel-layout '"
-                     + "(" * 100_000 + "t" + ")" * 100_000 + "'\n",
-        "hf.json": '{"model_type": "llama", "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
+                     + "(" * deep + "t" + ")" * deep + "'\n",
+        "hf.json": '{"model_type": "llama", "x": ' + "[" * deep + "]" * deep + "}",
     }
 
 
 @pytest.mark.parametrize("name", sorted(_config_cases()))
 def test_config_readers_are_fast_on_crafted_files(name, tmp_path):
-    path = tmp_path / name
-    path.write_text(_config_cases()[name])
+    def seconds_at(size: int) -> float:
+        path = tmp_path / f"{size}-{name}"
+        path.write_text(_config_cases(size / MB)[name])
 
-    def read() -> None:
-        try:
-            read_config(path, kb=KB)
-        except UserError as exc:
-            assert "\n" not in str(exc)
+        def read() -> None:
+            try:
+                read_config(path, kb=KB)
+            except UserError as exc:
+                assert "\n" not in str(exc)
 
-    read()  # once untimed: first-use costs (lazy imports, pattern compilation) are not what this bounds
-    assert _timed(read) <= LIMIT_S
+        read()  # once untimed: first-use costs (lazy imports, pattern compilation) are not what this bounds
+        return _timed(read)
+
+    assert_fast_or_linear(seconds_at, MB, name)
 
 
 def test_layout_with_deep_parentheses_is_linear():
