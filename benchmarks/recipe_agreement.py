@@ -118,6 +118,7 @@ def evaluate(recipe: dict[str, Any]) -> dict[str, Any]:
     row["seconds"] = round(time.monotonic() - started, 1)
     layouts = result.layouts
     row["fitting"] = len(layouts)
+    row["tied_with_first"] = result.tied_with_first  # what the plan itself says: layouts scoring what its first does
     if not layouts:
         return row
     best = layouts[0]
@@ -182,7 +183,8 @@ def render(rows: list[dict[str, Any]], skipped: list[dict[str, Any]]) -> str:
         why = "; ".join(f"{w['cost']} {w['change_pct']:+.1f} % ({w['basis']})" for w in r["why"]) \
             if r["rank"] and r["rank"] > TOP else ""
         if _tied(r):
-            why = "tied with the first: no modelled cost separates them (ties go to smaller TP, PP, CP, EP)"
+            why = (f"tied with the first: one of {r['tied_with_first']} layouts the plan says score the same "
+                   "(no modelled cost separates them; ties go to smaller TP, PP, CP, EP)")
         out.append(f"| {r['id']} | {r['gpus']} | {fmt(r['recipe'])} | {rank} | {first} | {gap} | {why} | "
                    f"{r['seconds']} |")
     agreed = sum(1 for r in rows if r["rank"] and r["rank"] <= TOP)

@@ -26,7 +26,7 @@ from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from itertools import product
+from itertools import product, takewhile
 from typing import Any
 
 from ..conditions import evaluate
@@ -205,6 +205,16 @@ class PlanResult:
     stats: PlanStats
     warnings: list[dict[str, Any]]
     assumptions: list[str]
+    # Layouts that score what layout 1 scores, itself included: no modelled cost separates them, so their order is
+    # only the tie order (_index).  Counted among the fitting layouts when every candidate was decided (--all),
+    # else among the valid ones, whose fit is not known.
+    tied_with_first: int = 0
+    tie_scope: str = "fitting"
+
+
+def same_score(a: float, b: float) -> bool:
+    """Equal up to rounding: a tie, not a smaller cost (products of the same factors in another order)."""
+    return abs(a - b) <= 1e-9 * max(abs(a), abs(b))
 
 
 @dataclass(frozen=True)
@@ -1000,11 +1010,29 @@ class Planner:
                 reference.rank = fitting if ok else None
         if top is None:
             self.stats.fitting = fitting
+        tied, scope = self._ties(shown, top is None)
         self.stats.seconds = time.perf_counter() - start
         return PlanResult(capacity_bytes=self.capacity, budget_bytes=self.budget, gpus_per_node=self.gpn,
                           layouts=shown, reference=reference, stats=self.stats,
                           warnings=self._warnings(bool(ref_fields) and ref_at is None),
-                          assumptions=self.assumptions)
+                          assumptions=self.assumptions, tied_with_first=tied, tie_scope=scope)
+
+    def _ties(self, shown: list[PlannedLayout], every: bool) -> tuple[int, str]:
+        """How many layouts score what the first shown one scores, and among which ("fitting" when every
+        candidate was decided, else "valid": the ranking's block of that score, whose members' fit is not all
+        known).  The block is contiguous in ``order``, which is sorted by score."""
+        if not shown:
+            return 0, "fitting"
+        first = shown[0].relative_throughput
+        if every:
+            return sum(1 for _ in takewhile(lambda lay: same_score(lay.relative_throughput, first), shown)), "fitting"
+        factors, count = self._factors, 0
+        for t in self.order:  # best first: the block of equal scores ends at the first lower one
+            if same_score(factors[t], first):
+                count += 1
+            elif factors[t] < first:
+                break
+        return count, "valid"
 
     def _warnings(self, reference_missing: bool) -> list[dict[str, Any]]:
         out = [{"kind": "constraint", "id": cid} for cid in self.feas.constant]

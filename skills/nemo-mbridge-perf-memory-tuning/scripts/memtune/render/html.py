@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .labels import labels
+from .labels import labels, prefixed
 from .render import TEMPLATES
 
 GIB = 2**30
@@ -468,8 +468,11 @@ def estimate_page(result: Mapping[str, Any], kb: Any, lang: str) -> str:
 
 
 def plan_page(data: Mapping[str, Any], kb: Any, lang: str) -> str:
+    from .plan import tie_note
+
     t = labels(kb, lang)
-    return page("plan", plan_view(data, t), t, lang, t["html-title-plan"])
+    view = {**plan_view(data, t), "tie": tie_note(data, prefixed(kb, lang, "plan-"))}
+    return page("plan", view, t, lang, t["html-title-plan"])
 
 
 def snapshot_page(summary: Mapping[str, Any], trace: Any, kb: Any, lang: str) -> str:

@@ -95,6 +95,7 @@ def to_dict(result: PlanResult, request: PlanRequest, kb: Knowledge, lang: str =
         "all": {"columns": list(ROW_COLUMNS), "rows": LayoutRows(result.layouts)} if every else None,
         "reference": _layout_dict(result.reference, costs, lang) if result.reference else None,
         "versus_reference": _versus(result, costs, lang),
+        "tied_with_first": {"count": result.tied_with_first, "among": result.tie_scope},
         "warnings": [_warning(w, kb, lang) for w in result.warnings],
         "assumptions": result.assumptions,
     }
@@ -213,6 +214,15 @@ def markdown_chunks(data: Mapping[str, Any], kb: Knowledge, lang: str = "en") ->
         yield from _all_table(data["all"], prefixed(kb, lang, "plan-"), data["request"]["top"])
 
 
+def tie_note(data: Mapping[str, Any], t: Mapping[str, str]) -> str | None:
+    """The sentence saying how many layouts score what layout 1 scores, when more than it does (``t``: the
+    ``plan-`` labels without their prefix)."""
+    ties = data["tied_with_first"]
+    if ties["count"] <= 1 or not data["layouts"]:
+        return None
+    return t[f"tied-{ties['among']}"].format(n=ties["count"], score=data["layouts"][0]["relative_throughput"])
+
+
 def to_markdown(data: Mapping[str, Any], kb: Knowledge, lang: str = "en", table: bool = True) -> str:
     """The Markdown answer, from the dict ``to_dict`` returns (``table``: with an ``--all`` plan's table of every
     fitting layout at the end; see ``markdown_chunks``)."""
@@ -231,6 +241,9 @@ def to_markdown(data: Mapping[str, Any], kb: Knowledge, lang: str = "en", table:
     ]
     if not data["layouts"]:
         lines += [t["none-fit"], ""]
+    tie = tie_note(data, t)
+    if tie:
+        lines += [tie, ""]
     for lay in data["layouts"]:
         lines += _layout_md(lay, t, f"{lay['rank']}", _consequences(lay, kb, lang))
     ref = data["reference"]
