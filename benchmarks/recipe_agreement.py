@@ -162,10 +162,10 @@ def load(max_gpus: int | None) -> tuple[list[dict[str, Any]], list[dict[str, Any
 
 
 def _tied(row: dict[str, Any]) -> bool:
-    """The recipe's layout scores what the plan's first scores, yet ranks below the top: only the order among
-    equal scores (smaller TP, PP, CP, EP first) put it there, so the plan gives no reason, measured or not."""
-    return bool(row["rank"] and row["rank"] > TOP and row["gap_pct"] is not None and abs(row["gap_pct"]) < 1e-9
-                and not row["why"])
+    """The recipe's layout is in the block of layouts the plan says score what its first scores (planner
+    ``same_score``), yet ranks below the top: only the tie order (smaller TP, PP, CP, EP first) put it there, so
+    the plan gives no reason, measured or not."""
+    return bool(row["rank"] and TOP < row["rank"] <= row.get("tied_with_first", 0))
 
 
 def render(rows: list[dict[str, Any]], skipped: list[dict[str, Any]]) -> str:
