@@ -49,8 +49,26 @@ def layout_string(text: str | None) -> str | None:
 
 
 def estimate_args(recipe: dict[str, Any]) -> list[str]:
-    """The ``memtune estimate`` command line of a recipe's own config: its layout, recompute, offload and FSDP, the
-    settings the planner benchmark passes too (``recipe_settings``), and what only the estimate reads."""
+    """The ``memtune estimate`` command line of a recipe's own config (``config_sets``) and its environment."""
+    lay = recipe["layout"]
+    args = ["estimate", "--model", recipe["model_key"], "--gpu", GPU[recipe["gpu"]],
+            "--world-size", str(recipe["num_gpus"]), "--global-batch-size", str(lay["global_batch_size"]),
+            *env_args(recipe)]
+    for item in config_sets(recipe):
+        args += ["--set", item]
+    return args
+
+
+def env_args(recipe: dict[str, Any]) -> list[str]:
+    """The recipes' environment as ``--env`` options: their allocator configuration, NCCL graph registration off."""
+    mem = recipe.get("memory") or {}
+    alloc = mem.get("pytorch_cuda_alloc_conf") or ("expandable_segments:True" if mem.get("expandable_segments") else "")
+    return ["--env", f"PYTORCH_CUDA_ALLOC_CONF={alloc}", "--env", "NCCL_GRAPH_REGISTER=0"]
+
+
+def config_sets(recipe: dict[str, Any]) -> list[str]:
+    """A recipe's own config as ``--set`` items: its layout, recompute, offload and FSDP, the settings the planner
+    benchmark passes too (``recipe_settings``), and what only the estimate reads."""
     lay, mem = recipe["layout"], recipe.get("memory") or {}
     sets = [f"tensor_model_parallel_size={lay['tensor_model_parallel_size']}",
             f"pipeline_model_parallel_size={lay['pipeline_model_parallel_size']}",
@@ -94,13 +112,7 @@ def estimate_args(recipe: dict[str, Any]) -> list[str]:
     backend = str(mem.get("moe_flex_dispatcher_backend") or "").split(" ")[0]
     if recipe.get("moe") and backend:
         sets.append(f"model.moe_flex_dispatcher_backend={backend}")
-    alloc = mem.get("pytorch_cuda_alloc_conf") or ("expandable_segments:True" if mem.get("expandable_segments") else "")
-    args = ["estimate", "--model", recipe["model_key"], "--gpu", GPU[recipe["gpu"]],
-            "--world-size", str(recipe["num_gpus"]), "--global-batch-size", str(lay["global_batch_size"]),
-            "--env", f"PYTORCH_CUDA_ALLOC_CONF={alloc}", "--env", "NCCL_GRAPH_REGISTER=0"]  # the recipes' env
-    for item in sets:
-        args += ["--set", item]
-    return args
+    return sets
 
 
 def evaluate(recipe: dict[str, Any]) -> dict[str, Any]:

@@ -482,3 +482,18 @@ def test_hf_config_estimates_like_the_preset(shared_dir, kb):
     hf = replace(read_hf_config(shared_dir / "fixtures/hf-configs/Qwen3-8B.json", kb), model_name=None, **layout)
     named = replace(preset("qwen3-8b", kb), **layout)
     assert estimate(hf, kb=kb).peak_bytes == pytest.approx(estimate(named, kb=kb).peak_bytes, rel=1e-6)
+
+
+def test_set_items_take_bridge_keys_and_bare_fields_in_order(vkb):
+    """``estimate`` and ``plan`` read ``--set`` alike: a bare field name is a TrainingConfig field, a dotted key a
+    Bridge override, and a later item wins whichever form either has."""
+    from memtune.facts import TrainingConfig
+    from memtune.inputs.config import apply_sets
+
+    cfg = apply_sets(TrainingConfig(), ["tensor_model_parallel_size=4", "model.tensor_model_parallel_size=8",
+                                        "micro_batch_size=2", "mixed_precision=bf16_mixed"], vkb)
+    assert cfg.tensor_model_parallel_size == 8 and cfg.micro_batch_size == 2 and cfg.bf16
+    cfg = apply_sets(TrainingConfig(), ["model.pipeline_model_parallel_size=4", "pipeline_model_parallel_size=2"], vkb)
+    assert cfg.pipeline_model_parallel_size == 2
+    with pytest.raises(UserError, match="no_such_field"):
+        apply_sets(TrainingConfig(), ["no_such_field=1"], vkb)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any
 
 from .. import knowledge
 from ..errors import UserError
@@ -59,7 +58,7 @@ def build_config(args: argparse.Namespace, kb: knowledge.Knowledge) -> TrainingC
     """The layout from every source the user gave, later ones winning."""
     from ..defaults import fill_unstated
     from ..estimator.models import preset
-    from ..inputs.config import apply_overrides, read_config
+    from ..inputs.config import apply_sets, read_config
 
     layers: list[TrainingConfig] = []
     if args.model:
@@ -76,33 +75,13 @@ def build_config(args: argparse.Namespace, kb: knowledge.Knowledge) -> TrainingC
     cfg = TrainingConfig(provided=True, source="overrides")
     for layer in layers:
         cfg = merge(cfg, layer)
-    # a bare key is a TrainingConfig field, except the two Bridge sections named by a recipe string
-    # (mixed_precision=bf16_with_fp8_current_scaling_mixed, peft=lora), read as plan reads them
-    bare = [o for o in args.overrides if "." not in (key := o.partition("=")[0].strip().lstrip("+~"))
-            and key not in ("mixed_precision", "peft")]
-    cfg = apply_overrides(cfg, [o for o in args.overrides if o not in bare], kb)
-    cfg = _apply_fields(cfg, bare)
+    cfg = apply_sets(cfg, args.overrides, kb)
     sizes = {"data_parallel_size": args.dp, "world_size": args.world_size,
              "global_batch_size": args.global_batch_size}
     cfg = replace(cfg, **{k: v for k, v in sizes.items() if v is not None})
     if args.world_size is not None and args.dp is None:
         cfg = replace(cfg, data_parallel_size=None)
     return fill_unstated(cfg, kb)
-
-
-def _apply_fields(cfg: TrainingConfig, overrides: list[str]) -> TrainingConfig:
-    """``--set field=value`` with a bare TrainingConfig field name (no Bridge section)."""
-    from ..inputs.config import coerce, parse_scalar
-
-    names = {f.name for f in fields(TrainingConfig)}
-    values: dict[str, Any] = {}
-    for raw in overrides:
-        key, eq, value = raw.partition("=")
-        key = key.strip()
-        if not eq or key not in names:
-            raise UserError(f"--set {raw!r}: expected section.key=value or a layout field name=value")
-        values[key] = coerce(key, parse_scalar(value.strip()), f"--set {raw!r}")
-    return replace(cfg, **values) if values else cfg
 
 
 def merge(base: TrainingConfig, over: TrainingConfig) -> TrainingConfig:

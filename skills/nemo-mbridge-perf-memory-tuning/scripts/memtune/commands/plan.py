@@ -69,19 +69,19 @@ def base_config(args: argparse.Namespace, kb: knowledge.Knowledge) -> TrainingCo
 
     from ..defaults import fill_unstated
     from ..estimator.models import find, preset
-    from ..inputs.config import apply_overrides, read_config
+    from ..inputs.config import apply_sets, read_config
     from ..inputs.hf_config import read_hf_config
 
     given = [a for a in (args.model, args.hf_config, args.config) if a]
     if not given:
         raise UserError("plan: give the model with --model NAME, --hf-config FILE or --config FILE")
     if args.config:
-        cfg = read_config(args.config, args.overrides, kb)
+        cfg = apply_sets(read_config(args.config, [], kb), args.overrides, kb)
         if args.model:
             cfg = replace(cfg, model_name=_find(find, args.model, kb)["id"])
     else:
         cfg = read_hf_config(args.hf_config, kb) if args.hf_config else preset(_find(find, args.model, kb)["id"], kb)
-        cfg = apply_overrides(cfg, args.overrides, kb)
+        cfg = apply_sets(cfg, args.overrides, kb)
     return fill_unstated(cfg, kb)
 
 

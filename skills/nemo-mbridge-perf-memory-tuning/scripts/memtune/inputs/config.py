@@ -607,6 +607,28 @@ def apply_overrides(cfg: TrainingConfig, overrides: list[str], kb: Any = None, h
     return b.build(cfg)
 
 
+def apply_sets(cfg: TrainingConfig, overrides: list[str], kb: Any = None) -> TrainingConfig:
+    """``--set`` items of ``estimate`` and ``plan``, later items winning: Bridge overrides (``section.key=value``)
+    and bare TrainingConfig field names (``tensor_model_parallel_size=4``), except the two Bridge sections a recipe
+    string names (``mixed_precision=bf16_with_fp8_current_scaling_mixed``, ``peft=lora``), read as overrides."""
+    names = {f.name for f in fields(TrainingConfig)}
+    run: list[str] = []  # consecutive Bridge overrides, applied together
+    for raw in [*overrides, None]:
+        key = None if raw is None else raw.partition("=")[0].strip().lstrip("+~")
+        if key is not None and ("." in key or key in ("mixed_precision", "peft")):
+            run.append(raw)
+            continue
+        cfg, run = apply_overrides(cfg, run, kb), []
+        if raw is None:
+            break
+        name, eq, value = raw.partition("=")
+        name = name.strip()
+        if not eq or name not in names:
+            raise UserError(f"--set {raw!r}: expected section.key=value or a layout field name=value")
+        cfg = replace(cfg, **{name: coerce(name, parse_scalar(value.strip()), f"--set {raw!r}")})
+    return cfg
+
+
 # --- dispatch ----------------------------------------------------------------------------------
 
 _TASK_CONFIG_MARK = re.compile(r"^_target_:\s*megatron\.bridge\.training\.config\.ConfigContainer\s*$", re.M)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["PlanRequest", "PlanResult", "PlanStats", "PlannedLayout", "StagePeak", "plan"]
+__all__ = ["PlanRequest", "PlanResult", "PlanStats", "PlannedLayout", "Scored", "StagePeak", "plan", "score"]
 
 
 def __getattr__(name: str) -> Any:

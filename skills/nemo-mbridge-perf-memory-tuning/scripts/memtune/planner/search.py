@@ -212,6 +212,16 @@ class PlanResult:
     tie_scope: str = "fitting"
 
 
+@dataclass(frozen=True)
+class Scored:
+    """A layout scored by the cost model alone (``Planner.score_own``)."""
+
+    relative_throughput: float
+    reasons: tuple[cost_model.Reason, ...]
+    options: Mapping[str, str | None]  # option id per group, None for "off"
+    tokens_per_gpu_second: float | None  # the achieved FLOP/s times the factors over FLOPs per token
+
+
 def same_score(a: float, b: float) -> bool:
     """Equal up to rounding: a tie, not a smaller cost (products of the same factors in another order)."""
     return abs(a - b) <= 1e-9 * max(abs(a), abs(b))
@@ -959,6 +969,46 @@ class Planner:
         fields = {**self.shape_list[si].fields, "micro_batch_size": mbs, **self.combos[ci].fields}
         return all(_norm(n, fields.get(n)) == v for n, v in ref.items())
 
+    def score_own(self) -> Scored | None:
+        """The base config's own layout and options scored by the cost model, without the search or a memory
+        check: what the planner's throughput model predicts for the run the user describes.  None when the
+        config sets no layout, its sizes do not divide the GPUs or the batch, or its options (recompute, model
+        state, offload) are none the planner knows."""
+        ref = self._reference_fields()
+        if not ref:
+            return None
+        given, b = self.req.base, self.base
+        tp, pp, cp = (int(x or 1) for x in (b.tensor_model_parallel_size, b.pipeline_model_parallel_size,
+                                             b.context_parallel_size))
+        vpp = int(b.virtual_pipeline_model_parallel_size or 1)
+        ep = int(b.expert_model_parallel_size or 1) if self.ctx.moe else 1
+        mbs, world = int(b.micro_batch_size or 1), self.req.gpus
+        if world % (tp * pp * cp) or self.req.global_batch_size % (mbs * world // (tp * pp * cp)):
+            return None
+        dp = world // (tp * pp * cp)
+        matching = [c for c in self.combos
+                    if all(_norm(n, c.fields.get(n)) == v for n, v in ref.items() if n in c.fields)]
+        if not matching:
+            return None
+        # of the combinations the stated fields allow, the one closest to the rest of the config
+        combo = max(matching, key=lambda c: sum(_norm(n, v) == _norm(n, vars(given)[n]) for n, v in c.fields.items()))
+        fields = {**self._shape_fields(tp, pp, vpp, cp, ep),
+                  **{n: vars(given)[n] for n in (*SPLIT_FIELDS, LAYOUT_FIELD)}}
+        shape = _Shape(tp, pp, vpp, cp, ep, int(b.expert_tensor_parallel_size or tp), dp, fields, ("own",))
+        microbatches = self.req.global_batch_size // (mbs * dp)
+        traffic = None if self.hw is None or self.model_counts is None else traffic_model.traffic(
+            self.model_counts, self.hw, tp=tp, pp=pp, cp=cp, ep=ep, etp=shape.etp, dp=dp, mbs=mbs,
+            seq=self.req.seq_length, microbatches=microbatches, gpus_per_domain=self.gpn)
+        reasons = (*cost_model.parallel_reasons(self.costs, self.ctx, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep,
+                                                etp=shape.etp, microbatches=microbatches, traffic=traffic,
+                                                balance=self._balance(shape)),
+                   *cost_model.option_reasons(self.costs, combo.cost_ids, traffic))
+        factor = cost_model.product(reasons)
+        per_token = traffic_model.flops_per_token(self.arch, self.req.seq_length) if self.arch is not None else None
+        tokens = self.hw.flops * factor / per_token if self.hw is not None and per_token else None
+        return Scored(factor, tuple(reasons), {g: (o.id if o else None) for g, o in zip(GROUPS, combo.options,
+                                                                                         strict=True)}, tokens)
+
     # --- the walk ---------------------------------------------------------------------------------
 
     def locate(self, **settings: Any) -> int | None:
@@ -1094,6 +1144,11 @@ def _norm(name: str, value: Any) -> Any:
 def plan(request: PlanRequest, kb: Knowledge, *, exhaustive: bool = False) -> PlanResult:
     """Rank the layouts of ``request`` that fit (see the module docstring for the order of work)."""
     return Planner(request, kb, exhaustive=exhaustive).run()
+
+
+def score(request: PlanRequest, kb: Knowledge) -> Scored | None:
+    """The throughput model's score of the layout ``request.base`` sets (``Planner.score_own``)."""
+    return Planner(request, kb).score_own()
 
 
 def _stated_reuse(env: EnvFacts) -> str | None:

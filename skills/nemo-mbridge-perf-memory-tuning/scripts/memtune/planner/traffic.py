@@ -156,6 +156,11 @@ def module_flops(arch: Any, seq: int) -> dict[str, float]:
     return out
 
 
+def flops_per_token(arch: Any, seq: int) -> float:
+    """Model FLOPs of one token, forward and backward (3 x ``module_flops``), as the achieved share counts them."""
+    return 3.0 * sum(module_flops(arch, seq).values())
+
+
 def flop_share(arch: Any, seq: int, module: str) -> float:
     """The share of a step's FLOPs that ``module`` (a key of ``module_flops``) holds."""
     flops = module_flops(arch, seq)
