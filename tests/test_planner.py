@@ -158,17 +158,45 @@ def test_tp_and_launch_costs_fall_with_work_per_layer(kb):
     assert tp8("llama3-8b") < tp8("llama3-405b") < 1.0
 
 
-def test_cross_node_ep_is_charged_only_without_the_all_to_all_overlap(kb):
-    """ep-cross-node is the measured gain of overlap_moe_expert_parallel_comm, so a run that overlaps pays none."""
+def _qwen3_30b_ep(kb, *, ep, overlap, dispatcher="flex", gpu="H100", mbs=1, precision="bf16"):
+    """Qwen3-30B-A3B TP1 PP1 EP``ep`` on ``gpu``: the factor the token dispatch costs, and the dispatch bytes."""
     space = load(kb)
+    hw = traffic_model.hardware(lookup_gpu(gpu, kb), precision, space.costs["achieved-flops"]["value"])
+    counts = traffic_model.counts_of(preset("qwen3-30b-a3b", kb))
+    t = traffic_model.traffic(counts, hw, tp=1, pp=1, cp=1, ep=ep, etp=1, dp=16, mbs=mbs, seq=4096, microbatches=64,
+                              gpus_per_domain=lookup_gpu(gpu, kb).nvlink_domain, dispatcher=dispatcher)
+    ctx = cost_model.ShapeContext(hidden_size=2048, num_layers=48, seq_length=4096, gpus_per_node=8, moe=True,
+                                  ep_overlap=overlap)
+    reasons = cost_model.parallel_reasons(space.costs, ctx, tp=1, pp=1, vpp=1, cp=1, ep=ep, etp=1, microbatches=64,
+                                          traffic=t)
+    return cost_model.product(r for r in reasons if r.cost == "ep-communication"), t
 
-    def ep_factor(overlap):
-        ctx = cost_model.ShapeContext(hidden_size=2048, num_layers=48, seq_length=4096, gpus_per_node=8, moe=True,
-                                      ep_overlap=overlap)
-        reasons = cost_model.parallel_reasons(space.costs, ctx, tp=1, pp=1, vpp=1, cp=1, ep=16, etp=1, microbatches=8)
-        return cost_model.product(r for r in reasons if r.cost == "ep-cross-node")
 
-    assert ep_factor(False) == space.costs["ep-cross-node"]["value"] and ep_factor(True) == 1.0
+def test_ep_overlap_reproduces_its_measured_gain(kb):
+    """Qwen3-30B-A3B, 16x H100, EP16, HybridEP: 244.0 -> 287.3 TFLOP/s/GPU with overlap_moe_expert_parallel_comm
+    (Bridge moe-hardware-configs card).  The bytes over the links and the profiled hidden share, with no constant
+    solved on this pair, give 0.93 against 0.85: the right direction, the dispatch priced at about half of what the
+    profile implies (costs.yaml ep-communication says so)."""
+    off, _ = _qwen3_30b_ep(kb, ep=16, overlap=False)
+    on, _ = _qwen3_30b_ep(kb, ep=16, overlap=True)
+    assert off < on <= 1.0
+    assert 244.039 / 287.305 < off / on < 0.94
+
+
+def test_dispatch_costs_follow_the_bytes_and_the_link(kb):
+    """Within one NVLink domain the dispatch is cheap; across domains it is paid on the network, and the flex
+    dispatchers, which send a token once per remote domain, pay less of it than alltoall's top-k copies."""
+    inside, t_in = _qwen3_30b_ep(kb, ep=8, overlap=False, dispatcher="alltoall")
+    across, t_out = _qwen3_30b_ep(kb, ep=16, overlap=False, dispatcher="alltoall")
+    flex, t_flex = _qwen3_30b_ep(kb, ep=16, overlap=False, dispatcher="flex")
+    assert across < flex < inside < 1.0
+    counts = traffic_model.counts_of(preset("qwen3-30b-a3b", kb))
+    assert traffic_model.dispatch_bytes(counts, "alltoall", 8, 1, 8)[1] == 0.0  # nothing leaves the domain
+    near, far = traffic_model.dispatch_bytes(counts, "alltoall", 16, 1, 8)
+    assert far == pytest.approx(near * 8 / 7)  # 8 of the 15 other EP ranks sit in the other node
+    # alltoall sends the ~4 of 8 copies whose experts sit in the other node, flex sends the token there once
+    assert traffic_model.dispatch_bytes(counts, "flex", 16, 1, 8)[1] == pytest.approx(far / 4, rel=0.01)
+    assert traffic_model.dispatch_bytes(counts, "alltoall", 1, 1, 8) == (0.0, 0.0)
 
 
 # ---------------------------------------------------------------- the PR #3107 acceptance case

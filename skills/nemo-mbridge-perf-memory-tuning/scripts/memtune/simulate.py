@@ -482,16 +482,21 @@ def _traffic(cfg: TrainingConfig, gpu: Any, space: Any, *, per_step: bool = True
         counts, hw, tp=tp, pp=pp, cp=cp,
         ep=cfg.expert_model_parallel_size or 1, etp=cfg.expert_tensor_parallel_size or tp, dp=dp, mbs=mbs,
         seq=cfg.seq_length, microbatches=max(1, (cfg.global_batch_size or 0) // (mbs * dp)),
-        gpus_per_domain=gpu.nvlink_domain or 8)
+        gpus_per_domain=gpu.nvlink_domain or 8, **traffic_model.workload(cfg))
 
 
-def _balance(cfg: TrainingConfig) -> float:
-    """traffic.stage_balance of the config's pipeline split (1.0 when the architecture is incomplete)."""
+def _balance(cfg: TrainingConfig, costs: Any = None, ctx: Any = None, traffic: Any = None) -> float:
+    """traffic.stage_balance of the config's pipeline split (1.0 when the architecture is incomplete), a MoE layer
+    weighing the token dispatch it waits for when the traffic is known (planner.costs.dispatch_wait)."""
+    from .planner import costs as cost_model
     from .planner import traffic as traffic_model
 
     arch = traffic_model.arch_of(cfg)
     pp, vpp = cfg.pipeline_model_parallel_size or 1, cfg.virtual_pipeline_model_parallel_size or 1
-    return 1.0 if arch is None else traffic_model.stage_balance(arch, cfg, pp, vpp, cfg.seq_length or 4096)
+    wait = cost_model.dispatch_wait(costs, ctx, traffic) if costs is not None else None
+    stretch = 1.0 + wait / traffic.layer_seconds if wait and traffic.layer_seconds else 1.0
+    return 1.0 if arch is None else traffic_model.stage_balance(arch, cfg, pp, vpp, cfg.seq_length or 4096,
+                                                                moe_stretch=stretch)
 
 
 def _throughput(old: TrainingConfig, new: TrainingConfig, option_costs: tuple[str, ...], kb: Knowledge,
@@ -528,11 +533,12 @@ def _throughput(old: TrainingConfig, new: TrainingConfig, option_costs: tuple[st
                                       ep_overlap=bool(cfg.overlap_moe_expert_parallel_comm),
                                       tp_overlap=bool(cfg.tp_comm_overlap),
                                       eager_share=traffic_model.eager_share(cfg, moe), fp8=bool(cfg.fp8))
+        traffic = _traffic(cfg, gpu, space, per_step=False)
         return (cost_model.parallel_reasons(
             space.costs, ctx, tp=cfg.tensor_model_parallel_size or 1, pp=cfg.pipeline_model_parallel_size or 1,
             vpp=cfg.virtual_pipeline_model_parallel_size or 1, cp=cfg.context_parallel_size or 1,
             ep=cfg.expert_model_parallel_size or 1, etp=cfg.expert_tensor_parallel_size or 1, microbatches=m,
-            traffic=_traffic(cfg, gpu, space, per_step=False), balance=_balance(cfg)))
+            traffic=traffic, balance=_balance(cfg, space.costs, ctx, traffic)))
 
     before, after = parallel(old), parallel(new)
     factor = cost_model.product(after) / cost_model.product(before)

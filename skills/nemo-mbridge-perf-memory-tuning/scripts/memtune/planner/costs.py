@@ -55,7 +55,7 @@ def parallel_reasons(costs: Mapping[str, Mapping[str, Any]], ctx: ShapeContext, 
     ``balance`` is traffic.stage_balance of the layout's pipeline placement.
     """
     out: list[Reason] = []
-    exposed = 0.0
+    exposed = 0.0  # per layer: what the GPU waits on besides compute, which the host's launches overlap with
     for c in _by_kind(costs, "tp-traffic"):
         if tp > 1 and traffic is not None:
             t, comm = traffic.layer_seconds, c["value"] * traffic.tp_unit_seconds
@@ -63,6 +63,15 @@ def parallel_reasons(costs: Mapping[str, Mapping[str, Any]], ctx: ShapeContext, 
             out.append(Reason(c["id"], t / (t + exposed),
                               f"{comm * 1e3:.2f} ms of TP collectives per layer vs {t * 1e3:.2f} ms compute"
                               + (", overlapped" if ctx.tp_overlap else "")))
+    for c in _by_kind(costs, "ep-traffic"):
+        waits = dispatch_wait(costs, ctx, traffic)
+        if waits is not None:
+            t, comm = traffic.layer_seconds, traffic.dispatch_seconds
+            stage = traffic.mb_seconds
+            out.append(Reason(c["id"], stage / (stage + waits * traffic.moe_layers),
+                              f"{comm * 1e3:.2f} ms of token dispatch and combine per MoE layer vs {t * 1e3:.2f} ms "
+                              "compute" + (", overlapped" if ctx.ep_overlap else "")))
+            exposed += waits * traffic.moe_layers * traffic.layer_seconds / stage
     for c in _by_kind(costs, "host-bound"):
         if traffic is not None and ctx.eager_share > 0:
             host = (c.get("params", {}).get("fp8", c["value"]) if ctx.fp8 else c["value"]) * ctx.eager_share
@@ -86,10 +95,19 @@ def parallel_reasons(costs: Mapping[str, Mapping[str, Any]], ctx: ShapeContext, 
             exposed = max(0.0, kv - traffic.attention_seconds)
             out.append(Reason(c["id"], t / (t + exposed), f"{kv * 1e3:.2f} ms of K/V exchange per layer vs "
                                                           f"{traffic.attention_seconds * 1e3:.2f} ms of attention"))
-    for c in _by_kind(costs, "ep-cross-node"):  # its measured value is what the overlap hides
-        if ctx.moe and ep * etp > ctx.gpus_per_node and not ctx.ep_overlap:
-            out.append(Reason(c["id"], c["value"], f"EP {ep} x ETP {etp} > {ctx.gpus_per_node} GPUs per NVLink domain"))
     return out
+
+
+def dispatch_wait(costs: Mapping[str, Mapping[str, Any]], ctx: ShapeContext, traffic: Traffic | None) -> float | None:
+    """Seconds one MoE layer waits for its token dispatch and combine per micro-batch (costs.yaml ``ep-traffic``),
+    or None when there is none to wait for.  The overlap hides a measured share of it behind another micro-batch's
+    compute, and at most that compute."""
+    if not ctx.moe or traffic is None or traffic.dispatch_seconds <= 0 or not traffic.moe_layers:
+        return None
+    comm, t = traffic.dispatch_seconds, traffic.layer_seconds
+    for c in _by_kind(costs, "ep-traffic"):
+        return max(comm - t, (1.0 - c["value"]) * comm) if ctx.ep_overlap else comm
+    return None
 
 
 TRAFFIC_KINDS = frozenset({"fsdp-traffic", "dp-step-traffic", "host-offload-traffic"})
@@ -115,8 +133,7 @@ def option_reasons(costs: Mapping[str, Mapping[str, Any]], cost_ids: Iterable[st
 
 def _traffic_reason(cid: str, c: Mapping[str, Any], t: Traffic) -> Reason:
     """A collective or host copy against the compute it overlaps with (formulas in knowledge/costs.yaml)."""
-    share = (t.dp - 1) / t.dp if t.dp > 1 else 0.0
-    comm = c["value"] * t.shard_params * share / t.dp_bandwidth
+    comm = c["value"] * t.moved_params / t.dp_bandwidth
     ms = 1e3
     if c["kind"] == "fsdp-traffic":
         f = t.mb_seconds / max(t.mb_seconds, comm)

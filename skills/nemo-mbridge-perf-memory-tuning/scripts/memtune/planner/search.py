@@ -311,6 +311,7 @@ class Planner:
         self._base_split = any(vars(self.base)[n] for n in SPLIT_FIELDS)
         self.layers, self.mtp = int(self.base.num_layers), int(self.base.mtp_num_layers or 0)
         self.arch = traffic_model.arch_of(self.base)
+        self.workload = traffic_model.workload(self.base)  # what the traffic reads of the run besides its layout
         self.model_counts = traffic_model.counts(self.arch) if self.arch is not None else None
         # recompute factors carried to this model by the FLOP share of the module each replays
         self.costs = self.space.costs if self.arch is None else cost_model.for_model(
@@ -695,20 +696,26 @@ class Planner:
         hit = self._reasons.get(key)
         if hit is None:
             s = self.shape_list[si]
+            traffic = self._traffic(si, mbs)
             hit = self._reasons[key] = tuple(cost_model.parallel_reasons(
                 self.costs, self.ctx, tp=s.tp, pp=s.pp, vpp=s.vpp, cp=s.cp, ep=s.ep, etp=s.etp,
-                microbatches=self.req.global_batch_size // (mbs * s.dp), traffic=self._traffic(si, mbs),
-                balance=self._balance(s)))
+                microbatches=self.req.global_batch_size // (mbs * s.dp), traffic=traffic,
+                balance=self._balance(s, traffic)))
         return hit
 
-    def _balance(self, s: _Shape) -> float:
-        """Mean over heaviest pipeline-stage work of a shape's pipeline split (traffic.stage_balance)."""
+    def _balance(self, s: _Shape, traffic: traffic_model.Traffic | None) -> float:
+        """Mean over heaviest pipeline-stage time of a shape's pipeline split (traffic.stage_balance), a MoE layer
+        weighing its compute plus the dispatch it waits for."""
+        if s.pp <= 1:
+            return 1.0
+        wait = cost_model.dispatch_wait(self.costs, self.ctx, traffic)
+        stretch = round(1.0 + wait / traffic.layer_seconds, 3) if wait and traffic.layer_seconds else 1.0
         split = tuple(s.fields.get(n) for n in (*SPLIT_FIELDS, LAYOUT_FIELD))
-        key = (s.pp, s.vpp, split)
+        key = (s.pp, s.vpp, split, stretch)
         if key not in self._balances:
             cfg = replace(self.base, **{n: s.fields.get(n) for n in (*SPLIT_FIELDS, LAYOUT_FIELD)})
             self._balances[key] = 1.0 if self.arch is None else traffic_model.stage_balance(
-                self.arch, cfg, s.pp, s.vpp, self.req.seq_length)
+                self.arch, cfg, s.pp, s.vpp, self.req.seq_length, moe_stretch=stretch)
         return self._balances[key]
 
     def _option_parts(self, ci: int,
@@ -748,7 +755,7 @@ class Planner:
             self._traffics[key] = None if self.hw is None or self.model_counts is None else traffic_model.traffic(
                 self.model_counts, self.hw, tp=s.tp, pp=s.pp, cp=s.cp, ep=s.ep, etp=s.etp, dp=s.dp, mbs=mbs,
                 seq=self.req.seq_length, microbatches=self.req.global_batch_size // (mbs * s.dp),
-                gpus_per_domain=self.gpn)
+                gpus_per_domain=self.gpn, **self.workload)
         return self._traffics[key]
 
     def _env(self, combo: _Combo) -> tuple[str, ...]:
@@ -998,13 +1005,14 @@ class Planner:
         microbatches = self.req.global_batch_size // (mbs * dp)
         traffic = None if self.hw is None or self.model_counts is None else traffic_model.traffic(
             self.model_counts, self.hw, tp=tp, pp=pp, cp=cp, ep=ep, etp=shape.etp, dp=dp, mbs=mbs,
-            seq=self.req.seq_length, microbatches=microbatches, gpus_per_domain=self.gpn)
+            seq=self.req.seq_length, microbatches=microbatches, gpus_per_domain=self.gpn, **self.workload)
         reasons = (*cost_model.parallel_reasons(self.costs, self.ctx, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep,
                                                 etp=shape.etp, microbatches=microbatches, traffic=traffic,
-                                                balance=self._balance(shape)),
+                                                balance=self._balance(shape, traffic)),
                    *cost_model.option_reasons(self.costs, combo.cost_ids, traffic))
         factor = cost_model.product(reasons)
-        per_token = traffic_model.flops_per_token(self.arch, self.req.seq_length) if self.arch is not None else None
+        per_token = traffic_model.flops_per_token(self.arch, self.req.seq_length, self.workload["frozen"]) \
+            if self.arch is not None else None
         tokens = self.hw.flops * factor / per_token if self.hw is not None and per_token else None
         return Scored(factor, tuple(reasons), {g: (o.id if o else None) for g, o in zip(GROUPS, combo.options,
                                                                                          strict=True)}, tokens)

@@ -21,6 +21,7 @@ from ..estimator.params import (
     MAMBA,
     arch_from_config,
     attention_params,
+    embedding_params,
     kind_params,
     mamba_params,
     mlp_params,
@@ -58,6 +59,10 @@ class ModelCounts:
     kv_width: int  # query groups x head dim: what K (and V) hold per token
     num_layers: int
     hidden: int
+    lookup: float = 0.0  # embedding (and learned position) rows: read per token, never multiplied
+    moe_layers: int = 0  # decoder layers with routed experts
+    topk: int = 0
+    moe_width: int = 0  # width of a dispatched token (moe_latent_size when the experts run in a latent space)
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,9 @@ class Traffic:
     tp_unit_seconds: float  # one sequence-parallel collective of a layer (tokens x hidden bf16) over NVLink
     kv_seconds: float  # one ring pass of an attention layer's K/V chunks (CP - 1 sends)
     attention_seconds: float  # the core attention compute of one attention layer, forward + backward
+    dispatch_seconds: float = 0.0  # one MoE layer's token dispatch and combine, forward + backward (dispatch_bytes)
+    moe_layers: float = 0.0  # MoE layers on one pipeline stage
+    moved_params: float = 0.0  # parameters a sharded collective moves per GPU: shard x (group - 1) / group
 
 
 def achieved_share(costs: Any) -> float:
@@ -125,7 +133,10 @@ def counts(arch: Any) -> ModelCounts:
     attn = sum(1 for k in arch.pattern if k in HAS_ATTENTION)
     width = _attention_width(arch)
     kv = width if arch.mla else arch.groups * arch.kv_channels
-    return ModelCounts(total - experts, experts, active_experts, attn, width, kv, len(arch.pattern), arch.hidden)
+    moe_layers = sum(1 for k in arch.pattern if k in HAS_MOE)
+    return ModelCounts(total - experts, experts, active_experts, attn, width, kv, len(arch.pattern), arch.hidden,
+                       sum(embedding_params(arch)), moe_layers, arch.topk if moe_layers else 0,
+                       arch.latent or arch.hidden)
 
 
 def module_flops(arch: Any, seq: int) -> dict[str, float]:
@@ -156,9 +167,13 @@ def module_flops(arch: Any, seq: int) -> dict[str, float]:
     return out
 
 
-def flops_per_token(arch: Any, seq: int) -> float:
-    """Model FLOPs of one token, forward and backward (3 x ``module_flops``), as the achieved share counts them."""
-    return 3.0 * sum(module_flops(arch, seq).values())
+def flops_per_token(arch: Any, seq: int, frozen: bool = False) -> float:
+    """Model FLOPs of one token, forward and backward, as the achieved share counts them: three times the forward
+    (the backward computes input and weight gradients), twice for the weights of a frozen base (LoRA: no weight
+    gradients; the core attention's backward is the same)."""
+    flops = module_flops(arch, seq)
+    core = flops["core_attn"]
+    return 3.0 * core + (2.0 if frozen else 3.0) * (sum(flops.values()) - core)
 
 
 def flop_share(arch: Any, seq: int, module: str) -> float:
@@ -167,20 +182,65 @@ def flop_share(arch: Any, seq: int, module: str) -> float:
     return flops[module] / sum(flops.values())
 
 
+DISPATCH_PASSES = 4  # dispatch and combine in the forward, their gradients in the backward
+TOKEN_BYTES = 2  # a dispatched token is bf16 whatever the GEMM precision
+
+
+def dispatch_bytes(m: ModelCounts, dispatcher: str, ep: int, etp: int, domain: int) -> tuple[float, float]:
+    """(NVLink, network) bytes one GPU sends per token it holds, per MoE layer, forward and backward, by dispatcher.
+
+    Routing is taken as balanced (every expert equally likely, as under forced balancing).  EP peers sit ETP ranks
+    apart (Megatron-Core's expert rank order tp-ep-dp-pp with tp = ETP), so ``domain // etp`` of them share this
+    GPU's NVLink domain.  ``alltoall`` sends each of a token's top-k copies to its expert's rank; the flex
+    dispatchers (DeepEP, HybridEP) send a token over the network once to each other domain that holds one of its
+    experts and forward it over NVLink there (DeepSeek-V3 technical report, arXiv 2412.19437 §3.2.2; DeepEP's
+    "forwarding data from NVLink domain to RDMA domain"); ``allgather`` gathers every token of the TP x EP group to
+    every rank and reduce-scatters the results.
+    """
+    if ep <= 1 or not m.topk:
+        return 0.0, 0.0
+    token = DISPATCH_PASSES * TOKEN_BYTES * m.moe_width
+    if dispatcher == "allgather":
+        group = ep * etp
+        near = min(group, domain)
+        return token * (near - 1), token * (group - near)
+    near = max(1, min(ep, domain // max(1, etp)))
+    nvlink = token * m.topk * (ep - 1) / ep
+    if dispatcher == "flex":
+        domains = ep / near
+        reached = (domains - 1) * (1 - (1 - 1 / domains) ** m.topk)  # other domains one token's experts fall in
+        return nvlink, token * reached
+    return token * m.topk * (near - 1) / ep, token * m.topk * (ep - near) / ep
+
+
+def workload(cfg: TrainingConfig) -> dict[str, Any]:
+    """What ``traffic`` reads of a run besides its layout: the MoE dispatcher (Megatron-Core's default allgather
+    when unset) and whether the base weights are frozen (a PEFT run)."""
+    return {"dispatcher": str(cfg.moe_token_dispatcher_type or "allgather").lower(), "frozen": bool(cfg.peft)}
+
+
 def traffic(m: ModelCounts, hw: Hardware, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int,
-            mbs: int, seq: int, microbatches: int, gpus_per_domain: int) -> Traffic:
+            mbs: int, seq: int, microbatches: int, gpus_per_domain: int, dispatcher: str = "alltoall",
+            frozen: bool = False) -> Traffic:
     """Compute seconds and bytes of one layout on one GPU.
 
-    Megatron's default rank order (tp-cp-ep-dp-pp) puts data-parallel peers TP x CP ranks apart, so the
-    group stays on NVLink while TP x CP x DP fits one NVLink domain.
+    The distributed optimizer and Megatron FSDP shard the dense parameters over the data-parallel group with
+    context parallelism (DP x CP ranks hold the same weights) and the routed experts over the expert-data-parallel
+    group (TP x CP x DP / (EP x ETP)), as the estimator does.  Megatron's default rank order (tp-cp-ep-dp-pp) puts
+    those peers TP (ETP x EP) ranks apart, so both groups stay on NVLink while TP x CP x DP fits one NVLink
+    domain.  ``frozen``: the base weights take no weight gradients (LoRA), so each computes 4 FLOPs per token
+    instead of 6.
     """
-    shard = m.dense / (tp * pp) + m.experts / (ep * etp * pp)
+    dense, experts = m.dense / (tp * pp), m.experts / (ep * etp * pp)
+    shard = dense + experts
+    group, expert_group = dp * cp, max(1, tp * cp * dp // (ep * etp))
+    moved = dense * (group - 1) / group + experts * (expert_group - 1) / expert_group
     # a TP rank's experts see its 1/TP of the tokens gathered over the ETP group and compute 1/ETP of each expert:
-    # 1/TP of the routed work whatever ETP is (ETP 1 with TP 2 does not double it)
-    active = m.dense / (tp * pp) + m.experts_active / (tp * pp)
+    # 1/TP of the routed work whatever ETP is (ETP 1 with TP 2 does not double it); embedding rows are looked up
+    active = (m.dense - m.lookup) / (tp * pp) + m.experts_active / (tp * pp)
     tokens = mbs * seq / cp
     attention = tokens * _attention_flops(seq, m.attention_width) / tp  # one attention layer, this GPU's share
-    flops = tokens * 6.0 * active + attention * m.attention_layers / pp
+    flops = tokens * (4.0 if frozen else 6.0) * active + attention * m.attention_layers / pp
     mb_seconds = flops / hw.flops
     bandwidth = hw.nvlink if tp * cp * dp <= gpus_per_domain else hw.network
     # Korthikanti et al. 2022: a transformer layer saves about 34 bytes per token per hidden unit (flash
@@ -190,8 +250,11 @@ def traffic(m: ModelCounts, hw: Hardware, *, tp: int, pp: int, cp: int, ep: int,
     tp_unit = 2.0 * tokens * m.hidden * (tp - 1) / tp / hw.nvlink
     ring = hw.nvlink if tp * cp <= gpus_per_domain else hw.network
     kv = (cp - 1) * tokens * 2 * m.kv_width / tp * 2.0 / ring  # K and V, bf16, to each of the other ranks
+    near, far = dispatch_bytes(m, dispatcher, ep, etp, gpus_per_domain)
+    # each GPU dispatches the tokens it holds after sequence parallelism; both links run at once
+    dispatch = tokens / tp * max(near / hw.nvlink, far / hw.network)
     return Traffic(mb_seconds, microbatches, shard, dp, bandwidth, (layer_bytes / hw.host) / layer_seconds,
-                   layer_seconds, tp_unit, kv, attention / hw.flops)
+                   layer_seconds, tp_unit, kv, attention / hw.flops, dispatch, m.moe_layers / pp, moved)
 
 
 def eager_share(cfg: TrainingConfig, moe: bool) -> float:
@@ -219,14 +282,17 @@ def precision_of(cfg: TrainingConfig) -> str | None:
     return "fp8" if cfg.fp8 else "bf16"
 
 
-def layer_work(arch: Any, seq: int) -> dict[str, float]:
-    """FLOPs per token (forward + backward) of each decoder-layer kind, plus "output" (the logits GEMM) and
-    "mtp" (one multi-token-prediction block with its own logits)."""
+def layer_work(arch: Any, seq: int, moe_stretch: float = 1.0) -> dict[str, float]:
+    """Work per token (forward + backward) of each decoder-layer kind in FLOPs at the compute rate, plus "output"
+    (the logits GEMM) and "mtp" (one multi-token-prediction block with its own logits).  ``moe_stretch`` is a MoE
+    layer's time over its compute time (the token dispatch it waits for, costs.dispatch_wait), so that a stage's
+    work is its time."""
     attention = _attention_flops(seq, _attention_width(arch))
     out: dict[str, float] = {}
     for kind, c in kind_params(arch).items():
         active = c.tp + c.rep + (c.expert * arch.topk / arch.experts if arch.experts else 0.0)
-        out[kind] = 6.0 * active + (attention if kind in HAS_ATTENTION else 0.0)
+        out[kind] = (6.0 * active + (attention if kind in HAS_ATTENTION else 0.0)) \
+            * (moe_stretch if kind in HAS_MOE else 1.0)
     out["output"] = 6.0 * arch.vocab * arch.hidden
     if arch.mtp:
         last = out[arch.pattern[-1]]
@@ -236,12 +302,13 @@ def layer_work(arch: Any, seq: int) -> dict[str, float]:
 
 
 def stage_balance(arch: Any, cfg: TrainingConfig, pp: int, vpp: int, seq: int,
-                  layout: str | None = None) -> float:
+                  layout: str | None = None, moe_stretch: float = 1.0) -> float:
     """Mean over the most loaded pipeline stage's work (1.0 = balanced; None-safe: 1.0 when PP is 1).
 
     The slowest stage sets the pace of a pipeline; the output layer and MTP blocks sit on the last stage, so an
     even split of decoder layers leaves that stage the heaviest unless account_for_loss_in_pipeline_split or a
-    pipeline layout gives it fewer layers.
+    pipeline layout gives it fewer layers.  A MoE layer that waits for its token dispatch (``moe_stretch``) weighs
+    more against the output layer, which dispatches nothing.
     """
     if pp <= 1:
         return 1.0
@@ -252,7 +319,7 @@ def stage_balance(arch: Any, cfg: TrainingConfig, pp: int, vpp: int, seq: int,
                        cfg.hybrid_layer_pattern, arch.mtp)
     except UserError:
         return 1.0
-    work = layer_work(arch, seq)
+    work = layer_work(arch, seq, moe_stretch)
     loads = [sum(sum(work[k] for k in ch.kinds) + (work["output"] if ch.loss else 0.0)
                  + ch.mtp * work.get("mtp", 0.0) for ch in stage) for stage in placed.stages]
     return (sum(loads) / len(loads)) / max(loads) if max(loads) > 0 else 1.0
