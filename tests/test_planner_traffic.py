@@ -21,10 +21,9 @@ def _costs(kb):
     return load(kb).costs
 
 
-def _setup(kb, gpu_name, model="llama3-70b", precision="fp8"):
+def _setup(kb, gpu_name, model="llama3-70b", precision="fp8-tensorwise"):
     gpu = lookup_gpu(gpu_name, kb)
-    achieved = _costs(kb)["achieved-flops"]["value"]
-    hw = traffic_model.hardware(gpu, precision, achieved)
+    hw = traffic_model.hardware(gpu, precision, _costs(kb))
     counts = traffic_model.counts_of(preset(model, kb))
     return gpu, hw, counts
 
@@ -44,7 +43,7 @@ def test_every_gpu_with_speeds_gives_hardware(kb):
     for entry in kb.entries("gpus"):
         if entry.get("hardware"):
             gpu = lookup_gpu(entry["name"], kb)
-            assert traffic_model.hardware(gpu, "bf16", 0.37) is not None, entry["id"]
+            assert traffic_model.hardware(gpu, "bf16", _costs(kb)) is not None, entry["id"]
 
 
 def test_fsdp_hides_inside_one_nvlink_domain_and_not_across_nodes(kb):
@@ -164,11 +163,53 @@ def test_cp_exchange_hides_better_on_longer_sequences_and_inside_the_domain(kb):
 
 def test_expert_compute_per_gpu_does_not_depend_on_etp(kb):
     """At TP 2 a rank's experts compute half the routed work whether ETP is 2 (tokens gathered, half of each
-    expert) or 1 (its own tokens, whole experts); ETP changes how many expert weights a GPU holds, not its FLOPs."""
+    expert) or 1 (its own tokens, whole experts); ETP changes how many expert weights a GPU holds, not its FLOPs:
+    the time apart is exactly the weights it reads and the gradients it accumulates once per micro-batch."""
     gpu, hw, counts = _setup(kb, "H100", model="qwen3-30b-a3b")
     etp1 = _traffic(counts, hw, gpu, tp=2, ep=8, etp=1, dp=8)
     etp2 = _traffic(counts, hw, gpu, tp=2, ep=8, etp=2, dp=8)
     tp1 = _traffic(counts, hw, gpu, tp=1, ep=8, etp=1, dp=16)
-    assert etp1.mb_seconds == pytest.approx(etp2.mb_seconds)
+    held = counts.experts / 8 - counts.experts / 16  # the expert weights ETP 1 holds beyond ETP 2
+    weight_time = held * (hw.weight_bytes + hw.grad_passes * 4) / hw.hbm  # default fp32 gradient buffers
+    assert etp1.mb_seconds - etp2.mb_seconds == pytest.approx(weight_time)
+    assert weight_time > 0
     assert etp1.mb_seconds < tp1.mb_seconds
     assert etp1.shard_params > etp2.shard_params  # ETP 1 keeps whole experts
+
+
+def test_fp8_casts_follow_the_recipe_and_the_gpu(kb):
+    """Current scaling reads a tensor once more for its amax; a second FP8 layout costs one more byte where per-tensor
+    scaling needs the transpose (Hopper) and always for MXFP8 / blockwise."""
+    cast = dict(_costs(kb)["memory-traffic"]["params"])
+    assert traffic_model.fp8_cast_bytes("fp8-tensorwise", "hopper", cast) == 6
+    assert traffic_model.fp8_cast_bytes("fp8-tensorwise", "blackwell", cast) == 5
+    assert traffic_model.fp8_cast_bytes("fp8-delayed", "hopper", cast) == 4
+    assert traffic_model.fp8_cast_bytes("fp8-mxfp8", "blackwell", cast) == 4
+    bf16 = traffic_model.hardware(lookup_gpu("H100", kb), "bf16", _costs(kb))
+    assert bf16.cast_bytes == 0 and bf16.attention == bf16.flops
+
+
+def test_fp8_gains_less_on_small_experts_than_on_a_dense_model(kb):
+    """FP8 halves a GEMM's time but not the bytes around it: a 70B dense layer gains more from it than Qwen3-30B-A3B's
+    small experts, whose casts, permutations and weight reads are a larger share of the step."""
+    def gain(model, **sizes):
+        out = []
+        for precision in ("bf16", "fp8-tensorwise"):
+            gpu, hw, counts = _setup(kb, "H100", model=model, precision=precision)
+            out.append(_traffic(counts, hw, gpu, **sizes).mb_seconds)
+        return out[0] / out[1]
+
+    dense, moe = gain("llama3-70b", tp=4, dp=16), gain("qwen3-30b-a3b", ep=8, dp=64)
+    assert 1.0 < moe < dense < 2.0
+
+
+def test_a_larger_micro_batch_reads_the_weights_for_more_tokens(kb):
+    """Weights are read and gradients accumulated once per micro-batch: the time per token falls as it grows, most
+    for a GPU holding many experts (EP 1)."""
+    gpu, hw, counts = _setup(kb, "B200", model="qwen3-30b-a3b", precision="fp8-mxfp8")
+
+    def per_token(mbs, ep):
+        return _traffic(counts, hw, gpu, mbs=mbs, ep=ep, dp=8, seq=4096).mb_seconds / mbs
+
+    assert per_token(4, 1) < per_token(1, 1) and per_token(4, 8) < per_token(1, 8)
+    assert per_token(1, 1) / per_token(4, 1) > per_token(1, 8) / per_token(4, 8)

@@ -471,8 +471,7 @@ def _traffic(cfg: TrainingConfig, gpu: Any, space: Any, *, per_step: bool = True
     micro-batch count, which only the per-step traffic reads, is then taken as 1."""
     from .planner import traffic as traffic_model
 
-    achieved = traffic_model.achieved_share(space.costs)
-    hw = traffic_model.hardware(gpu, traffic_model.precision_of(cfg), achieved) if gpu else None
+    hw = traffic_model.hardware(gpu, traffic_model.precision_of(cfg), space.costs) if gpu else None
     counts = traffic_model.counts_of(cfg)
     if hw is None or counts is None or not cfg.seq_length or (per_step and not cfg.global_batch_size):
         return None
@@ -485,7 +484,7 @@ def _traffic(cfg: TrainingConfig, gpu: Any, space: Any, *, per_step: bool = True
         gpus_per_domain=gpu.nvlink_domain or 8, **traffic_model.workload(cfg))
 
 
-def _balance(cfg: TrainingConfig, costs: Any = None, ctx: Any = None, traffic: Any = None) -> float:
+def _balance(cfg: TrainingConfig, costs: Any = None, ctx: Any = None, traffic: Any = None, hw: Any = None) -> float:
     """traffic.stage_balance of the config's pipeline split (1.0 when the architecture is incomplete), a MoE layer
     weighing the token dispatch it waits for when the traffic is known (planner.costs.dispatch_wait)."""
     from .planner import costs as cost_model
@@ -496,7 +495,7 @@ def _balance(cfg: TrainingConfig, costs: Any = None, ctx: Any = None, traffic: A
     wait = cost_model.dispatch_wait(costs, ctx, traffic) if costs is not None else None
     stretch = 1.0 + wait / traffic.layer_seconds if wait and traffic.layer_seconds else 1.0
     return 1.0 if arch is None else traffic_model.stage_balance(arch, cfg, pp, vpp, cfg.seq_length or 4096,
-                                                                moe_stretch=stretch)
+                                                                moe_stretch=stretch, hw=hw)
 
 
 def _throughput(old: TrainingConfig, new: TrainingConfig, option_costs: tuple[str, ...], kb: Knowledge,
@@ -538,7 +537,8 @@ def _throughput(old: TrainingConfig, new: TrainingConfig, option_costs: tuple[st
             space.costs, ctx, tp=cfg.tensor_model_parallel_size or 1, pp=cfg.pipeline_model_parallel_size or 1,
             vpp=cfg.virtual_pipeline_model_parallel_size or 1, cp=cfg.context_parallel_size or 1,
             ep=cfg.expert_model_parallel_size or 1, etp=cfg.expert_tensor_parallel_size or 1, microbatches=m,
-            traffic=traffic, balance=_balance(cfg, space.costs, ctx, traffic)))
+            traffic=traffic, balance=_balance(cfg, space.costs, ctx, traffic, traffic_model.hardware(
+                gpu, traffic_model.precision_of(cfg), space.costs))))
 
     before, after = parallel(old), parallel(new)
     factor = cost_model.product(after) / cost_model.product(before)

@@ -55,6 +55,12 @@ def parallel_reasons(costs: Mapping[str, Mapping[str, Any]], ctx: ShapeContext, 
     ``balance`` is traffic.stage_balance of the layout's pipeline placement.
     """
     out: list[Reason] = []
+    for c in _by_kind(costs, "memory-traffic"):
+        if traffic is not None and traffic.mb_seconds > traffic.flop_seconds > 0:
+            flops, extra = traffic.flop_seconds, traffic.mb_seconds - traffic.flop_seconds
+            out.append(Reason(c["id"], flops / traffic.mb_seconds,
+                              f"{extra * 1e3:.1f} ms of memory-bound kernels and BF16 attention per micro-batch vs "
+                              f"{flops * 1e3:.1f} ms of GEMM FLOPs"))
     exposed = 0.0  # per layer: what the GPU waits on besides compute, which the host's launches overlap with
     for c in _by_kind(costs, "tp-traffic"):
         if tp > 1 and traffic is not None:

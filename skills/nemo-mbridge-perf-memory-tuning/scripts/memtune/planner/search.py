@@ -219,7 +219,7 @@ class Scored:
     relative_throughput: float
     reasons: tuple[cost_model.Reason, ...]
     options: Mapping[str, str | None]  # option id per group, None for "off"
-    tokens_per_gpu_second: float | None  # the achieved FLOP/s times the factors over FLOPs per token
+    tokens_per_gpu_second: float | None  # a micro-batch's tokens per GPU over its GEMM time, times the factors
 
 
 def same_score(a: float, b: float) -> bool:
@@ -306,8 +306,7 @@ class Planner:
             ep_overlap=bool(self.base.overlap_moe_expert_parallel_comm), tp_overlap=bool(self.base.tp_comm_overlap),
             eager_share=traffic_model.eager_share(self.base, bool(self.base.num_moe_experts)),
             fp8=bool(self.base.fp8))
-        self.hw = traffic_model.hardware(request.gpu, traffic_model.precision_of(self.base),
-                                         traffic_model.achieved_share(self.space.costs))
+        self.hw = traffic_model.hardware(request.gpu, traffic_model.precision_of(self.base), self.space.costs)
         self._base_split = any(vars(self.base)[n] for n in SPLIT_FIELDS)
         self.layers, self.mtp = int(self.base.num_layers), int(self.base.mtp_num_layers or 0)
         self.arch = traffic_model.arch_of(self.base)
@@ -715,7 +714,7 @@ class Planner:
         if key not in self._balances:
             cfg = replace(self.base, **{n: s.fields.get(n) for n in (*SPLIT_FIELDS, LAYOUT_FIELD)})
             self._balances[key] = 1.0 if self.arch is None else traffic_model.stage_balance(
-                self.arch, cfg, s.pp, s.vpp, self.req.seq_length, moe_stretch=stretch)
+                self.arch, cfg, s.pp, s.vpp, self.req.seq_length, moe_stretch=stretch, hw=self.hw)
         return self._balances[key]
 
     def _option_parts(self, ci: int,
@@ -1011,9 +1010,9 @@ class Planner:
                                                 balance=self._balance(shape, traffic)),
                    *cost_model.option_reasons(self.costs, combo.cost_ids, traffic))
         factor = cost_model.product(reasons)
-        per_token = traffic_model.flops_per_token(self.arch, self.req.seq_length, self.workload["frozen"]) \
-            if self.arch is not None else None
-        tokens = self.hw.flops * factor / per_token if self.hw is not None and per_token else None
+        # a micro-batch's tokens pass the TP x PP x CP ranks of one model replica in the time of its FLOPs at the GEMM
+        # rate, slowed by the factors (the memory-bound kernels among them)
+        tokens = mbs * self.req.seq_length / (tp * pp * cp) * factor / traffic.flop_seconds if traffic else None
         return Scored(factor, tuple(reasons), {g: (o.id if o else None) for g, o in zip(GROUPS, combo.options,
                                                                                          strict=True)}, tokens)
 

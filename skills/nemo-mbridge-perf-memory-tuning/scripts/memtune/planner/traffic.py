@@ -10,15 +10,21 @@ saved activations a layer offload copies over the host link.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UserError
 from ..estimator.params import (
+    ATTN,
+    DENSE,
     HAS_ATTENTION,
     HAS_DENSE_MLP,
     HAS_MOE,
     MAMBA,
+    MLP,
+    MOE,
+    MOE_ONLY,
     arch_from_config,
     attention_params,
     embedding_params,
@@ -41,10 +47,16 @@ TFLOPS = 1e12
 class Hardware:
     """Per-GPU speeds of the run (knowledge/gpus.yaml ``hardware``), in FLOP/s and bytes/s per direction."""
 
-    flops: float  # achieved dense FLOP/s for the run's precision
+    flops: float  # achieved dense FLOP/s of the GEMMs at the run's precision
     nvlink: float
     network: float
     host: float
+    attention: float = 0.0  # achieved FLOP/s of the core attention: BF16 whatever the GEMM precision
+    hbm: float = 0.0  # memory bandwidth, for the memory-bound kernels (ModelCounts.elementwise, cast_elements)
+    cast_bytes: float = 0.0  # bytes an FP8 cast reads and writes per element (0 without FP8)
+    passes: float = 0.0  # memory-bound passes over a layer's activations per step: the forward's and the backward's
+    weight_bytes: float = 0.0  # bytes of each weight the GEMMs read per micro-batch (forward and input gradient)
+    grad_passes: float = 0.0  # reads and writes of each weight's gradient per micro-batch (accumulation)
 
 
 @dataclass(frozen=True)
@@ -63,6 +75,8 @@ class ModelCounts:
     moe_layers: int = 0  # decoder layers with routed experts
     topk: int = 0
     moe_width: int = 0  # width of a dispatched token (moe_latent_size when the experts run in a latent space)
+    elementwise: float = 0.0  # bytes per token the forward's memory-bound kernels move (memory_work)
+    cast_elements: float = 0.0  # inputs + outputs of the decoder's linears per token, each cast to FP8 once
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,7 @@ class Traffic:
     dispatch_seconds: float = 0.0  # one MoE layer's token dispatch and combine, forward + backward (dispatch_bytes)
     moe_layers: float = 0.0  # MoE layers on one pipeline stage
     moved_params: float = 0.0  # parameters a sharded collective moves per GPU: shard x (group - 1) / group
+    flop_seconds: float = 0.0  # the micro-batch's FLOPs at the GEMM rate (mb_seconds were all its compute GEMMs)
 
 
 def achieved_share(costs: Any) -> float:
@@ -99,15 +114,40 @@ def _attention_flops(seq: int, width: int) -> float:
     return 6.0 * seq * width
 
 
-def hardware(gpu: GpuFacts, precision: str | None, achieved: float) -> Hardware | None:
-    """The run's speeds, or None when gpus.yaml has no hardware figures for the GPU."""
+def hardware(gpu: GpuFacts, precision: str | None, costs: Mapping[str, Any]) -> Hardware | None:
+    """The run's speeds, or None when gpus.yaml has no hardware figures for the GPU.
+
+    ``precision`` is ``precision_of``'s answer ("bf16", or "fp8" with the recipe after a dash); ``costs`` the cost
+    table: its ``achieved-flops`` share and the ``memory-traffic`` passes and cast bytes."""
+    achieved = achieved_share(costs)
+    memory = costs.get("memory-traffic")
+    cast = {**memory["params"], "passes": memory["value"]} if memory else None
     hw = gpu.hardware or {}
     peaks = hw.get("dense_tflops") or {}
-    fp8 = bool(precision) and any(k in str(precision).lower() for k in ("fp8", "mxfp8"))
+    fp8 = bool(precision) and str(precision).lower().startswith("fp8")
     peak = peaks.get("fp8") if fp8 and peaks.get("fp8") else peaks.get("bf16")
     if not peak or not hw.get("nvlink_gbs") or not hw.get("network_gbs") or not hw.get("host_gbs"):
         return None
-    return Hardware(peak * TFLOPS * achieved, hw["nvlink_gbs"] * GB, hw["network_gbs"] * GB, hw["host_gbs"] * GB)
+    fp8_gemm = fp8 and bool(peaks.get("fp8"))
+    cast_bytes = fp8_cast_bytes(str(precision), gpu.arch, cast) if fp8_gemm and cast else 0.0
+    return Hardware(peak * TFLOPS * achieved, hw["nvlink_gbs"] * GB, hw["network_gbs"] * GB, hw["host_gbs"] * GB,
+                    peaks["bf16"] * TFLOPS * achieved, (hw.get("hbm_gbs") or 0.0) * GB, cast_bytes,
+                    float(cast["passes"]) if cast else 0.0,
+                    cast["weight_reads"] * (1 if fp8_gemm else TOKEN_BYTES) if cast else 0.0,
+                    float(cast["grad_passes"]) if cast else 0.0)
+
+
+def fp8_cast_bytes(precision: str, gpu_arch: str | None, cast: Mapping[str, float]) -> float:
+    """Bytes Transformer Engine's cast of one BF16 element to FP8 moves: read it and write one byte, plus an amax
+    pass over it for current (tensorwise) scaling, plus a second layout (the transposed copy TN-only Hopper GEMMs
+    need for per-tensor scaling; MXFP8 and blockwise always keep rowwise and columnwise copies)."""
+    recipe = precision.partition("-")[2] or "delayed"
+    out = cast["read"] + cast["write"]
+    if recipe == "tensorwise":
+        out += cast["amax"]
+    if recipe in ("mxfp8", "blockwise") or (gpu_arch or "hopper") == "hopper":
+        out += cast["write"]
+    return out
 
 
 def arch_of(cfg: TrainingConfig) -> Any:
@@ -134,9 +174,50 @@ def counts(arch: Any) -> ModelCounts:
     width = _attention_width(arch)
     kv = width if arch.mla else arch.groups * arch.kv_channels
     moe_layers = sum(1 for k in arch.pattern if k in HAS_MOE)
+    work = memory_work(arch)
+    layers = [*arch.pattern, *[arch.pattern[-1]] * arch.mtp]
     return ModelCounts(total - experts, experts, active_experts, attn, width, kv, len(arch.pattern), arch.hidden,
                        sum(embedding_params(arch)), moe_layers, arch.topk if moe_layers else 0,
-                       arch.latent or arch.hidden)
+                       arch.latent or arch.hidden, TOKEN_BYTES * sum(work[k][0] for k in layers),
+                       sum(work[k][1] for k in layers))
+
+
+def memory_work(arch: Any) -> dict[str, tuple[float, float]]:
+    """Per layer kind: (elements the forward's memory-bound kernels read and write per token, elements its linears
+    take in and give out per token).
+
+    Counted from the module tree: two norms (read and write h each) and two residual adds (read 2h, write h), RoPE
+    on the queries and keys, the MLP activation (SwiGLU reads 2f and writes f), and for MoE layers the permutation of
+    the top-k copies of each token out and back (read w, write top-k x w, and the reverse) with each expert's
+    activation.  Each linear's input and output are what an FP8 run casts (its forward input, its backward gradient).
+    """
+    h, glu = arch.hidden, arch.glu
+    act = 3 if glu else 2
+    width = _attention_width(arch)
+    kv = width if arch.mla else arch.groups * arch.kv_channels
+    if arch.mla:
+        q = (h + arch.q_lora) + (arch.q_lora + width) if arch.q_lora else h + width
+        attn_io = q + (h + arch.kv_lora + arch.qk_rope) + (arch.kv_lora + arch.heads * (arch.qk_head + arch.v_head)) \
+            + (arch.heads * arch.v_head + h)
+    else:
+        attn_io = (h + (arch.heads + 2 * arch.groups) * arch.kv_channels) + (arch.heads * arch.kv_channels + h)
+    attn = (5.0 * h + 2.0 * (width + kv), float(attn_io))
+    up = 2 * arch.ffn if glu else arch.ffn
+    mlp = (5.0 * h + act * arch.ffn, float((h + up) + (arch.ffn + h)))
+    table = {DENSE: (attn[0] + mlp[0], attn[1] + mlp[1]), ATTN: attn, MLP: mlp}
+    if arch.experts:
+        w, f = arch.latent or h, arch.moe_ffn
+        e_up, s_up = (2 * f if glu else f), (2 * arch.shared_ffn if glu else arch.shared_ffn)
+        ew = 5.0 * h + (2 + 2 * arch.topk) * w + arch.topk * act * f + act * arch.shared_ffn
+        io = arch.topk * ((w + e_up) + (f + w)) + ((h + s_up) + (arch.shared_ffn + h) if arch.shared_ffn else 0) \
+            + (2 * (h + arch.latent) if arch.latent else 0)
+        table[MOE] = (attn[0] + ew, attn[1] + io)
+        table[MOE_ONLY] = (ew, float(io))
+    if MAMBA in arch.pattern:
+        d_inner = arch.mamba_heads * arch.mamba_head_dim
+        in_out = 2 * d_inner + 2 * arch.mamba_groups * arch.mamba_state + arch.mamba_heads
+        table[MAMBA] = (5.0 * h + 4.0 * d_inner, float((h + in_out) + (d_inner + h)))
+    return table
 
 
 def module_flops(arch: Any, seq: int) -> dict[str, float]:
@@ -215,13 +296,16 @@ def dispatch_bytes(m: ModelCounts, dispatcher: str, ep: int, etp: int, domain: i
 
 def workload(cfg: TrainingConfig) -> dict[str, Any]:
     """What ``traffic`` reads of a run besides its layout: the MoE dispatcher (Megatron-Core's default allgather
-    when unset) and whether the base weights are frozen (a PEFT run)."""
-    return {"dispatcher": str(cfg.moe_token_dispatcher_type or "allgather").lower(), "frozen": bool(cfg.peft)}
+    when unset), whether the base weights are frozen (a PEFT run), and the gradient buffers' element size (bf16
+    with grad_reduce_in_fp32 off, as the estimator reads it, else fp32)."""
+    half = cfg.grad_reduce_in_fp32 is False or (cfg.grad_reduce_in_fp32 is None and bool(cfg.fp16))
+    return {"dispatcher": str(cfg.moe_token_dispatcher_type or "allgather").lower(), "frozen": bool(cfg.peft),
+            "grad_bytes": TOKEN_BYTES if half else 4}
 
 
 def traffic(m: ModelCounts, hw: Hardware, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int,
             mbs: int, seq: int, microbatches: int, gpus_per_domain: int, dispatcher: str = "alltoall",
-            frozen: bool = False) -> Traffic:
+            frozen: bool = False, grad_bytes: int = 4) -> Traffic:
     """Compute seconds and bytes of one layout on one GPU.
 
     The distributed optimizer and Megatron FSDP shard the dense parameters over the data-parallel group with
@@ -240,8 +324,16 @@ def traffic(m: ModelCounts, hw: Hardware, *, tp: int, pp: int, cp: int, ep: int,
     active = (m.dense - m.lookup) / (tp * pp) + m.experts_active / (tp * pp)
     tokens = mbs * seq / cp
     attention = tokens * _attention_flops(seq, m.attention_width) / tp  # one attention layer, this GPU's share
-    flops = tokens * (4.0 if frozen else 6.0) * active + attention * m.attention_layers / pp
-    mb_seconds = flops / hw.flops
+    attention_seconds = attention / (hw.attention or hw.flops)  # flash attention runs in BF16 in FP8 runs too
+    memory = tokens / (tp * pp) * (hw.passes * m.elementwise + hw.cast_bytes * m.cast_elements)
+    # every weight a GPU computes with is read per micro-batch and its gradient accumulated, whatever the tokens:
+    # what makes a GPU holding many small experts, or a small micro-batch, slower per FLOP
+    held = (m.dense - m.lookup) / (tp * pp) + m.experts / (ep * etp * pp)
+    memory += held * (hw.weight_bytes + (0.0 if frozen else hw.grad_passes * grad_bytes))
+    attention_layers = m.attention_layers / pp
+    flop_seconds = (tokens * (4.0 if frozen else 6.0) * active + attention * attention_layers) / hw.flops
+    mb_seconds = tokens * (4.0 if frozen else 6.0) * active / hw.flops + attention_seconds * attention_layers \
+        + (memory / hw.hbm if hw.hbm else 0.0)
     bandwidth = hw.nvlink if tp * cp * dp <= gpus_per_domain else hw.network
     # Korthikanti et al. 2022: a transformer layer saves about 34 bytes per token per hidden unit (flash
     # attention, bf16), split over TP with sequence parallelism
@@ -254,7 +346,7 @@ def traffic(m: ModelCounts, hw: Hardware, *, tp: int, pp: int, cp: int, ep: int,
     # each GPU dispatches the tokens it holds after sequence parallelism; both links run at once
     dispatch = tokens / tp * max(near / hw.nvlink, far / hw.network)
     return Traffic(mb_seconds, microbatches, shard, dp, bandwidth, (layer_bytes / hw.host) / layer_seconds,
-                   layer_seconds, tp_unit, kv, attention / hw.flops, dispatch, m.moe_layers / pp, moved)
+                   layer_seconds, tp_unit, kv, attention_seconds, dispatch, m.moe_layers / pp, moved, flop_seconds)
 
 
 def eager_share(cfg: TrainingConfig, moe: bool) -> float:
@@ -277,21 +369,27 @@ def eager_share(cfg: TrainingConfig, moe: bool) -> float:
     return 1.0 - len(captured) / len(modules)
 
 
-def precision_of(cfg: TrainingConfig) -> str | None:
-    """What decides the GEMM speed: FP8 compute or not."""
-    return "fp8" if cfg.fp8 else "bf16"
+def precision_of(cfg: TrainingConfig) -> str:
+    """What decides the GEMM speed and the casts: "bf16", or "fp8-<recipe>" (Megatron-Core's default delayed)."""
+    return f"fp8-{(cfg.fp8_recipe or 'delayed').lower()}" if cfg.fp8 else "bf16"
 
 
-def layer_work(arch: Any, seq: int, moe_stretch: float = 1.0) -> dict[str, float]:
-    """Work per token (forward + backward) of each decoder-layer kind in FLOPs at the compute rate, plus "output"
-    (the logits GEMM) and "mtp" (one multi-token-prediction block with its own logits).  ``moe_stretch`` is a MoE
-    layer's time over its compute time (the token dispatch it waits for, costs.dispatch_wait), so that a stage's
-    work is its time."""
+def layer_work(arch: Any, seq: int, moe_stretch: float = 1.0, hw: Hardware | None = None) -> dict[str, float]:
+    """Time per token (forward + backward) of each decoder-layer kind, in FLOPs at the GEMM rate, plus "output" (the
+    logits GEMM) and "mtp" (one multi-token-prediction block with its own logits).  With the run's speeds (``hw``)
+    a layer's core attention counts at the BF16 rate and its memory-bound kernels at the memory bandwidth;
+    ``moe_stretch`` is a MoE layer's time over its compute time (the token dispatch it waits for,
+    costs.dispatch_wait), so that a stage's work is its time."""
     attention = _attention_flops(seq, _attention_width(arch))
+    memory = memory_work(arch) if hw is not None and hw.hbm else {}
+    if hw is not None and hw.attention:
+        attention *= hw.flops / hw.attention
     out: dict[str, float] = {}
     for kind, c in kind_params(arch).items():
         active = c.tp + c.rep + (c.expert * arch.topk / arch.experts if arch.experts else 0.0)
-        out[kind] = (6.0 * active + (attention if kind in HAS_ATTENTION else 0.0)) \
+        moved = (hw.passes * TOKEN_BYTES * memory[kind][0] + hw.cast_bytes * memory[kind][1]) * hw.flops / hw.hbm \
+            if kind in memory else 0.0
+        out[kind] = (6.0 * active + (attention if kind in HAS_ATTENTION else 0.0) + moved) \
             * (moe_stretch if kind in HAS_MOE else 1.0)
     out["output"] = 6.0 * arch.vocab * arch.hidden
     if arch.mtp:
@@ -302,7 +400,7 @@ def layer_work(arch: Any, seq: int, moe_stretch: float = 1.0) -> dict[str, float
 
 
 def stage_balance(arch: Any, cfg: TrainingConfig, pp: int, vpp: int, seq: int,
-                  layout: str | None = None, moe_stretch: float = 1.0) -> float:
+                  layout: str | None = None, moe_stretch: float = 1.0, hw: Hardware | None = None) -> float:
     """Mean over the most loaded pipeline stage's work (1.0 = balanced; None-safe: 1.0 when PP is 1).
 
     The slowest stage sets the pace of a pipeline; the output layer and MTP blocks sit on the last stage, so an
@@ -319,7 +417,7 @@ def stage_balance(arch: Any, cfg: TrainingConfig, pp: int, vpp: int, seq: int,
                        cfg.hybrid_layer_pattern, arch.mtp)
     except UserError:
         return 1.0
-    work = layer_work(arch, seq, moe_stretch)
+    work = layer_work(arch, seq, moe_stretch, hw)
     loads = [sum(sum(work[k] for k in ch.kinds) + (work["output"] if ch.loss else 0.0)
                  + ch.mtp * work.get("mtp", 0.0) for ch in stage) for stage in placed.stages]
     return (sum(loads) / len(loads)) / max(loads) if max(loads) > 0 else 1.0
