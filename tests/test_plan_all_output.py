@@ -47,3 +47,22 @@ def test_all_rows_match_the_planner_in_json_and_markdown(small_chunks, capsys, k
 def test_a_plan_without_all_lists_no_rows(capsys):
     doc = json.loads(_run([*ARGS[:-1], "--top", "2", "--format", "json"], capsys))
     assert doc["all"] is None and len(doc["layouts"]) == 2 and doc["request"]["top"] == 2
+
+
+def test_rows_read_from_the_walk_equal_the_layouts_built_from_it(kb):
+    """An --all plan lists its rows from the walk's records without building a layout per row; every row equals
+    the layout built for it (the one a --top plan details), peak included."""
+    from memtune.cli import build_parser
+    from memtune.commands.plan import request_from_args
+    from memtune.planner import plan
+    from memtune.render.plan import ROW_COLUMNS, LayoutRows, _row
+
+    result = plan(request_from_args(build_parser().parse_args(ARGS), kb), kb)
+    rows = list(LayoutRows(result.layouts))
+    assert len(rows) == len(result.layouts) == result.stats.fitting > 20
+    built = [_row(lay) for lay in result.layouts]
+    assert rows == built
+    assert all(lay.stages and lay.peak_with_overheads_bytes == max(s.peak_with_overheads_bytes for s in lay.stages
+                                                                   if s.pp_rank == lay.peak_stage)
+               for lay in result.layouts[:5])
+    assert len(ROW_COLUMNS) == len(rows[0])

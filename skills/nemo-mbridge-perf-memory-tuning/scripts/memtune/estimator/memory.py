@@ -179,13 +179,14 @@ def act_rows(ranks: tuple[RankActs, ...]) -> tuple[ActRow, ...]:
 
 
 def combine_ranks(states: tuple[StateRow, ...], acts: tuple[ActRow, ...], workspaces: tuple[float, float],
-                  slack: float, context: float, nccl: float) -> tuple[int, float, float, array]:
+                  slack: float, context: float, nccl: float, keep: bool = True) -> tuple[int, float, float, Any]:
     """(peak rank, its allocated peak, its peak with overheads, [rank, allocated, with overheads] per rank flat):
     the model-state side plus the activation side of every rank, with the additions of ``_stages`` in the same
-    order (bit-identical).  Flat doubles, not tuples: the planner keeps them for 10^5 layouts."""
+    order (bit-identical).  Flat doubles, not tuples: the planner keeps them for the layouts it details; with
+    ``keep`` off (an ``--all`` walk deciding 10^5 fits) the per-rank values are not kept (None)."""
     every, last = workspaces
     scale = 1 + slack
-    out = array("d", bytes(24 * len(states)))  # sized once: an array grown by extend() keeps spare room
+    out = array("d", bytes(24 * len(states))) if keep else None  # sized once: extend() would keep spare room
     peak_rank, peak_bytes, peak_with = -1, -1.0, 0.0
     at = 0
     for (rank, model_state, step_base, fp8_cache, has_loss), (activations, logits, graph_pool, pooled) in zip(
@@ -195,8 +196,9 @@ def combine_ranks(states: tuple[StateRow, ...], acts: tuple[ActRow, ...], worksp
         stepping = step_base + workspace + graph_pool
         allocated = stepping if stepping > total else total  # max(total, stepping)
         with_overheads = allocated * scale + pooled + context + nccl
-        out[at], out[at + 1], out[at + 2] = rank, allocated, with_overheads
-        at += 3
+        if keep:
+            out[at], out[at + 1], out[at + 2] = rank, allocated, with_overheads
+            at += 3
         if allocated > peak_bytes:  # the first of equal peaks, as max() keeps it
             peak_rank, peak_bytes, peak_with = rank, allocated, with_overheads
     return peak_rank, peak_bytes, peak_with, out

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from itertools import product, takewhile
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..conditions import evaluate
 from ..derive import derive
@@ -185,6 +185,73 @@ class PlannedLayout:
         return self.shape_reasons + self.option_reasons + self.traffic_reasons
 
 
+class LayoutRow(NamedTuple):
+    """The values an ``--all`` plan lists for each fitting layout, named as PlannedLayout names them."""
+
+    rank: int
+    tp: int
+    pp: int
+    vpp: int
+    cp: int
+    ep: int
+    etp: int
+    dp: int
+    micro_batch_size: int
+    num_microbatches: int
+    recompute: str
+    model_state: str
+    activation_offload: str | None
+    peft: str | None
+    split_embedding_loss: bool
+    pipeline_layout: str | None
+    relative_throughput: float
+    peak_with_overheads_bytes: float
+    peak_stage: int
+    capacity_ratio: float
+
+
+class FittingLayouts(Sequence["PlannedLayout"]):
+    """Every layout an ``--all`` plan found fitting, in rank order, each built when read.
+
+    The walk keeps only each layout's id and peaks (10^5 PlannedLayouts with their reasons would be half its
+    time); ``rows`` lists them without building any, and a layout read by index is built with its per-rank
+    peaks as a ``--top`` plan would show it."""
+
+    def __init__(self, planner: Planner, ids: array, peaks: array) -> None:
+        self._planner, self.ids, self._peaks = planner, ids, peaks
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        lay = self._planner._measure(self.ids[index])
+        lay.rank = index + 1
+        return lay
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == list(other) if isinstance(other, Sequence) else NotImplemented
+
+    def __add__(self, other: Sequence[PlannedLayout]) -> list[PlannedLayout]:
+        return [*self, *other]
+
+    def rows(self) -> Iterator[LayoutRow]:
+        """Each fitting layout's ``LayoutRow``, in rank order, built from the walk's records."""
+        p, peaks, capacity = self._planner, self._peaks, self._planner.capacity
+        factors, gbs = p._factors, p.req.global_batch_size
+        for i, t in enumerate(self.ids):
+            si, mbs, ci = p._decode(t)
+            tp, pp, vpp, cp, ep, etp, dp, recompute, state, offload, peft, _, split, layout = p._head(si, ci)
+            rank, with_overheads = peaks[3 * i], peaks[3 * i + 2]
+            yield LayoutRow(i + 1, tp, pp, vpp, cp, ep, etp, dp, mbs, gbs // (mbs * dp), recompute, state, offload,
+                            peft, split, layout, factors[t], with_overheads, int(rank), with_overheads / capacity)
+
+
 @dataclass
 class PlanStats:
     enumerated: int = 0  # candidates built (shapes x micro-batches x option combinations)
@@ -200,7 +267,7 @@ class PlanResult:
     capacity_bytes: float
     budget_bytes: float
     gpus_per_node: int
-    layouts: list[PlannedLayout]
+    layouts: Sequence[PlannedLayout]  # a list, or for an --all plan FittingLayouts (built when read)
     reference: PlannedLayout | None
     stats: PlanStats
     warnings: list[dict[str, Any]]
@@ -363,7 +430,8 @@ class Planner:
         self._fit_mbs: dict[int, int] = {}  # ... largest MBS known to fit
         self._measured: dict[int, PlannedLayout] = {}
         self._statics: dict[tuple[int, int], Any] = {}  # (shape, static_proj) -> StaticPart or the refusal
-        self._last: tuple[int, Any] = (-1, None)  # the latest peaks: measure() asks for them right after a fit
+        # the latest peaks (t, per-rank values kept, peaks): measure() asks for them right after a fit
+        self._last: tuple[int, bool, Any] = (-1, False, None)
         # per-request memos of what every layout of a shape / combination shares (see layout())
         self._reasons: dict[tuple, tuple[cost_model.Reason, ...]] = {}
         self._heads: dict[int, tuple] = {}  # per (shape, combination): what layout() copies into each layout
@@ -659,16 +727,22 @@ class Planner:
         """The candidate with its score, reasons and lines (no memory yet: see ``measure``)."""
         return self._layout(self._id(si, mbs, ci), si, mbs, ci)
 
-    def _layout(self, t: int, si: int, mbs: int, ci: int) -> PlannedLayout:
+    def _head(self, si: int, ci: int) -> tuple:
+        """What every micro-batch size of a shape and combination shares (sizes, option ids, env, split, layout)."""
         pair = si * self._nc + ci
         head = self._heads.get(pair)
-        if head is None:  # what every micro-batch size of a shape and combination shares
+        if head is None:
             s, c, ids = self.shape_list[si], self.combos[ci], self.ids[ci]
             head = self._heads[pair] = (
                 s.tp, s.pp, s.vpp, s.cp, s.ep, s.etp, s.dp, ids["recompute"], ids["model_state"],
                 ids["activation_offload"], ids["peft"], self._env(c), bool(s.fields.get(SPLIT_FIELDS[1])),
                 s.fields.get(LAYOUT_FIELD))
-        tp, pp, vpp, cp, ep, etp, dp, recompute, model_state, offload, peft, env, split, pipeline_layout = head
+        return head
+
+    def _layout(self, t: int, si: int, mbs: int, ci: int) -> PlannedLayout:
+        pair = si * self._nc + ci
+        tp, pp, vpp, cp, ep, etp, dp, recompute, model_state, offload, peft, env, split, pipeline_layout = \
+            self._head(si, ci)
         m, shape, traffic = self._shape_parts(si, mbs)
         options, moved = self._option_parts(ci, traffic)
         factor = self._factors[t] if self._valid[t] else cost_model.product((*shape, *options, *moved))
@@ -821,7 +895,7 @@ class Planner:
                 if mbs < self._fail_mbs.get(pair, mbs + 1):
                     self._fail_mbs[pair] = mbs
                 return False
-        peaks = self._peaks(t)
+        peaks = self._peaks(t, False)
         verdict = not isinstance(peaks, str) and peaks[2] <= self.budget
         self._record(t, verdict)
         return verdict
@@ -879,17 +953,18 @@ class Planner:
         cfg.__dict__.update(self.combos[ci].fields)
         return cfg if self._filled else fill_from_preset(cfg, self.kb)
 
-    def _peaks(self, t: int) -> tuple[int, float, float, array] | str:
+    def _peaks(self, t: int, keep: bool = True) -> tuple[int, float, float, array | None] | str:
         """(peak rank, its allocated peak, its peak with overheads, per rank [rank, allocated, with overheads] as
         flat doubles), or the estimator's refusal.
 
         What ``estimate`` would answer, through ``stage_peaks``: the static part (model state, placement) is
         looked up once per shape and combination fields it reads, not by hashing the whole config per
         candidate, and no Estimate is built or kept (an ``--all`` plan would hold 10^5 of them).  Only the
-        latest answer is kept, for measure() right after a fit; a candidate estimated again counts once.
+        latest answer is kept, for measure() right after a fit; a candidate estimated again counts once.  ``keep``
+        off: the per-rank values are left out (None), for the ``--all`` walk, which shows only the peak of most.
         """
-        if self._last[0] == t:
-            return self._last[1]
+        if self._last[0] == t and (self._last[1] or not keep):
+            return self._last[2]
         rest, ci = divmod(t, self._nc)  # as _decode(t)
         sr, mr = divmod(rest, self._nm)
         si, mbs = self._shape_at[sr], self._mbs_at[mr]
@@ -919,7 +994,7 @@ class Planner:
                 side = self._sides[side_key] = (
                     act_rows(rank_acts(acts, ctx, policy, microbatches, self.constants, self.capture_reuse)),
                     ctx.workspaces)
-            hit = combine_ranks(rows, side[0], side[1], self._slack, self._context_bytes, part.nccl_bytes)
+            hit = combine_ranks(rows, side[0], side[1], self._slack, self._context_bytes, part.nccl_bytes, keep)
         else:
             microbatches = self.req.global_batch_size // (mbs * self.shape_list[si].dp)
             peak_rank, peak_bytes, stages = stage_peaks(
@@ -927,7 +1002,7 @@ class Planner:
                 expandable_segments=self.req.expandable_segments, capture_reuse=self.capture_reuse)
             hit = (peak_rank, peak_bytes, next(w for rank, _, w in stages if rank == peak_rank),
                    array("d", [x for stage in stages for x in stage]))
-        self._last = (t, hit)
+        self._last = (t, keep or hit.__class__ is str or hit[3] is not None, hit)
         return hit
 
     def measure(self, si: int, mbs: int, ci: int) -> PlannedLayout:
@@ -1051,6 +1126,7 @@ class Planner:
         shown: list[PlannedLayout] = []
         reference: PlannedLayout | None = None
         fitting = 0
+        fit_ids, fit_peaks = array("q"), array("d")  # an --all plan: every fitting layout, built when read
         decide = self._fits if top is not None else self._estimated_fit
         for i, t in enumerate(order):
             if top is not None and len(shown) >= top and (ref_at is None or i > ref_at):
@@ -1058,7 +1134,10 @@ class Planner:
             ok = decide(t)
             if ok:
                 fitting += 1
-                if top is None or len(shown) < top:
+                if top is None:  # the peaks _estimated_fit just computed
+                    fit_ids.append(t)
+                    fit_peaks.extend(self._last[2][:3])
+                elif len(shown) < top:
                     lay = self._measure(t)
                     lay.rank = fitting
                     shown.append(lay)
@@ -1067,6 +1146,7 @@ class Planner:
                 reference.rank = fitting if ok else None
         if top is None:
             self.stats.fitting = fitting
+            shown = FittingLayouts(self, fit_ids, fit_peaks)
         tied, scope = self._ties(shown, top is None)
         self.stats.seconds = time.perf_counter() - start
         return PlanResult(capacity_bytes=self.capacity, budget_bytes=self.budget, gpus_per_node=self.gpn,
@@ -1074,16 +1154,16 @@ class Planner:
                           warnings=self._warnings(bool(ref_fields) and ref_at is None),
                           assumptions=self.assumptions, tied_with_first=tied, tie_scope=scope)
 
-    def _ties(self, shown: list[PlannedLayout], every: bool) -> tuple[int, str]:
+    def _ties(self, shown: Sequence[PlannedLayout], every: bool) -> tuple[int, str]:
         """How many layouts score what the first shown one scores, and among which ("fitting" when every
         candidate was decided, else "valid": the ranking's block of that score, whose members' fit is not all
         known).  The block is contiguous in ``order``, which is sorted by score."""
         if not shown:
             return 0, "fitting"
         first = shown[0].relative_throughput
-        if every:
-            return sum(1 for _ in takewhile(lambda lay: same_score(lay.relative_throughput, first), shown)), "fitting"
         factors, count = self._factors, 0
+        if every:
+            return sum(1 for _ in takewhile(lambda t: same_score(factors[t], first), shown.ids)), "fitting"
         for t in self.order:  # best first: the block of equal scores ends at the first lower one
             if same_score(factors[t], first):
                 count += 1

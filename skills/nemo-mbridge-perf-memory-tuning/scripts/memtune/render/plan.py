@@ -42,7 +42,8 @@ class LayoutRows(Sequence[tuple]):
         return _row(self._layouts[index])
 
     def __iter__(self) -> Iterator[tuple]:
-        return map(_row, self._layouts)
+        rows = getattr(self._layouts, "rows", None)  # an --all plan's FittingLayouts: no layout built per row
+        return map(_row, rows() if rows else self._layouts)
 
 
 def _layout_dict(lay: PlannedLayout, costs: Mapping[str, Mapping[str, Any]], lang: str) -> dict[str, Any]:
