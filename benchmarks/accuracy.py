@@ -372,9 +372,11 @@ def evaluate_case(case: Case, estimate: Estimator, reader: Callable[..., Trainin
         "bridge_why_not": [],
         "bridge_caveats": [],
         "status": "ok",
+        "model_class": None,
     }
     try:
         cfg = to_training_config(case, reader)
+        row["model_class"] = model_class(cfg)
         rank = resolve_stage(case.stage, cfg)
         row["stage"] = "max" if rank is None else rank
         kwargs = _estimate_kwargs(case, estimate)
@@ -398,6 +400,27 @@ def evaluate_case(case: Case, estimate: Estimator, reader: Callable[..., Trainin
 
 
 LARGE_BYTES = 10 * 2**30  # issue 9: users OOM on large runs; small CI runs must not hide how those fare
+
+
+def model_class(cfg: TrainingConfig) -> str:
+    """The estimator-error class a run falls in (knowledge/estimator.yaml ``estimate-error-band``)."""
+    from memtune import knowledge
+    from memtune.estimator.models import fill_from_preset
+    from memtune.planner.headroom import error_class
+
+    return error_class(fill_from_preset(cfg, knowledge.load()))
+
+
+def error_bands(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per model class, over the scored runs of 10 GiB or more: the mean absolute error (the band ``plan`` keeps free
+    for layouts of that class) and the largest underestimate."""
+    out: dict[str, dict[str, Any]] = {}
+    large = [r for r in rows if r["status"] == "ok" and not r["stretch"] and r["measured_bytes"] >= LARGE_BYTES]
+    for cls in sorted({r["model_class"] for r in large}):
+        errs = [r["ours_err_pct"] for r in large if r["model_class"] == cls]
+        out[cls] = {"cases": len(errs), "mape": _mape(errs), "worst_under": min(min(errs), 0.0),
+                    "sources": len({r["source"] for r in large if r["model_class"] == cls})}
+    return out
 
 
 def size_class(measured_bytes: float) -> str:
@@ -439,6 +462,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "families": {fam: block([r for r in rows if r["family"] == fam]) for fam in families},
         "sizes": {s: block([r for r in rows if size_class(r["measured_bytes"]) == s]) for s in sizes},
         "overall": block(rows),
+        "error_bands": error_bands(rows),
     }
 
 

@@ -46,8 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     cluster.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                          help="environment of the run, checked against the constraints (repeatable)")
     search = parser.add_argument_group("search and output")
-    search.add_argument("--headroom", type=argtypes.number(0, 0.9), default=0.05,
-                        help="fraction of capacity kept free (default 0.05)")
+    search.add_argument("--headroom", type=argtypes.number(0, 0.9),
+                        help="fraction of capacity kept free (default: the estimator's mean error on measured runs of "
+                        "the model's class, dense, MoE or LoRA: knowledge/estimator.yaml estimate-error-band)")
     search.add_argument("--expandable-segments", action=argparse.BooleanOptionalAction, default=True,
                         help="assume PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
                         "(less allocator slack; default on)")

@@ -52,6 +52,7 @@ from ..knowledge import Knowledge
 from . import costs as cost_model
 from . import traffic as traffic_model
 from .feasibility import Feasibility
+from .headroom import error_band
 from .lines import OverrideLines
 from .options import GROUPS, Option, Space, load
 
@@ -82,7 +83,7 @@ class PlanRequest:
     seq_length: int
     global_batch_size: int
     task: str = "pretrain"
-    headroom: float = 0.05
+    headroom: float | None = None  # fraction of capacity kept free; None: the estimator's error band (headroom.py)
     expandable_segments: bool = True
     gpus_per_node: int | None = None
     allow_cross_node_tp: bool = False
@@ -277,6 +278,8 @@ class PlanResult:
     # else among the valid ones, whose fit is not known.
     tied_with_first: int = 0
     tie_scope: str = "fitting"
+    headroom: float = 0.0  # the fraction of capacity kept free
+    headroom_class: str | None = None  # the model class whose measured estimator error set it; None: --headroom
 
 
 @dataclass(frozen=True)
@@ -341,17 +344,20 @@ class Planner:
             raise UserError(f"--task {request.task!r}: use one of {', '.join(TASKS)}")
         if request.gpus < 1 or request.global_batch_size < 1 or request.seq_length < 1:
             raise UserError("--gpus, --global-batch-size and --seq-length must be positive")
-        if not 0 <= request.headroom < 1:
+        if request.headroom is not None and not 0 <= request.headroom < 1:
             raise UserError(f"--headroom {request.headroom}: give a fraction of capacity in [0, 1)")
         self.capacity = request.gpu.capacity_bytes
         if not self.capacity:
             raise UserError(f"--gpu {request.gpu.name!r}: usable capacity unknown (give --capacity-gib)")
-        self.budget = self.capacity * (1.0 - request.headroom)
         gpn = request.gpus_per_node or request.gpu.nvlink_domain
         if not gpn:
             raise UserError(f"--gpu {request.gpu.name!r}: NVLink domain size unknown (give --gpus-per-node)")
         self.gpn = int(gpn)
         self.base = self._base(request)
+        # what stays free: the user's --headroom, else the estimator's measured error for this class of model
+        self.headroom, self.headroom_class = (request.headroom, None) if request.headroom is not None \
+            else error_band(self.base, kb)
+        self.budget = self.capacity * (1.0 - self.headroom)
         if not self.base.gpu_arch and request.gpu.arch:
             self.base = replace(self.base, gpu_arch=request.gpu.arch)
         self.capture_reuse = _capture_reuse(request, self.base)
@@ -1152,7 +1158,8 @@ class Planner:
         return PlanResult(capacity_bytes=self.capacity, budget_bytes=self.budget, gpus_per_node=self.gpn,
                           layouts=shown, reference=reference, stats=self.stats,
                           warnings=self._warnings(bool(ref_fields) and ref_at is None),
-                          assumptions=self.assumptions, tied_with_first=tied, tie_scope=scope)
+                          assumptions=self.assumptions, tied_with_first=tied, tie_scope=scope,
+                          headroom=self.headroom, headroom_class=self.headroom_class)
 
     def _ties(self, shown: Sequence[PlannedLayout], every: bool) -> tuple[int, str]:
         """How many layouts score what the first shown one scores, and among which ("fitting" when every

@@ -85,7 +85,8 @@ def to_dict(result: PlanResult, request: PlanRequest, kb: Knowledge, lang: str =
         "request": {
             "model": request.base.model_name, "gpu": request.gpu.name, "gpus": request.gpus,
             "gpus_per_node": result.gpus_per_node, "seq_length": request.seq_length,
-            "global_batch_size": request.global_batch_size, "task": request.task, "headroom": request.headroom,
+            "global_batch_size": request.global_batch_size, "task": request.task, "headroom": result.headroom,
+            "headroom_class": result.headroom_class,
             "expandable_segments": request.expandable_segments, "top": detail if every else request.top,
             "all": every,
         },
@@ -215,6 +216,12 @@ def markdown_chunks(data: Mapping[str, Any], kb: Knowledge, lang: str = "en") ->
         yield from _all_table(data["all"], prefixed(kb, lang, "plan-"), data["request"]["top"])
 
 
+def _band(req: Mapping[str, Any], t: Mapping[str, str]) -> str:
+    """Where a default headroom came from: the estimator's measured error on the model's class."""
+    cls = req.get("headroom_class")
+    return f" {t['headroom-band'].format(cls=t['class-' + cls])}" if cls else ""
+
+
 def tie_note(data: Mapping[str, Any], t: Mapping[str, str]) -> str | None:
     """The sentence saying how many layouts score what layout 1 scores, when more than it does (``t``: the
     ``plan-`` labels without their prefix)."""
@@ -234,7 +241,7 @@ def to_markdown(data: Mapping[str, Any], kb: Knowledge, lang: str = "en", table:
         f"seq {req['seq_length']}, GBS {req['global_batch_size']}",
         "",
         f"{t['budget']}: {_gb(data['budget_bytes'])} GB ({t['capacity']} {_gb(data['capacity_bytes'])} GB, "
-        f"{t['headroom']} {req['headroom'] * 100:.0f} %; "
+        f"{t['headroom']} {req['headroom'] * 100:.1f} %{_band(req, t)}; "
         f"{t['expandable-on'] if req['expandable_segments'] else t['expandable-off']}).",
         f"{t['searched']}: {st['enumerated']}, {t['valid']} {st['valid']}, {t['checked']} {st['memory_checked']}"
         + (f", {t['fitting']} {st['fitting']}" if st["fitting"] is not None else "") + f" ({st['seconds']:.2f} s).",
