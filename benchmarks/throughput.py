@@ -117,6 +117,14 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
              "worst": max((r["error_pct"] for r in g), key=abs) if g else None} for name, g in groups]
 
 
+def bands(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """The held-out MAPE per class, as a fraction: knowledge/costs.yaml ``throughput-error`` stores it (a LoRA run
+    computes as its dense base does, so it counts as dense)."""
+    held = [r for r in rows if r["error_pct"] is not None and not r["fit"]]
+    return {cls: mean(abs(r["error_pct"]) for r in held if r["moe"] == (cls == "moe")) / 100
+            for cls in ("dense", "moe") if any(r["moe"] == (cls == "moe") for r in held)}
+
+
 def render(rows: list[dict[str, Any]]) -> str:
     out = ["| run | MoE | measured tok/s/GPU | predicted | error | fitted on it | factors below 1 |",
            "|---|---|---:|---:|---:|---|---|"]
@@ -150,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     fitted = fitted_on(kb)
     rows = [evaluate(c, kb, fitted) for c in cases]
     if args.format == "json":
-        print(json.dumps({"rows": rows, "summary": summary(rows)}, indent=2))
+        print(json.dumps({"rows": rows, "summary": summary(rows), "bands": bands(rows)}, indent=2))
     else:
         print(render(rows), end="")
     return 0

@@ -76,3 +76,15 @@ def test_benchmark_reports_fitted_runs_apart(capsys):
     families = {s["family"]: s for s in data["summary"]}
     assert families["fitted on"]["cases"] + families["held out"]["cases"] == families["all"]["cases"] == 5
     assert all(r["status"] == "ok" and r["predicted"] > 0 for r in rows.values())
+
+
+def test_the_plans_error_band_is_the_models_measured_error(kb, recipes):
+    """costs.yaml throughput-error is the held-out mean error this benchmark measures, per class: a change to the
+    model that moves it must move what plans call indistinguishable."""
+    cases = throughput.recipe_cases(list(recipes.values())) + throughput.measured_cases(recipes, kb)
+    rows = [throughput.evaluate(c, kb, throughput.fitted_on(kb)) for c in cases]
+    measured = throughput.bands(rows)
+    stored = kb.get("costs", "throughput-error")["params"]
+    assert set(measured) == set(stored) == {"dense", "moe"}
+    for cls, value in measured.items():
+        assert stored[cls] == pytest.approx(value, abs=0.0005), cls

@@ -117,7 +117,6 @@ def dispatch_wait(costs: Mapping[str, Mapping[str, Any]], ctx: ShapeContext, tra
 
 
 TRAFFIC_KINDS = frozenset({"fsdp-traffic", "dp-step-traffic", "host-offload-traffic"})
-NOT_FACTORS = frozenset({"achieved-flops"})
 
 
 def option_reasons(costs: Mapping[str, Mapping[str, Any]], cost_ids: Iterable[str],

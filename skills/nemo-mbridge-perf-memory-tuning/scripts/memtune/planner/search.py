@@ -52,7 +52,7 @@ from ..knowledge import Knowledge
 from . import costs as cost_model
 from . import traffic as traffic_model
 from .feasibility import Feasibility
-from .headroom import error_band
+from .headroom import error_band, throughput_band
 from .lines import OverrideLines
 from .options import GROUPS, Option, Space, load
 
@@ -280,6 +280,11 @@ class PlanResult:
     tie_scope: str = "fitting"
     headroom: float = 0.0  # the fraction of capacity kept free
     headroom_class: str | None = None  # the model class whose measured estimator error set it; None: --headroom
+    # Layouts scoring within the throughput model's measured error of layout 1 (costs.yaml throughput-error, for the
+    # model's class), itself included, among the same layouts as the ties: the model cannot rank them apart
+    close_to_first: int = 0
+    throughput_band: float = 0.0
+    throughput_class: str = "dense"
 
 
 @dataclass(frozen=True)
@@ -357,6 +362,7 @@ class Planner:
         # what stays free: the user's --headroom, else the estimator's measured error for this class of model
         self.headroom, self.headroom_class = (request.headroom, None) if request.headroom is not None \
             else error_band(self.base, kb)
+        self.throughput_class, self.throughput_band = throughput_band(self.base, self.space.costs)
         self.budget = self.capacity * (1.0 - self.headroom)
         if not self.base.gpu_arch and request.gpu.arch:
             self.base = replace(self.base, gpu_arch=request.gpu.arch)
@@ -1154,25 +1160,32 @@ class Planner:
             self.stats.fitting = fitting
             shown = FittingLayouts(self, fit_ids, fit_peaks)
         tied, scope = self._ties(shown, top is None)
+        close = self._ties(shown, top is None, self.throughput_band)[0]
         self.stats.seconds = time.perf_counter() - start
         return PlanResult(capacity_bytes=self.capacity, budget_bytes=self.budget, gpus_per_node=self.gpn,
                           layouts=shown, reference=reference, stats=self.stats,
                           warnings=self._warnings(bool(ref_fields) and ref_at is None),
                           assumptions=self.assumptions, tied_with_first=tied, tie_scope=scope,
-                          headroom=self.headroom, headroom_class=self.headroom_class)
+                          headroom=self.headroom, headroom_class=self.headroom_class, close_to_first=close,
+                          throughput_band=self.throughput_band, throughput_class=self.throughput_class)
 
-    def _ties(self, shown: Sequence[PlannedLayout], every: bool) -> tuple[int, str]:
-        """How many layouts score what the first shown one scores, and among which ("fitting" when every
-        candidate was decided, else "valid": the ranking's block of that score, whose members' fit is not all
-        known).  The block is contiguous in ``order``, which is sorted by score."""
+    def _ties(self, shown: Sequence[PlannedLayout], every: bool, band: float = 0.0) -> tuple[int, str]:
+        """How many layouts score what the first shown one scores (or, with ``band``, at least that fraction below
+        it), and among which ("fitting" when every candidate was decided, else "valid": the ranking's block of those
+        scores, whose members' fit is not all known).  The block is contiguous in ``order``, sorted by score."""
         if not shown:
             return 0, "fitting"
         first = shown[0].relative_throughput
+        floor = first * (1.0 - band)
         factors, count = self._factors, 0
+
+        def close(t: int) -> bool:
+            return factors[t] >= floor if band else same_score(factors[t], first)
+
         if every:
-            return sum(1 for _ in takewhile(lambda t: same_score(factors[t], first), shown.ids)), "fitting"
-        for t in self.order:  # best first: the block of equal scores ends at the first lower one
-            if same_score(factors[t], first):
+            return sum(1 for _ in takewhile(close, shown.ids)), "fitting"
+        for t in self.order:  # best first: the block ends at the first score below it
+            if close(t):
                 count += 1
             elif factors[t] < first:
                 break

@@ -98,6 +98,8 @@ def to_dict(result: PlanResult, request: PlanRequest, kb: Knowledge, lang: str =
         "reference": _layout_dict(result.reference, costs, lang) if result.reference else None,
         "versus_reference": _versus(result, costs, lang),
         "tied_with_first": {"count": result.tied_with_first, "among": result.tie_scope},
+        "close_to_first": {"count": result.close_to_first, "among": result.tie_scope, "band": result.throughput_band,
+                           "class": result.throughput_class},
         "warnings": [_warning(w, kb, lang) for w in result.warnings],
         "assumptions": result.assumptions,
     }
@@ -231,6 +233,16 @@ def tie_note(data: Mapping[str, Any], t: Mapping[str, str]) -> str | None:
     return t[f"tied-{ties['among']}"].format(n=ties["count"], score=data["layouts"][0]["relative_throughput"])
 
 
+def close_note(data: Mapping[str, Any], t: Mapping[str, str]) -> str | None:
+    """The sentence saying how many layouts score within the throughput model's measured error of layout 1, when
+    more than the exact ties."""
+    close = data.get("close_to_first")
+    if not close or close["count"] <= max(1, data["tied_with_first"]["count"]) or not data["layouts"]:
+        return None
+    return t[f"close-{close['among']}"].format(n=close["count"], band=close["band"] * 100,
+                                                cls=t["class-" + close["class"]])
+
+
 def to_markdown(data: Mapping[str, Any], kb: Knowledge, lang: str = "en", table: bool = True) -> str:
     """The Markdown answer, from the dict ``to_dict`` returns (``table``: with an ``--all`` plan's table of every
     fitting layout at the end; see ``markdown_chunks``)."""
@@ -249,9 +261,9 @@ def to_markdown(data: Mapping[str, Any], kb: Knowledge, lang: str = "en", table:
     ]
     if not data["layouts"]:
         lines += [t["none-fit"], ""]
-    tie = tie_note(data, t)
-    if tie:
-        lines += [tie, ""]
+    for note in (tie_note(data, t), close_note(data, t)):
+        if note:
+            lines += [note, ""]
     for lay in data["layouts"]:
         lines += _layout_md(lay, t, f"{lay['rank']}", _consequences(lay, kb, lang))
     ref = data["reference"]
@@ -263,6 +275,11 @@ def to_markdown(data: Mapping[str, Any], kb: Knowledge, lang: str = "en", table:
         lines += [f"- {d['title']}: {d['change_pct']:+.1f} % "
                   f"({d['basis']}; {d['first'] or '-'} / {d['reference'] or '-'})" for d in data["versus_reference"]]
         lines.append("")
+        gap = 1.0 - ref["relative_throughput"] / data["layouts"][0]["relative_throughput"]
+        close = data["close_to_first"]
+        if gap <= close["band"]:
+            lines += [t["versus-within"].format(gap=gap * 100, band=close["band"] * 100,
+                                                cls=t["class-" + close["class"]]), ""]
     if data["warnings"]:
         lines += [f"## {t['warnings']}", ""]
         lines += [f"- {w['title']}: {w['message']}" if "title" in w else f"- {t[w['kind']]}" for w in data["warnings"]]
