@@ -62,6 +62,8 @@ def test_rows_read_from_the_walk_equal_the_layouts_built_from_it(kb):
     assert len(rows) == len(result.layouts) == result.stats.fitting > 20
     built = [_row(lay) for lay in result.layouts]
     assert rows == built
+    table = LayoutRows(result.layouts)  # read by index (the HTML plan picks points) without building layouts
+    assert [table[i] for i in range(len(table))] == rows and table[-1] == rows[-1] and table[2:4] == rows[2:4]
     assert all(lay.stages and lay.peak_with_overheads_bytes == max(s.peak_with_overheads_bytes for s in lay.stages
                                                                    if s.pp_rank == lay.peak_stage)
                for lay in result.layouts[:5])

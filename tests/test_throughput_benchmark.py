@@ -88,3 +88,18 @@ def test_the_plans_error_band_is_the_models_measured_error(kb, recipes):
     assert set(measured) == set(stored) == {"dense", "moe"}
     for cls, value in measured.items():
         assert stored[cls] == pytest.approx(value, abs=0.0005), cls
+
+
+def test_score_and_the_plans_reference_agree_when_vpp_is_unset(kb, recipes):
+    """A config that sets PP but no VPP runs without interleaving: the plan's reference and ``score`` both price
+    VPP 1 (a MoE recipe with PP 4 and no VPP)."""
+    recipe = recipes["gpt-oss-120b-pretrain-h100-64gpu-bf16"]
+    assert recipe["layout"]["pipeline_model_parallel_size"] > 1
+    assert not recipe["layout"]["virtual_pipeline_model_parallel_size"]
+    case = {"id": recipe["id"], "recipe": recipe, "set": [], "tokens": 1.0, "source": "", "moe": True}
+    request = request_from_args(cli.build_parser().parse_args([*throughput.plan_args(case), "--top", "1"]), kb)
+    from memtune.planner import plan
+
+    ref, scored = plan(request, kb).reference, score(request, kb)
+    assert ref is not None and scored is not None and ref.vpp == 1
+    assert scored.relative_throughput == pytest.approx(ref.relative_throughput, rel=1e-12)

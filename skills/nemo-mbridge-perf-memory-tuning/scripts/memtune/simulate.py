@@ -486,16 +486,22 @@ def _traffic(cfg: TrainingConfig, gpu: Any, space: Any, *, per_step: bool = True
 
 def _balance(cfg: TrainingConfig, costs: Any = None, ctx: Any = None, traffic: Any = None, hw: Any = None) -> float:
     """traffic.stage_balance of the config's pipeline split (1.0 when the architecture is incomplete), a MoE layer
-    weighing the token dispatch it waits for when the traffic is known (planner.costs.dispatch_wait)."""
+    weighing the token dispatch it waits for when the traffic is known, as the planner weighs it."""
     from .planner import costs as cost_model
     from .planner import traffic as traffic_model
 
     arch = traffic_model.arch_of(cfg)
-    pp, vpp = cfg.pipeline_model_parallel_size or 1, cfg.virtual_pipeline_model_parallel_size or 1
-    wait = cost_model.dispatch_wait(costs, ctx, traffic) if costs is not None else None
-    stretch = 1.0 + wait / traffic.layer_seconds if wait and traffic.layer_seconds else 1.0
-    return 1.0 if arch is None else traffic_model.stage_balance(arch, cfg, pp, vpp, cfg.seq_length or 4096,
-                                                                moe_stretch=stretch, hw=hw)
+    tp, pp, vpp = cfg.tensor_model_parallel_size or 1, cfg.pipeline_model_parallel_size or 1, \
+        cfg.virtual_pipeline_model_parallel_size or 1
+    if arch is None or pp <= 1:
+        return 1.0
+    stretch = cost_model.dispatch_stretch(costs, ctx, traffic) if costs is not None else 1.0
+    work = traffic_model.workload(cfg)
+    seq = cfg.seq_length or 4096
+    load = traffic_model.StageLoad((cfg.micro_batch_size or 1) * seq / (cfg.context_parallel_size or 1), tp,
+                                   (cfg.expert_model_parallel_size or 1) * (cfg.expert_tensor_parallel_size or tp),
+                                   work["frozen"], work["grad_bytes"])
+    return traffic_model.stage_balance(arch, cfg, pp, vpp, seq, moe_stretch=stretch, hw=hw, load=load)
 
 
 def _throughput(old: TrainingConfig, new: TrainingConfig, option_costs: tuple[str, ...], kb: Knowledge,
@@ -536,8 +542,7 @@ def _throughput(old: TrainingConfig, new: TrainingConfig, option_costs: tuple[st
         return (cost_model.parallel_reasons(
             space.costs, ctx, tp=cfg.tensor_model_parallel_size or 1, pp=cfg.pipeline_model_parallel_size or 1,
             vpp=cfg.virtual_pipeline_model_parallel_size or 1, cp=cfg.context_parallel_size or 1,
-            ep=cfg.expert_model_parallel_size or 1, etp=cfg.expert_tensor_parallel_size or 1, microbatches=m,
-            traffic=traffic, balance=_balance(cfg, space.costs, ctx, traffic, traffic_model.hardware(
+            microbatches=m, traffic=traffic, balance=_balance(cfg, space.costs, ctx, traffic, traffic_model.hardware(
                 gpu, traffic_model.precision_of(cfg), space.costs))))
 
     before, after = parallel(old), parallel(new)

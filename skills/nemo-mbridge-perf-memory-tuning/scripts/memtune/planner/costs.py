@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..knowledge import KnowledgeError
-from .traffic import Traffic, flop_share
+from .traffic import BF16, Traffic, flop_share
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def _by_kind(costs: Mapping[str, Mapping[str, Any]], kind: str) -> list[Mapping[
 
 
 def parallel_reasons(costs: Mapping[str, Mapping[str, Any]], ctx: ShapeContext, *, tp: int, pp: int, vpp: int,
-                     cp: int, ep: int, etp: int, microbatches: int, traffic: Traffic | None = None,
+                     cp: int, microbatches: int, traffic: Traffic | None = None,
                      balance: float = 1.0) -> list[Reason]:
     """Factors of the parallel shape, the micro-batch and the schedule.
 
@@ -69,15 +69,13 @@ def parallel_reasons(costs: Mapping[str, Mapping[str, Any]], ctx: ShapeContext, 
             out.append(Reason(c["id"], t / (t + exposed),
                               f"{comm * 1e3:.2f} ms of TP collectives per layer vs {t * 1e3:.2f} ms compute"
                               + (", overlapped" if ctx.tp_overlap else "")))
-    for c in _by_kind(costs, "ep-traffic"):
-        waits = dispatch_wait(costs, ctx, traffic)
-        if waits is not None:
-            t, comm = traffic.layer_seconds, traffic.dispatch_seconds
-            stage = traffic.mb_seconds
-            out.append(Reason(c["id"], stage / (stage + waits * traffic.moe_layers),
-                              f"{comm * 1e3:.2f} ms of token dispatch and combine per MoE layer vs {t * 1e3:.2f} ms "
-                              "compute" + (", overlapped" if ctx.ep_overlap else "")))
-            exposed += waits * traffic.moe_layers * traffic.layer_seconds / stage
+    dispatch = _dispatch_wait(costs, ctx, traffic)
+    if dispatch is not None:
+        (c, waits), t, stage = dispatch, traffic.layer_seconds, traffic.mb_seconds
+        out.append(Reason(c["id"], stage / (stage + waits * traffic.moe_layers),
+                          f"{traffic.dispatch_seconds * 1e3:.2f} ms of token dispatch and combine per MoE layer vs "
+                          f"{t * 1e3:.2f} ms compute" + (", overlapped" if ctx.ep_overlap else "")))
+        exposed += waits * traffic.moe_layers * t / stage
     for c in _by_kind(costs, "host-bound"):
         if traffic is not None and ctx.eager_share > 0:
             host = (c.get("params", {}).get("fp8", c["value"]) if ctx.fp8 else c["value"]) * ctx.eager_share
@@ -98,22 +96,33 @@ def parallel_reasons(costs: Mapping[str, Mapping[str, Any]], ctx: ShapeContext, 
     for c in _by_kind(costs, "cp-traffic"):
         if cp > 1 and traffic is not None:
             t, kv = traffic.layer_seconds, c["value"] * traffic.kv_seconds
-            exposed = max(0.0, kv - traffic.attention_seconds)
-            out.append(Reason(c["id"], t / (t + exposed), f"{kv * 1e3:.2f} ms of K/V exchange per layer vs "
-                                                          f"{traffic.attention_seconds * 1e3:.2f} ms of attention"))
+            unhidden = max(0.0, kv - traffic.attention_seconds)
+            out.append(Reason(c["id"], t / (t + unhidden), f"{kv * 1e3:.2f} ms of K/V exchange per layer vs "
+                                                           f"{traffic.attention_seconds * 1e3:.2f} ms of attention"))
     return out
 
 
-def dispatch_wait(costs: Mapping[str, Mapping[str, Any]], ctx: ShapeContext, traffic: Traffic | None) -> float | None:
-    """Seconds one MoE layer waits for its token dispatch and combine per micro-batch (costs.yaml ``ep-traffic``),
-    or None when there is none to wait for.  The overlap hides a measured share of it behind another micro-batch's
+def _dispatch_wait(costs: Mapping[str, Mapping[str, Any]], ctx: ShapeContext,
+                   traffic: Traffic | None) -> tuple[Mapping[str, Any], float] | None:
+    """(the ``ep-traffic`` cost, seconds one MoE layer waits for its token dispatch and combine per micro-batch), or
+    None when there is none to wait for.  The overlap hides a measured share of it behind another micro-batch's
     compute, and at most that compute."""
     if not ctx.moe or traffic is None or traffic.dispatch_seconds <= 0 or not traffic.moe_layers:
         return None
-    comm, t = traffic.dispatch_seconds, traffic.layer_seconds
-    for c in _by_kind(costs, "ep-traffic"):
-        return max(comm - t, (1.0 - c["value"]) * comm) if ctx.ep_overlap else comm
-    return None
+    entries = _by_kind(costs, "ep-traffic")
+    if not entries:
+        return None
+    c, comm, t = entries[0], traffic.dispatch_seconds, traffic.layer_seconds
+    return c, max(comm - t, (1.0 - c["value"]) * comm) if ctx.ep_overlap else comm
+
+
+def dispatch_stretch(costs: Mapping[str, Mapping[str, Any]], ctx: ShapeContext, traffic: Traffic | None) -> float:
+    """A MoE layer's time over its compute time: 1 plus the dispatch it waits for per layer of compute, rounded so
+    that pipeline balances can be shared (traffic.stage_balance moe_stretch)."""
+    dispatch = _dispatch_wait(costs, ctx, traffic)
+    if dispatch is None or not traffic.layer_seconds:
+        return 1.0
+    return round(1.0 + dispatch[1] / traffic.layer_seconds, 3)
 
 
 TRAFFIC_KINDS = frozenset({"fsdp-traffic", "dp-step-traffic", "host-offload-traffic"})
@@ -138,12 +147,17 @@ def option_reasons(costs: Mapping[str, Mapping[str, Any]], cost_ids: Iterable[st
 
 def _traffic_reason(cid: str, c: Mapping[str, Any], t: Traffic) -> Reason:
     """A collective or host copy against the compute it overlaps with (formulas in knowledge/costs.yaml)."""
-    comm = c["value"] * t.moved_params / t.dp_bandwidth
     ms = 1e3
-    if c["kind"] == "fsdp-traffic":
-        f = t.mb_seconds / max(t.mb_seconds, comm)
-        return Reason(cid, f, f"{comm * ms:.0f} ms of gathers per micro-batch vs {t.mb_seconds * ms:.0f} ms compute")
-    if c["kind"] == "dp-step-traffic":
+    if c["kind"] in ("fsdp-traffic", "dp-step-traffic"):
+        # value bf16 parameter all-gathers, then the gradients' reduce-scatter; a frozen base (LoRA) reduces no
+        # gradients, and under the distributed optimizer, whose gather only publishes the update, moves nothing
+        fsdp = c["kind"] == "fsdp-traffic"
+        per_param = 0.0 if t.frozen and not fsdp else c["value"] * BF16 + t.grad_bytes
+        comm = per_param * t.param_seconds
+        if fsdp:
+            f = t.mb_seconds / max(t.mb_seconds, comm)
+            return Reason(cid, f, f"{comm * ms:.0f} ms of gathers per micro-batch vs {t.mb_seconds * ms:.0f} ms "
+                                  "compute")
         step = t.microbatches * t.mb_seconds
         f = step / (step + max(0.0, comm - t.mb_seconds))
         return Reason(cid, f, f"{comm * ms:.0f} ms per step vs {t.mb_seconds * ms:.0f} ms of overlap")

@@ -241,16 +241,19 @@ class FittingLayouts(Sequence["PlannedLayout"]):
     def __add__(self, other: Sequence[PlannedLayout]) -> list[PlannedLayout]:
         return [*self, *other]
 
+    def row(self, index: int) -> LayoutRow:
+        """The ``LayoutRow`` of the layout ranked ``index + 1``, read from the walk's records (nothing is built)."""
+        p, t = self._planner, self.ids[index]
+        si, mbs, ci = p._decode(t)
+        tp, pp, vpp, cp, ep, etp, dp, recompute, state, offload, peft, _, split, layout = p._head(si, ci)
+        rank, with_overheads = self._peaks[3 * index], self._peaks[3 * index + 2]
+        return LayoutRow(index + 1, tp, pp, vpp, cp, ep, etp, dp, mbs, p.req.global_batch_size // (mbs * dp),
+                         recompute, state, offload, peft, split, layout, p._factors[t], with_overheads, int(rank),
+                         with_overheads / p.capacity)
+
     def rows(self) -> Iterator[LayoutRow]:
-        """Each fitting layout's ``LayoutRow``, in rank order, built from the walk's records."""
-        p, peaks, capacity = self._planner, self._peaks, self._planner.capacity
-        factors, gbs = p._factors, p.req.global_batch_size
-        for i, t in enumerate(self.ids):
-            si, mbs, ci = p._decode(t)
-            tp, pp, vpp, cp, ep, etp, dp, recompute, state, offload, peft, _, split, layout = p._head(si, ci)
-            rank, with_overheads = peaks[3 * i], peaks[3 * i + 2]
-            yield LayoutRow(i + 1, tp, pp, vpp, cp, ep, etp, dp, mbs, gbs // (mbs * dp), recompute, state, offload,
-                            peft, split, layout, factors[t], with_overheads, int(rank), with_overheads / capacity)
+        """Each fitting layout's ``LayoutRow``, in rank order."""
+        return map(self.row, range(len(self.ids)))
 
 
 @dataclass
@@ -783,24 +786,25 @@ class Planner:
             s = self.shape_list[si]
             traffic = self._traffic(si, mbs)
             hit = self._reasons[key] = tuple(cost_model.parallel_reasons(
-                self.costs, self.ctx, tp=s.tp, pp=s.pp, vpp=s.vpp, cp=s.cp, ep=s.ep, etp=s.etp,
+                self.costs, self.ctx, tp=s.tp, pp=s.pp, vpp=s.vpp, cp=s.cp,
                 microbatches=self.req.global_batch_size // (mbs * s.dp), traffic=traffic,
-                balance=self._balance(s, traffic)))
+                balance=self._balance(s, mbs, traffic)))
         return hit
 
-    def _balance(self, s: _Shape, traffic: traffic_model.Traffic | None) -> float:
+    def _balance(self, s: _Shape, mbs: int, traffic: traffic_model.Traffic | None) -> float:
         """Mean over heaviest pipeline-stage time of a shape's pipeline split (traffic.stage_balance), a MoE layer
         weighing its compute plus the dispatch it waits for."""
         if s.pp <= 1:
             return 1.0
-        wait = cost_model.dispatch_wait(self.costs, self.ctx, traffic)
-        stretch = round(1.0 + wait / traffic.layer_seconds, 3) if wait and traffic.layer_seconds else 1.0
+        stretch = cost_model.dispatch_stretch(self.costs, self.ctx, traffic)
+        load = traffic_model.StageLoad(mbs * self.req.seq_length / s.cp, s.tp, s.ep * s.etp, self.workload["frozen"],
+                                       self.workload["grad_bytes"])
         split = tuple(s.fields.get(n) for n in (*SPLIT_FIELDS, LAYOUT_FIELD))
-        key = (s.pp, s.vpp, split, stretch)
+        key = (s.pp, s.vpp, split, stretch, load)
         if key not in self._balances:
             cfg = replace(self.base, **{n: s.fields.get(n) for n in (*SPLIT_FIELDS, LAYOUT_FIELD)})
             self._balances[key] = 1.0 if self.arch is None else traffic_model.stage_balance(
-                self.arch, cfg, s.pp, s.vpp, self.req.seq_length, moe_stretch=stretch, hw=self.hw)
+                self.arch, cfg, s.pp, s.vpp, self.req.seq_length, moe_stretch=stretch, hw=self.hw, load=load)
         return self._balances[key]
 
     def _option_parts(self, ci: int,
@@ -883,12 +887,12 @@ class Planner:
                 self._record(t, verdict)
         return self._decide(t) if verdict is None else verdict
 
-    def _estimated_fit(self, t: int) -> bool:
-        """Whether candidate ``t`` fits, for an ``--all`` plan: it shows the peaks of every layout that fits, so
-        those are estimated anyway; only a "does not fit" is inferred, from verdicts already recorded (a smaller
-        micro-batch, or a combination that never needs more memory, that did not fit), never from a new
-        estimate of a bound.  The walk visits each candidate once, so ``_known`` and ``_record`` are inlined
-        to what this needs (10^5 calls)."""
+    def _estimated_peaks(self, t: int) -> tuple | None:
+        """Candidate ``t``'s peaks (``_peaks`` without per-rank values) when it fits, else None, for an ``--all``
+        plan: it shows the peak of every layout that fits, so those are estimated anyway; only a "does not fit" is
+        inferred, from verdicts already recorded (a smaller micro-batch, or a combination that never needs more
+        memory, that did not fit), never from a new estimate of a bound.  The walk visits each candidate once, so
+        ``_known`` and ``_record`` are inlined to what this needs (10^5 calls)."""
         verdicts = self._verdicts
         if not self.exhaustive:
             rest, ci = divmod(t, self._nc)
@@ -906,11 +910,11 @@ class Planner:
                 verdicts[t] = 2
                 if mbs < self._fail_mbs.get(pair, mbs + 1):
                     self._fail_mbs[pair] = mbs
-                return False
+                return None
         peaks = self._peaks(t, False)
         verdict = not isinstance(peaks, str) and peaks[2] <= self.budget
         self._record(t, verdict)
-        return verdict
+        return peaks if verdict else None
 
     def _pair(self, t: int) -> int:
         """The (shape, combination) of a candidate, as one int (the key of the micro-batch bounds)."""
@@ -1054,6 +1058,7 @@ class Planner:
         names = [*SIZE_FIELDS, "micro_batch_size", "recompute_granularity", "recompute_modules",
                  *sorted(self.space.group_fields["model_state"] | self.space.group_fields["activation_offload"])]
         out = {n: _norm(n, vars(given)[n]) for n in dict.fromkeys(names) if vars(given)[n] is not None}
+        out.update({n: None for n in SIZE_FIELDS if n not in out})  # an unset size is 1 (no VPP, no CP, ...)
         if given.recompute_granularity != "selective":
             out.pop("recompute_modules", None)  # Megatron reads the modules only for selective recompute
         return out
@@ -1092,9 +1097,9 @@ class Planner:
         traffic = None if self.hw is None or self.model_counts is None else traffic_model.traffic(
             self.model_counts, self.hw, tp=tp, pp=pp, cp=cp, ep=ep, etp=shape.etp, dp=dp, mbs=mbs,
             seq=self.req.seq_length, microbatches=microbatches, gpus_per_domain=self.gpn, **self.workload)
-        reasons = (*cost_model.parallel_reasons(self.costs, self.ctx, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep,
-                                                etp=shape.etp, microbatches=microbatches, traffic=traffic,
-                                                balance=self._balance(shape, traffic)),
+        reasons = (*cost_model.parallel_reasons(self.costs, self.ctx, tp=tp, pp=pp, vpp=vpp, cp=cp,
+                                                microbatches=microbatches, traffic=traffic,
+                                                balance=self._balance(shape, mbs, traffic)),
                    *cost_model.option_reasons(self.costs, combo.cost_ids, traffic))
         factor = cost_model.product(reasons)
         # a micro-batch's tokens pass the TP x PP x CP ranks of one model replica in the time of its FLOPs at the GEMM
@@ -1139,16 +1144,19 @@ class Planner:
         reference: PlannedLayout | None = None
         fitting = 0
         fit_ids, fit_peaks = array("q"), array("d")  # an --all plan: every fitting layout, built when read
-        decide = self._fits if top is not None else self._estimated_fit
         for i, t in enumerate(order):
             if top is not None and len(shown) >= top and (ref_at is None or i > ref_at):
                 break
-            ok = decide(t)
+            if top is None:
+                peaks = self._estimated_peaks(t)
+                ok = peaks is not None
+            else:
+                ok = self._fits(t)
             if ok:
                 fitting += 1
-                if top is None:  # the peaks _estimated_fit just computed
+                if top is None:
                     fit_ids.append(t)
-                    fit_peaks.extend(self._last[2][:3])
+                    fit_peaks.extend(peaks[:3])
                 elif len(shown) < top:
                     lay = self._measure(t)
                     lay.rank = fitting

@@ -38,11 +38,14 @@ class LayoutRows(Sequence[tuple]):
 
     def __getitem__(self, index):  # type: ignore[override]
         if isinstance(index, slice):
-            return [_row(lay) for lay in self._layouts[index]]
-        return _row(self._layouts[index])
+            return [self[i] for i in range(*index.indices(len(self)))]
+        row = getattr(self._layouts, "row", None)  # an --all plan's FittingLayouts: no layout built per row
+        if index < 0:
+            index += len(self)
+        return _row(row(index) if row else self._layouts[index])
 
     def __iter__(self) -> Iterator[tuple]:
-        rows = getattr(self._layouts, "rows", None)  # an --all plan's FittingLayouts: no layout built per row
+        rows = getattr(self._layouts, "rows", None)
         return map(_row, rows() if rows else self._layouts)
 
 
