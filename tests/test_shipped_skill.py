@@ -95,3 +95,13 @@ def test_no_shipped_text_reads_like_a_dotenv_path():
             offenders += [f"{path.relative_to(SKILL)}:{text.count(chr(10), 0, m.start()) + 1}"
                           for m in pattern.finditer(text)]
     assert offenders == []
+
+
+def test_no_shipped_line_hides_text_behind_a_long_run_of_blanks():
+    """SkillSpector's P9 (whitespace padding) flags a run of 80 or more blanks on a line, which can push text out of
+    a reviewer's view; a continuation line aligned under a long call is one, so none may be that deep."""
+    deep = [f"{path.relative_to(SKILL)}:{n}" for path in sorted(SKILL.rglob("*")) if path.is_file()
+            and path.suffix in {".py", ".md", ".yaml", ".json", ".j2", ".txt"}
+            for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+            if re.search(r"[ \t]{80,}", line)]
+    assert not deep, deep

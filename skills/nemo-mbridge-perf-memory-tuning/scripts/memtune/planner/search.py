@@ -1105,8 +1105,8 @@ class Planner:
         # a micro-batch's tokens pass the TP x PP x CP ranks of one model replica in the time of its FLOPs at the GEMM
         # rate, slowed by the factors (the memory-bound kernels among them)
         tokens = mbs * self.req.seq_length / (tp * pp * cp) * factor / traffic.flop_seconds if traffic else None
-        return Scored(factor, tuple(reasons), {g: (o.id if o else None) for g, o in zip(GROUPS, combo.options,
-                                                                                         strict=True)}, tokens)
+        options = {g: (o.id if o else None) for g, o in zip(GROUPS, combo.options, strict=True)}
+        return Scored(factor, tuple(reasons), options, tokens)
 
     # --- the walk ---------------------------------------------------------------------------------
 

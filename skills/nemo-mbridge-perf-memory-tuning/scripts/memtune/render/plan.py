@@ -15,14 +15,12 @@ from typing import Any
 from ..knowledge import Knowledge
 from ..planner.costs import differences
 from ..planner.options import load
-from ..planner.search import PlannedLayout, PlanRequest, PlanResult
+from ..planner.search import LayoutRow, PlannedLayout, PlanRequest, PlanResult
 from .labels import prefixed
 
 # An --all plan lists every layout that fits (10^5 of them) as one row of these values, and details only the first
 # --top: the overrides, reasons and per-stage peaks of each would be ~5 KB a layout (0.7 GB of JSON).
-ROW_COLUMNS = ("rank", "tp", "pp", "vpp", "cp", "ep", "etp", "dp", "micro_batch_size", "num_microbatches", "recompute",
-               "model_state", "activation_offload", "peft", "split_embedding_loss", "pipeline_layout",
-               "relative_throughput", "peak_with_overheads_bytes", "peak_stage", "capacity_ratio")
+ROW_COLUMNS = LayoutRow._fields  # PlannedLayout's attributes of the same names
 _row = attrgetter(*ROW_COLUMNS)
 ROWS_PER_CHUNK = 4096  # rows encoded and written at a time: the answer is never one 10^7-character string
 
