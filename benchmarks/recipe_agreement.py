@@ -122,8 +122,9 @@ def evaluate(recipe: dict[str, Any]) -> dict[str, Any]:
     best = layouts[0]
     row["top"] = {"layout": _layout_key(best.tp, best.pp, best.vpp, best.cp, best.ep, best.micro_batch_size),
                   "variant": _variant(best), "relative_throughput": best.relative_throughput}
-    for layout in layouts:
-        if _layout_key(layout.tp, layout.pp, layout.vpp, layout.cp, layout.ep, layout.micro_batch_size) == want:
+    for found in layouts.rows():  # scanned without building a layout; only the recipe's is built
+        if _layout_key(found.tp, found.pp, found.vpp, found.cp, found.ep, found.micro_batch_size) == want:
+            layout = layouts[found.rank - 1]
             row["rank"] = layout.rank
             row["variant"] = _variant(layout)
             row["gap_pct"] = 100 * (layout.relative_throughput / best.relative_throughput - 1)

@@ -51,20 +51,19 @@ def measured_cases(recipes: dict[str, dict[str, Any]], kb: Any) -> list[dict[str
     out = []
     for c in yaml.safe_load(CASES.read_text(encoding="utf-8"))["cases"]:
         recipe = recipes[c["recipe"]]
-        if c.get("step_time_ms"):
+        if c.get("step_time_ms"):  # a published step time: tokens of the recipe's batch per second per GPU
             lay = recipe["layout"]
             tokens = lay["global_batch_size"] * lay["seq_length"] / (c["step_time_ms"] / 1e3) / recipe["num_gpus"]
-            out.append({"id": c["id"], "recipe": recipe, "set": list(c.get("set") or []), "tokens": tokens,
-                        "source": c["source"]["citation"], "moe": bool(recipe.get("moe"))})
-            continue
-        arm = kb.get("measurements", c["measurement"])[c["arm"]]
-        tflops = float(arm["tflops_per_gpu"])
-        ref = next(m for m in recipes[c["tokens_from"]]["measured"] if m.get("tokens_per_sec_per_gpu"))
-        per_token = ref["model_tflops_per_gpu"] * 1e12 / ref["tokens_per_sec_per_gpu"]  # NVIDIA's FLOPs per token
-        source = f"measurements.yaml {c['measurement']} ({c['arm']}: {tflops:g} TFLOP/s/GPU)"
-        out.append({"id": c["id"], "recipe": recipe, "set": list(c.get("set") or []),
-                    "tokens": tflops * 1e12 / per_token, "source": source,
-                    "moe": bool(recipe.get("moe"))})
+            source = c["source"]["citation"]
+        else:  # a measured TFLOP/s, turned into tokens with NVIDIA's FLOPs per token for the same model
+            arm = kb.get("measurements", c["measurement"])[c["arm"]]
+            tflops = float(arm["tflops_per_gpu"])
+            ref = next(m for m in recipes[c["tokens_from"]]["measured"] if m.get("tokens_per_sec_per_gpu"))
+            per_token = ref["model_tflops_per_gpu"] * 1e12 / ref["tokens_per_sec_per_gpu"]
+            tokens = tflops * 1e12 / per_token
+            source = f"measurements.yaml {c['measurement']} ({c['arm']}: {tflops:g} TFLOP/s/GPU)"
+        out.append({"id": c["id"], "recipe": recipe, "set": list(c.get("set") or []), "tokens": tokens,
+                    "source": source, "moe": bool(recipe.get("moe"))})
     return out
 
 

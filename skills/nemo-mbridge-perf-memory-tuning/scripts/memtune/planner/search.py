@@ -235,12 +235,6 @@ class FittingLayouts(Sequence["PlannedLayout"]):
         lay.rank = index + 1
         return lay
 
-    def __eq__(self, other: object) -> bool:
-        return list(self) == list(other) if isinstance(other, Sequence) else NotImplemented
-
-    def __add__(self, other: Sequence[PlannedLayout]) -> list[PlannedLayout]:
-        return [*self, *other]
-
     def row(self, index: int) -> LayoutRow:
         """The ``LayoutRow`` of the layout ranked ``index + 1``, read from the walk's records (nothing is built)."""
         p, t = self._planner, self.ids[index]
