@@ -386,12 +386,36 @@ def test_lookup_gpu_facts(vkb):
     assert h100.capacity_bytes == pytest.approx(79.11 * GIB) and h100.nominal_gb == 80
     assert h100.arch == "hopper" and h100.nvlink_domain == 8
     assert lookup_gpu("GB200", vkb).nvlink_domain == 72
-    assert lookup_gpu("H20", vkb).capacity_bytes is None  # no real message seen: capacity unknown
+    h20 = lookup_gpu("H20", vkb)  # no real message seen: the capacity is assumed from the nominal size, and said
+    assert h20.capacity_bytes == pytest.approx(96 * 0.9894 * GIB, rel=0.01) and "nominal 96 GB" in h20.assumption
+    assert h100.assumption is None
 
 
-def test_lookup_unknown_gpu_is_a_user_error(vkb):
-    with pytest.raises(UserError, match="'RTX 9090': unknown GPU"):
-        lookup_gpu("RTX 9090", vkb)
+@pytest.mark.parametrize("typed, name, gib, count", [
+    ("80GB", "80GB", 79.2, None),                 # a size alone: an unnamed card of that size
+    ("GH200 96GB", "GH200 96GB", 95.0, None),     # a name the table lacks, with its size
+    ("RTX 4090 24GB", "RTX 4090 24GB", 23.7, None),
+    ("4090 24G", "4090 24G", 23.7, None),
+    ("8x H800", "H800", 79.2, 8),                 # a count prefix, a known name without a measured capacity
+    ("H100 x8", "H100 80GB", 79.11, 8),
+    ("2x8 H100", "H100 80GB", 79.11, 16),
+    ("8张A800", "A800", 79.2, 8),
+    ("H100 SXM5 80GB HBM3", "H100 80GB", 79.11, None),
+])
+def test_lookup_gpu_as_people_type_it(typed, name, gib, count, vkb):
+    gpu = lookup_gpu(typed, vkb)
+    assert gpu.name == name and gpu.count == count
+    assert gpu.capacity_bytes == pytest.approx(gib * GIB, abs=0.06 * GIB)
+    if gpu.inferred_from != "name" or name in ("H800", "A800"):
+        assert gpu.assumption and f"{gib:.1f} GiB" in gpu.assumption  # what was assumed is said
+
+
+def test_lookup_unknown_gpu_is_an_assumption_not_a_refusal(vkb):
+    gpu = lookup_gpu("RTX 9090", vkb)
+    assert gpu.name == "RTX 9090" and gpu.capacity_bytes is None and gpu.inferred_from == "unknown"
+    assert "not in knowledge/gpus.yaml" in gpu.assumption and "RTX 9090 48GB" in gpu.assumption
+    with pytest.raises(UserError, match="empty"):
+        lookup_gpu("  ", vkb)
 
 
 def test_gpu_from_capacity_picks_nearest_and_keeps_candidates(vkb):

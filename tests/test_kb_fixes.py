@@ -20,7 +20,7 @@ KB = SKILL / "knowledge"
 
 # The constraint ids fixes may name in requires/conflicts (contract with constraints.yaml).
 CONSTRAINT_IDS = set(yaml.safe_load((KB / "index.yaml").read_text(encoding="utf-8"))["required_ids"]["constraints"])
-NOT_MEMORY_FIXES = {"change-vpp", "confirm-setting-applied", "find-first-failing-rank"}
+NOT_MEMORY_FIXES = {"change-vpp", "confirm-setting-applied", "find-first-failing-rank", "track-memory-per-step"}
 
 
 @cache
@@ -120,8 +120,9 @@ def test_constraints_table_agrees_when_present():
 def test_already_applied_conditions_name_real_facts():
     from memtune.conditions import evaluate, referenced_facts
     from memtune.facts import Facts
+    from memtune.situation import Situation
 
-    flat = Facts().flatten()
+    flat = {**Facts().flatten(), **Situation().flatten()}
     for fix in _fixes():
         cond = fix.get("already_applied_when")
         if cond is None:

@@ -17,13 +17,19 @@ def test_every_stable_id_exists(kb):
         assert set(ids) <= set(kb.by_id[table]), table
 
 
-def test_every_cause_and_fix_is_reachable_from_a_rule(kb):
-    """A fix no rule recommends or warns about is dead knowledge (sqlfluff: every rule has a test)."""
+def test_every_cause_and_fix_is_reachable_from_a_rule_or_a_situation(kb):
+    """A fix no rule or situation recommends or warns about is dead knowledge (sqlfluff: every rule has a test);
+    a cause is concluded by a rule or supported by a situation (causes.yaml situation.supports)."""
     named = {f for r in kb.entries("rules") for f in r.get("fixes", [])}
     named |= {a["fix"] for r in kb.entries("rules") for a in r.get("avoid", [])}
     named |= {f for c in kb.entries("constraints") for f in c.get("blocks_fixes", [])}
+    for cause in kb.entries("causes"):
+        sit = cause.get("situation") or {}
+        named |= {*sit.get("fixes", []), *([sit["check_fix"]] if sit.get("check_fix") else [])}
     assert set(kb.by_id["fixes"]) - named == set()
-    assert {r["cause"] for r in kb.entries("rules")} == set(kb.by_id["causes"])
+    concluded = {r["cause"] for r in kb.entries("rules")}
+    concluded |= {c["id"] for c in kb.entries("causes") if (c.get("situation") or {}).get("supports")}
+    assert concluded == set(kb.by_id["causes"])
 
 
 @pytest.fixture

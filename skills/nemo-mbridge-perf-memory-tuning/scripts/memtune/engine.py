@@ -16,7 +16,7 @@ adds the ``alternatives`` of the constraints named by those facts.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .conditions import evaluate, referenced_facts
@@ -31,6 +31,7 @@ class CauseFinding:
     share: float | None = None  # of the deficit its components account for; None = not quantified
     reliability: float = 0.0  # of the weakest evidence behind it
     evidence_source: str | None = None
+    support: float = 0.0  # reliability of the situation evidence that supports it on its own (0 = none)
 
 
 @dataclass
@@ -63,8 +64,12 @@ class Diagnosis:
     violations: list[Violation]
     fired_rules: list[str]
     facts: dict[str, Any] = field(default_factory=dict)  # the facts the rules saw, derived ones included
+    ruled_out: dict[str, str] = field(default_factory=dict)  # cause id -> the situation fact that contradicts it
+    tried: list[str] = field(default_factory=list)  # fixes the user says they already tried
+    candidates: list[str] = field(default_factory=list)  # causes that remain when the evidence is thin
     ledger: Any = None  # ledger.Ledger of the failing GPU
     simulations: dict[str, Any] = field(default_factory=dict)  # fix id -> simulate.Simulation
+    situation: Any = None  # situation.Situation the diagnosis was read against
 
 
 def check_constraints(flat: Mapping[str, Any], kb: Knowledge) -> list[Violation]:
@@ -106,6 +111,10 @@ def fact_source(name: str, flat: Mapping[str, Any]) -> str:
             return "assumed"
     if name.startswith("estimate.") and flat.get("config.approximate_shape"):
         return "assumed"  # an estimate of a stand-in shape is only as good as that assumption
+    if name.startswith("situation."):  # as good as the reading it belongs to (its _source fact)
+        field = name.removeprefix("situation.")
+        kind = flat.get(f"situation.{_SOURCE_FIELD.get(field, field)}_source") or "words"
+        return _SITUATION_SOURCES.get(kind, "question")
     return next((src for prefix, src in _SOURCE_OF_PREFIX if name.startswith(prefix)), "log")
 
 
@@ -211,9 +220,12 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge, led: Any = None, ranking: s
     # Rules may reason over the violations themselves (cause config-incompatibility).
     flat = {**flat, "derived.violated_constraints": [v.id for v in violations]}
     rules = kb.entries("rules")
-    fired = [(pos, rule) for pos, rule in enumerate(rules) if evaluate(rule["when"], flat)]
+    ruled_out = ruled_out_causes(flat, kb)
+    fired = [(pos, rule) for pos, rule in enumerate(rules)
+             if rule["cause"] not in ruled_out and evaluate(rule["when"], flat)]
     if ranking == "ledger" and led is not None:
-        fired += _ledger_rules(fired, rules, led, kb)
+        fired += [(pos, r) for pos, r in _ledger_rules(fired, rules, led, kb) if r["cause"] not in ruled_out]
+    fired += _situation_rules(fired, rules, flat, kb, ruled_out)
     if any(not rule.get("fallback") for _, rule in fired):
         fired = [(pos, rule) for pos, rule in fired if not rule.get("fallback")]
 
@@ -224,7 +236,10 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge, led: Any = None, ranking: s
         scored = _score(rule, flat, kb, led)
         if ranking == "rules":  # the rule's stated confidence decides; the share is still reported
             scored.confidence = float(rule["confidence"])
-        rule_score[rule["id"]] = scored.confidence
+        rule_score[rule["id"]] = scored.confidence  # the rule's own evidence orders it among its cause's rules
+        if ranking != "rules":  # what the situation says of a cause counts as much as the deficit share it explains
+            scored.support = support_of(kb.by_id.get("causes", {}).get(rule["cause"], {}), flat, kb)[0]
+            scored.confidence = max(scored.confidence, scored.support)
         finding = causes.get(rule["cause"])
         if finding is None or scored.confidence > finding.confidence:
             scored.rules = [*(finding.rules if finding else []), rule["id"]]
@@ -235,7 +250,8 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge, led: Any = None, ranking: s
     # ties: the cause whose best-supported rule read more facts (the more specific evidence) first
     specific = {rule["id"]: len(set(referenced_facts(rule["when"]))) for _, rule in fired}
     depth = {c.id: max(specific[r] for r in c.rules) if ranking == "ledger" else 0 for c in causes.values()}
-    ranked_causes = sorted(causes.values(), key=lambda c: (-round(c.confidence, 6), -depth[c.id], first_pos[c.id]))
+    ranked_causes = sorted(causes.values(), key=lambda c: (-round(c.confidence, 6), -round(c.support, 6), -depth[c.id],
+                                                            first_pos[c.id]))
 
     cause_rank = {c.id: i for i, c in enumerate(ranked_causes)}
     # within a cause: the better-supported rule first, then the more specific one (it read more facts)
@@ -247,6 +263,7 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge, led: Any = None, ranking: s
         for fix in kb.entries("fixes")
         if fix.get("already_applied_when") and evaluate(fix["already_applied_when"], flat)
     ]
+    tried = [f for f in flat.get("situation.tried") or [] if f not in applied and f in kb.by_id.get("fixes", {})]
     rule_fixes = {rule["id"]: [*rule.get("fixes", []), *_constraint_alternatives(rule, flat, kb)]
                   for _, rule in fired}
 
@@ -263,11 +280,15 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge, led: Any = None, ranking: s
             for fix_id in con.get("blocks_fixes", []):
                 if fix_id in proposed:
                     avoid.setdefault(fix_id, AvoidAdvice(fix_id, con["id"], "constraint", con["message"]))
+    for fix in kb.entries("fixes"):  # a fix the situation says cannot help here (fixes.yaml situation.rules_out)
+        useless = (fix.get("situation") or {}).get("rules_out")
+        if fix["id"] in proposed and useless and evaluate(useless, flat):
+            avoid.setdefault(fix["id"], AvoidAdvice(fix["id"], fix["id"], "situation", fix["situation"]["why"]))
 
     fixes: dict[str, FixAdvice] = {}
 
     def recommend(fix_id: str, because: str) -> None:
-        if fix_id in avoid or fix_id in applied:
+        if fix_id in avoid or fix_id in applied or fix_id in tried:
             return
         fixes.setdefault(fix_id, FixAdvice(fix_id, len(fixes) + 1)).rules.append(because)
         for companion in kb.get("fixes", fix_id).get("companions", []):
@@ -287,7 +308,92 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge, led: Any = None, ranking: s
         violations=violations,
         fired_rules=[rule["id"] for _, rule in fired],
         facts=flat,
+        ruled_out=ruled_out,
+        tried=tried,
     )
+
+
+def ruled_out_causes(flat: Mapping[str, Any], kb: Knowledge) -> dict[str, str]:
+    """Causes the situation contradicts (causes.yaml situation.rules_out), with the facts that do it.
+
+    A log whose failure is a crash with no memory signal on any rank rules out every cause that explains memory
+    (a ledger component): there is no shortage for it to explain."""
+    out = {}
+    no_memory = (flat.get("log.crash") and not flat.get("log.has_memory_failure") and not flat.get("log.host_oom"))
+    for cause in kb.entries("causes"):
+        if no_memory and cause.get("explains"):
+            out[cause["id"]] = "log.crash=True, log.has_memory_failure=False"
+            continue
+        cond = (cause.get("situation") or {}).get("rules_out")
+        if cond and evaluate(cond, flat):
+            said = [f"{name}={flat.get(name)}" for name in dict.fromkeys(referenced_facts(cond))
+                    if flat.get(name) not in (None, [], "")]
+            out[cause["id"]] = ", ".join(said)
+    return out
+
+
+# How each kind of situation evidence maps to a ledger.yaml reliability source.
+_SITUATION_SOURCES = {"agent": "agent", "log": "log", "number": "oom-message", "config": "config", "words": "question"}
+
+
+def support_of(cause: Mapping[str, Any], flat: Mapping[str, Any], kb: Knowledge) -> tuple[float, str | None]:
+    """(reliability, source) of the strongest situation evidence that supports ``cause`` on its own (0, None when
+    the situation does not): an ``any`` takes its best true branch, an ``all`` its weakest part."""
+    cond = (cause.get("situation") or {}).get("supports")
+    if not cond or not evaluate(cond, flat):
+        return 0.0, None
+    return _strength(cond, flat, kb)
+
+
+def _strength(cond: Mapping[str, Any], flat: Mapping[str, Any], kb: Knowledge,
+              inside_all: bool = False) -> tuple[float, str | None]:
+    from .ledger import reliability
+
+    if "any" in cond:
+        return max((_strength(c, flat, kb) for c in cond["any"] if evaluate(c, flat)), key=lambda p: p[0],
+                   default=(0.0, None))
+    if "all" in cond:
+        parts = [_strength(c, flat, kb, inside_all=True) for c in cond["all"]]
+        return min(parts, key=lambda p: p[0], default=(0.0, None))
+    if "not" in cond or (inside_all and not _identifies(cond)):
+        return 1.0, None  # a guard ("unless ...", "larger than ..."): it says nothing for the cause on its own
+    name = next(iter(referenced_facts(cond)))
+    source = fact_source(name, flat)
+    return reliability(kb, source), source
+
+
+# Situation facts whose source is another field's (a size is as good as the reading it belongs to).
+_SOURCE_FIELD = {"failed_bytes": "failed", "failed_batch": "failed", "waste_bytes": "waste", "waste_share": "waste",
+                 "capacity_bytes": "waste"}
+
+
+def _identifies(leaf: Mapping[str, Any]) -> bool:
+    """A leaf that names what the situation is (eq / in / contains, or a fact that is present), not a comparison."""
+    if any(op in leaf for op in ("eq", "in", "contains", "matches")):
+        return True
+    return bool(leaf.get("exists") is True or leaf.get("truthy") is True)
+
+
+def _situation_rules(fired: list[tuple[int, Mapping[str, Any]]], rules: list[Mapping[str, Any]],
+                     flat: Mapping[str, Any], kb: Knowledge, ruled_out: Mapping[str, str]
+                     ) -> list[tuple[int, Mapping[str, Any]]]:
+    """Causes the situation supports that no rule concluded, as rules: the situation is evidence of its own (a
+    failure in save_checkpoint frames is a save-time failure whatever the numbers say)."""
+    concluded = {rule["cause"] for _, rule in fired if not rule.get("fallback")}
+    out = []
+    for cause in kb.entries("causes"):
+        if cause["id"] in concluded or cause["id"] in ruled_out:
+            continue
+        strength, source = support_of(cause, flat, kb)
+        if not strength:
+            continue
+        sit = cause["situation"]
+        fixes = sit.get("fixes") or list(dict.fromkeys(f for r in rules if r["cause"] == cause["id"]
+                                                       for f in r.get("fixes", [])))
+        out.append((len(rules), {"id": f"situation-{cause['id']}", "cause": cause["id"], "confidence": strength,
+                                 "fixes": fixes, "avoid": sit.get("avoid", []), "when": {"all": []},
+                                 "evidence_source": source}))
+    return out
 
 
 def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge,
@@ -349,8 +455,26 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
         kept.append((key, advice))
     kept.sort(key=lambda pair: pair[0])
     fixes = [FixAdvice(a.id, i + 1, a.rules) for i, (_, a) in enumerate(kept)]
-    return Diagnosis(diag.kb_version, diag.causes, fixes, avoid, diag.already_applied, diag.violations,
-                     diag.fired_rules, diag.facts, led, dict(sims))
+    ranked = replace(diag, fixes=fixes, avoid=avoid, ledger=led, simulations=dict(sims))
+    ranked.candidates = thin_evidence_candidates(ranked, kb)
+    return ranked
+
+
+def thin_evidence_candidates(diag: Diagnosis, kb: Knowledge) -> list[str]:
+    """When the leading cause rests only on the user's words or on assumed defaults, the causes still close to it
+    (ledger.yaml candidates): the answer names them with the check that tells each apart instead of one guess."""
+    from .ledger import policy, reliability
+
+    pol = policy(kb).get("candidates") or {}
+    if not diag.causes:
+        return []
+    top = diag.causes[0]
+    weak = set(pol.get("weak_sources") or [])
+    if top.evidence_source not in weak or top.support > reliability(kb, "question"):
+        return []
+    close = [c.id for c in diag.causes if c.confidence >= float(pol.get("close_ratio", 0.6)) * top.confidence]
+    close = close[: int(pol.get("max", 3))]
+    return close if len(close) > 1 else []
 
 
 def _owned(fix: Mapping[str, Any], owned: set[str]) -> bool:

@@ -41,6 +41,7 @@ class OomEvent:
     constraint: str | None = None  # constraints.yaml id, for config-error events
     phase: str | None = None  # training phase read from the traceback / progress lines
     weak: bool = False  # consistent with memory exhaustion but with other common causes
+    frames: list[str] = field(default_factory=list)  # its traceback, outermost first: "function code-line"
 
 
 @dataclass
@@ -110,6 +111,8 @@ class LogFacts:
     memory_failure_weak: bool = False  # every memory signal is ambiguous (SIGKILL, cuDNN status, ...)
     first_error_rank: int | None = None
     snapshot_path: str | None = None  # memory snapshot Bridge dumped on OOM
+    frames: list[str] = field(default_factory=list)  # traceback of the primary failure: "function code-line"
+    report_series: list[tuple[int, float]] = field(default_factory=list)  # (iteration, allocated) of one rank
 
 
 @dataclass
@@ -279,8 +282,11 @@ class GpuFacts:
     arch: str | None = None  # hopper | blackwell | ampere | ada
     nvlink_domain: int | None = None  # GPUs in one NVLink domain (8 HGX, 72 NVL72, 1 PCIe-only)
     hardware: dict[str, Any] | None = None  # gpus.yaml hardware: dense TFLOP/s, link GB/s (the planner's traffic costs)
-    inferred_from: str | None = None  # name | capacity
+    inferred_from: str | None = None  # name | capacity | typed-size | unknown
     candidates: list[str] = field(default_factory=list)  # gpus.yaml ids that fit an inferred capacity
+    count: int | None = None  # "8x H800": how many the user named with it
+    typed: str | None = None  # the text as the user typed it, when it was not a known name alone
+    assumption: str | None = None  # what the tool assumed to read it (said in the answer)
 
 
 @dataclass

@@ -330,6 +330,8 @@ def _reference_problems(kb: Knowledge) -> list[str]:
             if comp["fix"] not in fixes:
                 problems.append(f"{where}: companion names unknown fix {comp['fix']!r}")
             check_facts(where, comp["when"])
+        check_facts(where, (fix.get("situation") or {}).get("rules_out"))
+        check_facts(where, fix.get("simulated_when"))
         for ref in fix.get("measurements", []):
             if ref not in measurements:
                 problems.append(f"{where}: unknown measurement {ref!r}")
@@ -342,8 +344,30 @@ def _reference_problems(kb: Knowledge) -> list[str]:
         check_facts(where, con.get("violated_when"))
         check_facts(where, con.get("blocks_when"))
     for cause in kb.entries("causes"):
-        if not any(rule["cause"] == cause["id"] for rule in kb.entries("rules")):
-            problems.append(f"causes.yaml: {cause['id']}: no rule concludes this cause")
+        sit = cause.get("situation") or {}
+        where = f"causes.yaml: {cause['id']}: situation"
+        if not sit.get("supports") and not any(rule["cause"] == cause["id"] for rule in kb.entries("rules")):
+            problems.append(f"causes.yaml: {cause['id']}: no rule concludes this cause and no situation supports it")
+        for key in ("supports", "rules_out"):
+            check_facts(where, sit.get(key))
+        for ref in [*sit.get("fixes", []), *([sit["check_fix"]] if sit.get("check_fix") else []),
+                    *(a["fix"] for a in sit.get("avoid", []))]:
+            if ref not in fixes:
+                problems.append(f"{where}: unknown fix {ref!r}")
+    problems += _situation_problems(kb)
+    return problems
+
+
+def _situation_problems(kb: Knowledge) -> list[str]:
+    """situation.yaml phases point at ledger.yaml phases; the priority list names each phase once."""
+    table = kb.tables.get("situation") or {}
+    phases = {p["id"] for p in table.get("phases") or []}
+    ledger = {row["phase"] for row in (kb.tables.get("ledger") or {}).get("phases") or []}
+    problems = [f"situation.yaml: phases {p['id']}: ledger_phase {p['ledger_phase']!r} is not a ledger.yaml phase"
+                for p in table.get("phases") or [] if p["ledger_phase"] not in ledger]
+    order = table.get("phase_priority") or []
+    problems += [f"situation.yaml: phase_priority: unknown phase {p!r}" for p in order if p not in phases]
+    problems += [f"situation.yaml: phase_priority: phase {p!r} missing" for p in sorted(phases - set(order))]
     return problems
 
 

@@ -33,6 +33,7 @@ class Inputs:
     stats: Path | None = None
     num_microbatches: int | None = None
     ranking: str | None = None  # None = knowledge/ledger.yaml ranking
+    stated: Any = None  # situation.Stated: what the agent read in the user's message (--phase, --trend, ...)
 
 
 ARCHITECTURE_FIELDS = ("num_layers", "hidden_size", "num_attention_heads")
@@ -76,6 +77,8 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
         gpu = lookup_gpu(question.gpu_name, kb)
     elif question.gpu_nominal_gb:
         gpu = _gpu_by_size(question.gpu_nominal_gb, kb)
+    if gpu.count and config.world_size is None:  # "--gpu '8x H800'" says how many, where nothing else did
+        config = replace(config, world_size=gpu.count)
 
     facts = Facts(log=log, env=_fill_env_from_question(environment, question.env), config=config, gpu=gpu,
                   question=question)
@@ -118,10 +121,9 @@ def _mentioned_fixes(text: str, kb: Knowledge) -> list[str]:
     The engine uses them to warn about a blocked fix the user is considering, even when no rule
     would have proposed it.
     """
-    from .recognize import Recognizer
+    from .recognize import fix_recognizer
 
-    recognizer = Recognizer.from_recognize(kb.entries("fixes"), "knowledge/fixes.yaml")
-    return list(dict.fromkeys(m.ident for m in recognizer.find(text)))
+    return list(dict.fromkeys(m.ident for m in fix_recognizer(kb).find(text)))
 
 
 def _gpu_by_size(nominal_gb: float, kb: Knowledge) -> Any:
@@ -230,17 +232,47 @@ def _estimate(facts: Facts, kb: Knowledge, num_microbatches: int | None) -> dict
     return summary
 
 
+def _simulated(fix_id: str, flat: dict[str, Any], kb: Knowledge) -> bool:
+    """Whether re-estimating the config with the fix describes its effect here (fixes.yaml simulated_when)."""
+    from .conditions import evaluate
+
+    cond = kb.get("fixes", fix_id).get("simulated_when")
+    return cond is None or evaluate(cond, flat)
+
+
+# A pasted excerpt is read whole for frame names the parser's traceback reader cannot place ("-> compute_log_probs");
+# a full training log is left to the streaming parser.
+PASTED_LOG_BYTES = 256 * 1024
+
+
+def pasted_log_text(log: Any) -> str | None:
+    """The text of a small uncompressed log file (what users paste), else None."""
+    if not isinstance(log, Path) or log.suffix == ".gz":
+        return None
+    try:
+        if log.stat().st_size > PASTED_LOG_BYTES:
+            return None
+        return log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
 def run(inputs: Inputs, kb: Knowledge) -> tuple[Facts, dict[str, Any], Diagnosis]:
-    """Facts -> ledger -> rules -> every candidate fix simulated on the user's layout -> ranked diagnosis."""
+    """Facts -> situation -> ledger -> rules -> every candidate fix simulated on the user's layout -> diagnosis."""
     from . import ledger
     from .engine import rank_fixes, ranking_mode
     from .simulate import simulate
+    from .situation import read_situation
 
     facts = collect_facts(inputs, kb)
+    situation = read_situation(facts, kb, inputs.stated, pasted_log_text(inputs.log))
     flat = facts.flatten()
     flat.pop("estimate.table", None)
+    flat.update(situation.flatten())
     led = ledger.build(facts, kb)
     mode = ranking_mode(kb, inputs.ranking)
     diag = diagnose(flat, kb, led, mode)
-    sims = simulate([f.id for f in diag.fixes], facts, led, kb)
-    return facts, flat, rank_fixes(diag, sims, led, kb, mode)
+    sims = simulate([f.id for f in diag.fixes if _simulated(f.id, flat, kb)], facts, led, kb)
+    diag = rank_fixes(diag, sims, led, kb, mode)
+    diag.situation = situation
+    return facts, flat, diag

@@ -48,9 +48,10 @@ def build(diag: Diagnosis, flat: Mapping[str, Any], kb: Knowledge, lang: str = "
             "share_of_deficit": None if finding.share is None else round(finding.share, 3),
             "evidence_reliability": round(finding.reliability, 2),
             "evidence_source": finding.evidence_source,
-            "evidence": [fill(_explain(rules, r, kb)[lang], flat) for r in finding.rules],
+            "evidence": [_evidence(r, rules, kb, cause, diag, flat, lang) for r in finding.rules],
             "rules": finding.rules,
             "confirm": cause["confirm"][lang],
+            "check": ((cause.get("situation") or {}).get("check") or {}).get(lang),
         })
     fixes = []
     for advice in diag.fixes:
@@ -61,6 +62,9 @@ def build(diag: Diagnosis, flat: Mapping[str, Any], kb: Knowledge, lang: str = "
             from .fixlines import apply_lines
 
             apply = apply_lines(apply, sim.overrides)  # exactly what was simulated on this layout
+        own = _framework_lines(fix, flat)
+        if own:  # the framework's own key for this setting leads (situation.framework / situation.phase)
+            apply = {"framework": own, **apply}
         gate = next((v for v in fix.get("versions") or [] if evaluate(v["when"], flat)), None)
         if gate is not None:  # the evidence shows a version the setting does not exist in: say so, lines for it first
             apply = {**{k: list(v) for k, v in gate["apply"].items()}, **{k: v for k, v in apply.items()
@@ -102,6 +106,7 @@ def build(diag: Diagnosis, flat: Mapping[str, Any], kb: Knowledge, lang: str = "
     return {
         "kb_version": diag.kb_version,
         "lang": lang,
+        "situation": situation_report(diag, kb, lang),
         "ledger": _ledger(diag.ledger, kb, lang),
         "assumed": _assumed(flat),
         "preset_conflicts": list(flat.get("derived.preset_conflicts") or []),
@@ -117,9 +122,112 @@ def build(diag: Diagnosis, flat: Mapping[str, Any], kb: Knowledge, lang: str = "
 
 
 def _explain(rules: Mapping[str, Any], rule_id: str, kb: Knowledge) -> Mapping[str, str]:
-    """A rule's explanation; a cause the ledger alone concluded (engine._ledger_rules) says so."""
+    """A rule's explanation; a cause the ledger or the situation alone concluded (engine._ledger_rules,
+    engine._situation_rules) says so."""
     entry = rules.get(rule_id) or {}
-    return entry.get("explain") or (kb.tables.get("ledger") or {})["owned_explain"]
+    if entry.get("explain"):
+        return entry["explain"]
+    if rule_id.startswith("situation-"):
+        return (kb.tables.get("ledger") or {})["situation_explain"]
+    return (kb.tables.get("ledger") or {})["owned_explain"]
+
+
+def _framework_lines(fix: Mapping[str, Any], flat: Mapping[str, Any]) -> list[str]:
+    """The lines of the first fixes.yaml ``frameworks`` entry for the framework and phase the situation names."""
+    framework, phase = flat.get("situation.framework"), flat.get("situation.phase")
+    for entry in fix.get("frameworks") or []:
+        if entry["framework"] == framework and (not entry.get("phases") or phase in entry["phases"]):
+            return list(entry["lines"])
+    return []
+
+
+def _evidence(rule_id: str, rules: Mapping[str, Any], kb: Knowledge, cause: Mapping[str, Any], diag: Diagnosis,
+              flat: Mapping[str, Any], lang: str) -> str:
+    """One rule's evidence sentence; a cause the situation alone supports quotes the clues it rests on."""
+    text = fill(_explain(rules, rule_id, kb)[lang], flat)
+    if not rule_id.startswith("situation-") or diag.situation is None:
+        return text
+    cond = (cause.get("situation") or {}).get("supports") or {}
+    names = {f.removeprefix("situation.").removesuffix("_bytes").removesuffix("_share")
+             for f in referenced_facts(cond) if f.startswith("situation.")}
+    readings = diag.situation.readings()
+    clues = [c.text for name in ("failed", "phase", "step", "where", "trend", "process") if name in names
+             and readings[name] is not None and flat.get(f"situation.{name}") is not None
+             for c in readings[name].clues[:1]]
+    sit = diag.situation
+    if "waste" in names and sit.waste_bytes is not None:
+        share = f", {sit.waste_share:.0%}" if sit.waste_share is not None else ""
+        clues.append(f"{sit.waste_bytes / 2**30:.1f} GiB reserved, not allocated{share}")
+    return f"{text} ({'; '.join(clues)})" if clues else text
+
+
+# situation field -> the situation.yaml list that names its values
+_FIELD_LISTS = {"failed": "kinds", "phase": "phases", "step": "steps", "where": "places", "trend": "trends",
+                "process": "processes", "framework": "frameworks"}
+
+
+def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any] | None:
+    """What was read, field by field with its clues, one line that says it, what it rules out, and - when the
+    evidence is thin - the causes that remain with the one check that tells each apart."""
+    sit = diag.situation
+    if sit is None:
+        return None
+    table = kb.tables.get("situation") or {}
+    say = {key: text[lang] for key, text in (table.get("wording") or {}).items()}
+
+    def title(key: str, value: str) -> str:
+        rows = (table.get("request_shapes") or {}).get("kinds") if key == "kinds" else table.get(key)
+        row = next((r for r in rows or [] if r["id"] == value), None)
+        return (row or {}).get("title", {}).get(lang, value)
+
+    fields: dict[str, Any] = {}
+    for name, reading in sit.readings().items():
+        if reading is not None:
+            fields[name] = {"value": reading.value, "title": title(_FIELD_LISTS[name], reading.value),
+                            "source": reading.source, "clues": [c.text for c in reading.clues]}
+    if "failed" in fields:
+        fields["failed"]["bytes"] = sit.failed_bytes
+    parts = [fields[n]["title"] for n in ("phase", "step", "where", "trend", "process") if n in fields]
+    short = ([fields["failed"]["title"]] if "failed" in fields else []) + parts[:3]
+    if "failed" in fields:
+        f = fields["failed"]
+        parts.insert(0, f"{say['request']}: {f['clues'][0]}" if f["value"] != "impossible" else
+                     f"{say['request']} {f['title']} ({f['clues'][0]})")
+    if "framework" in fields:
+        parts.append(f"{say['framework']} {fields['framework']['title']}")
+    changed = [say["stack"] if r.value == "stack" else kb.get("fixes", r.value)["title"][lang] for r in sit.changed]
+    if changed:
+        parts.append(f"{say['changed']}: {', '.join(changed)}")
+    if sit.tried:
+        parts.append(f"{say['tried']}: {', '.join(kb.get('fixes', r.value)['title'][lang] for r in sit.tried)}")
+    causes = kb.by_id.get("causes", {})
+    ruled = [{"id": cid, "title": causes[cid]["title"][lang],
+              "why": ((causes[cid].get("situation") or {}).get("why_ruled_out") or {}).get(lang, ""), "facts": said}
+             for cid, said in diag.ruled_out.items()]
+    return {
+        "line": "; ".join(parts) if parts else None,
+        "short": "; ".join(short) if short else None,
+        "fields": fields,
+        "components": [r.value for r in sit.components],
+        "figures": [{"text": text, "role": role} for text, role in sit.figures],
+        "changed": [r.value for r in sit.changed],
+        "tried": [r.value for r in sit.tried],
+        "no_effect": [r.value for r in sit.no_effect],
+        "ruled_out": ruled,
+        "candidates": _candidates(diag, kb, lang),
+    }
+
+
+def _candidates(diag: Diagnosis, kb: Knowledge, lang: str) -> list[dict[str, Any]]:
+    """The causes that remain when the evidence is thin, each with the check that confirms or rules it out."""
+    causes = kb.by_id.get("causes", {})
+    out = []
+    for finding in diag.candidates:
+        sit = causes[finding].get("situation") or {}
+        out.append({"id": finding, "title": causes[finding]["title"][lang],
+                    "check": (sit.get("check") or {}).get(lang) or causes[finding]["confirm"][lang][0],
+                    "check_fix": sit.get("check_fix")})
+    return out
 
 
 def _simulation(sim: Any) -> dict[str, Any] | None:
@@ -152,7 +260,9 @@ def _assumed(flat: Mapping[str, Any]) -> list[str]:
     """What the tool assumed because the user did not say (listed in the answer): recipe defaults by field, and
     the preset whose shape stands in for a model the presets lack."""
     shape = flat.get("config.approximate_shape")
-    return [*([f"model shape ~ {shape}"] if shape else []), *(flat.get("config.assumed") or [])]
+    gpu = flat.get("gpu.assumption")
+    return [*([f"model shape ~ {shape}"] if shape else []), *([gpu] if gpu else []),
+            *(flat.get("config.assumed") or [])]
 
 
 def _applied(fix_id: str, flat: Mapping[str, Any], kb: Knowledge, lang: str) -> dict[str, Any]:

@@ -37,10 +37,46 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
                         help="micro-batches per step (default: from GBS / (MBS x DP))")
 
 
+# What the agent read in the user's message (knowledge/situation.yaml names; --help lists them).
+SITUATION_OPTIONS = (
+    ("--phase", "phase", "when it failed"),
+    ("--step", "step", "before training, the first step, or later"),
+    ("--component", "component", "what the user names as holding memory (repeatable)"),
+    ("--trend", "trend", "how memory moves over steps"),
+    ("--process", "process", "what shares the GPU or memory"),
+    ("--where", "where", "which ranks or pipeline stage"),
+    ("--framework", "framework", "the training framework"),
+)
+
+
+def add_situation_arguments(parser: argparse.ArgumentParser) -> None:
+    """The situation as the agent read it from the user's message; it outranks the helper's own word list."""
+    group = parser.add_argument_group(
+        "situation as read from the user's message (the names are listed below; each outranks what the helper "
+        "reads from --question)")
+    for flag, dest, what in SITUATION_OPTIONS:
+        group.add_argument(flag, dest=f"situation_{dest}", action="append" if dest == "component" else "store",
+                           metavar="NAME", help=what)
+    group.add_argument("--changed", dest="situation_changed", action="append", default=[], metavar="TEXT",
+                       help="what the user changed, upgraded or already tried, in their words (repeatable)")
+
+
+def situation_epilog() -> str:
+    """The names each situation option takes, read from the knowledge base only when --help is printed."""
+    from ..situation import known_values
+
+    names = known_values(knowledge.load())
+    lines = [f"  {flag} {{{','.join(names[dest])}}}" for flag, dest, _ in SITUATION_OPTIONS]
+    return "situation names:\n" + "\n".join(lines)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("diagnose", help="diagnose an OOM from its log, config, env and question",
                             epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    plain_help = parser.format_help
+    parser.format_help = lambda: plain_help().rstrip("\n") + "\n\n" + situation_epilog() + "\n"  # type: ignore
     add_input_arguments(parser)
+    add_situation_arguments(parser)
     parser.add_argument("--format", choices=["markdown", "json"], default="markdown")
     htmlopt.add_argument(parser)
     parser.add_argument("--detail", action="store_true",
@@ -64,7 +100,28 @@ def inputs_from_args(args: argparse.Namespace) -> pipeline.Inputs:
         log = sys.stdin  # read streaming, never copied to disk
     return pipeline.Inputs(log=log, config=args.config, overrides=args.overrides, env=args.env, gpu=args.gpu,
                            question=args.question, snapshot=args.snapshot, stats=args.stats,
-                           num_microbatches=args.num_microbatches, ranking=getattr(args, "ranking", None))
+                           num_microbatches=args.num_microbatches, ranking=getattr(args, "ranking", None),
+                           stated=stated_from_args(args))
+
+
+def stated_from_args(args: argparse.Namespace):
+    """The --phase / --trend / ... values, each checked against knowledge/situation.yaml (a one-line error names
+    the option and the names it takes)."""
+    from ..situation import Stated, known_values
+
+    given = {dest: vars(args).get(f"situation_{dest}") for _, dest, _ in SITUATION_OPTIONS}
+    changed = [t for t in vars(args).get("situation_changed") or [] if t.strip()]
+    if not any(given.values()) and not changed:
+        return None
+    names = known_values(knowledge.load())
+    for flag, dest, _ in SITUATION_OPTIONS:
+        values = given[dest] if isinstance(given[dest], list) else [given[dest]] if given[dest] else []
+        for value in values:
+            if value not in names[dest]:
+                raise UserError(f"{flag} {value!r}: not a known name (one of: {', '.join(names[dest])})")
+    return Stated(phase=given["phase"], step=given["step"], component=list(given["component"] or []),
+                  trend=given["trend"], process=given["process"], where=given["where"],
+                  framework=given["framework"], changed=changed)
 
 
 def positive_int(text: str) -> int:

@@ -117,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
     est = estimate(cfg, gpu=gpu, mode=args.mode, num_microbatches=args.num_microbatches, kb=kb, env=env)
     result = est.to_dict()
     result["summary"] = summarize(est, gpu)
-    result["gpu"] = {"name": gpu.name, "capacity_bytes": gpu.capacity_bytes} if gpu else None
+    result["gpu"] = {"name": gpu.name, "capacity_bytes": gpu.capacity_bytes, "assumption": gpu.assumption} if gpu \
+        else None
     result["warnings"] = list(cfg.warnings)
     if args.html:
         from ..render import html

@@ -102,6 +102,9 @@ def request_from_args(args: argparse.Namespace, kb: knowledge.Knowledge):
     gpu = lookup_gpu(args.gpu, kb)
     if args.capacity_gib:
         gpu.capacity_bytes = args.capacity_gib * GIB
+    if not gpu.capacity_bytes:
+        raise UserError(f"--gpu {args.gpu!r}: capacity unknown; give the card's size (e.g. --gpu '{gpu.name} 48GB') "
+                        "or --capacity-gib")
     seq = args.seq_length or base.seq_length
     gbs = args.global_batch_size or base.global_batch_size
     if not seq or not gbs:

@@ -77,18 +77,98 @@ def facts_for(entry: Mapping[str, Any], inferred_from: str, candidates: list[str
 
 
 def lookup_gpu(name_or_capacity: str | float | int, kb: Any = None) -> GpuFacts:
-    """A GPU by name/alias (UserError if unknown) or by reported capacity in bytes (nearest GPU)."""
+    """A GPU as people type it, or by reported capacity in bytes (nearest GPU).
+
+    "H100", "8x H800", "H100*8", "80GB", "GH200 96GB", "RTX 4090 24GB", "8张A800": a count is kept, a known name
+    gives its gpus.yaml entry, a size gives the capacity. Nothing is refused: what the tool had to assume (a
+    capacity from the size as typed, or none for a name it does not know) is stated in ``assumption``.
+    """
     if isinstance(name_or_capacity, (int, float)) and not isinstance(name_or_capacity, bool):
         return gpu_from_capacity(float(name_or_capacity), kb)
-    text = str(name_or_capacity).strip()
+    typed = " ".join(str(name_or_capacity).split())
+    if not typed:
+        raise UserError("--gpu: empty; give a GPU name such as H100-80GB, or a size such as 80GB")
+    count, name = _split_count(typed)
     by_id = {e["id"]: e for e in _entries(kb)}
-    if text.lower() in by_id:
-        return facts_for(by_id[text.lower()], "name")
-    for start, end, entry in find_gpus(text, kb):
-        if start == 0 and end >= len(text.rstrip("s")):
-            return facts_for(entry, "name")
-    known = ", ".join(e["name"] for e in _entries(kb))
-    raise UserError(f"--gpu {text!r}: unknown GPU (known: {known})")
+    entry = by_id.get(name.lower()) or next(
+        (e for start, end, e in find_gpus(name, kb) if start == 0 and end >= len(name.rstrip("s"))), None)
+    if entry is None:  # a known name followed by words the alias does not spell ("H100 SXM5 80GB HBM3 node")
+        entry = next((e for start, _, e in find_gpus(name, kb) if start == 0), None)
+    if entry is None:  # a known name inside a description ("单机8卡H20（多机）", "4节点 × 8卡 H100")
+        entry = next((e for _, _, e in find_gpus(typed, kb)), None)
+        count = count or _count_within(typed)
+    size = _typed_size_gib(name)
+    if entry is not None:
+        facts = facts_for(entry, "name")
+        facts.count = count
+        if facts.capacity_bytes is None and (size or entry.get("nominal_gb")):
+            facts.capacity_bytes = _usable_share(kb) * (size or entry["nominal_gb"]) * GIB
+            facts.assumption = _capacity_note(entry["name"], size or entry["nominal_gb"], size is not None, kb)
+        if typed != entry["name"] and (count or typed.lower() not in (entry["id"], entry["name"].lower())):
+            facts.typed = typed
+        return facts
+    if size:
+        return GpuFacts(name=name, capacity_bytes=_usable_share(kb) * size * GIB, inferred_from="typed-size",
+                        count=count, typed=typed, assumption=_capacity_note(name, size, True, kb))
+    return GpuFacts(name=name, inferred_from="unknown", count=count, typed=typed,
+                    assumption=f"GPU {name!r} is not in knowledge/gpus.yaml and no size was given: its capacity is "
+                               f"unknown (give it as e.g. '--gpu \"{name} 48GB\"')")
+
+
+_COUNT_BEFORE = re.compile(r"^(?:(?P<nodes>\d{1,4})\s*[x×*]\s*)?(?P<n>\d{1,5})\s*"
+                           r"(?:[x×*]|张|块|卡|(?:gpus?|cards?)\b|(?<=\s)(?=[a-z]))\s*(?:of\s+)?", re.I)
+_COUNT_AFTER = re.compile(r"\s*(?:(?<![a-z])[x×*]\s*(?P<n>\d{1,5})|(?P<m>\d{1,5})\s*(?:张|块|卡))\s*$", re.I)
+_SIZE = re.compile(r"(?<![\w.])(?P<v>\d+(?:\.\d+)?)\s*(?P<u>gib|gb|g)(?![a-z])", re.I)
+
+
+def _split_count(text: str) -> tuple[int | None, str]:
+    """("8x H800" | "H800 x8" | "8张A800") -> (8, "H800"); a count that is really a size ("80GB") is left alone."""
+    m = _COUNT_BEFORE.match(text)
+    if m and not _SIZE.match(text):
+        return int(m.group("n")) * int(m.group("nodes") or 1) or None, text[m.end():].strip() or text
+    m = _COUNT_AFTER.search(text)
+    if m and m.start() > 0:
+        return int(m.group("n") or m.group("m")) or None, text[:m.start()].strip()
+    return None, text
+
+
+_NODES_TIMES = re.compile(r"(?P<nodes>\d{1,4})\s*(?:节点|台|nodes?|机)\s*[x×*]?\s*(?P<n>\d{1,3})\s*(?:卡|张|块|gpus?)",
+                          re.I)
+_COUNT_WORD = re.compile(r"(?<![\d.])(?P<n>\d{1,5})\s*(?:卡|张|块|[x×*](?=\s*[A-Za-z]))", re.I)
+
+
+def _count_within(text: str) -> int | None:
+    """A GPU count written inside a description: "4节点 × 8卡" = 32, "单机8卡" = 8."""
+    m = _NODES_TIMES.search(text)
+    if m:
+        return int(m.group("nodes")) * int(m.group("n"))
+    m = _COUNT_WORD.search(text)
+    return int(m.group("n")) if m else None
+
+
+def _typed_size_gib(text: str) -> float | None:
+    """The card's memory as typed ("24GB", "96 GiB", "80G"), in GiB: cards are sold by their GiB of HBM/GDDR."""
+    m = _SIZE.search(text)
+    if not m:
+        return None
+    value = float(m.group("v"))
+    return value if 1 <= value <= 4096 else None
+
+
+def _usable_share(kb: Any) -> float:
+    """Median usable/nominal capacity of the GPUs gpus.yaml has both figures for (cudaMemGetInfo sits below the
+    card's size: the driver and ECC keep some)."""
+    shares = sorted(e["capacity_gib"] / e["nominal_gb"] for e in _entries(kb)
+                    if e.get("capacity_gib") and e.get("nominal_gb"))
+    return shares[len(shares) // 2] if shares else 1.0
+
+
+def _capacity_note(name: str, size_gb: float, typed: bool, kb: Any) -> str:
+    share = _usable_share(kb)
+    said = f"the size as typed, {size_gb:g} GB" if typed else f"its nominal {size_gb:g} GB (no OOM message " \
+        "with its capacity is on record)"
+    return (f"GPU {name}: about {size_gb * share:.1f} GiB usable, from {said} x{share:.3f} "
+            "(the median usable share of the GPUs in knowledge/gpus.yaml)")
 
 
 def gpu_from_capacity(capacity_bytes: float, kb: Any = None) -> GpuFacts:

@@ -162,7 +162,7 @@ def _compile(kb: Knowledge) -> Patterns:
     env_triggers = tuple(vocab.get("process_prefixes") or ())
     triggers = {t for s in signatures for t in s.triggers}
     triggers.update(env_triggers)
-    triggers.update(alloc["triggers"], tb["triggers"])
+    triggers.update(alloc["triggers"], tb["triggers"], ["Error: "])
     triggers.update(t for p in phases for t in p.triggers)
     triggers.update(t for trig, _ in rank_hints for t in trig)
     triggers.update(t for _, _, literals in constraints if literals for t in literals)
@@ -495,12 +495,18 @@ class _Block:
     phase: str | None
     parts: list[str]
     skipped: int = 0
+    frames: list[str] = field(default_factory=list)
 
     def variants(self) -> list[str]:
         joined = ["".join(self.parts)]
         if len(self.parts) > 1:
             joined.append(" ".join(part.strip() for part in self.parts))
         return [" ".join(text.split()) for text in joined]
+
+
+_UNSET = object()
+# An exception line that names memory exhaustion (its own text did not match an allocator signature): not a crash.
+_MEMORY_WORDS = re.compile(r"OutOfMemory|out of memory|\bOOM\b", re.I)
 
 
 class _Scanner:
@@ -528,6 +534,9 @@ class _Scanner:
         self.exports: dict[str, str] = {}  # variables the log shows set
         self.constraint_ids: dict[str, None] = {}
         self.snapshot_path: str | None = None
+        self.series: list[tuple[int, float]] = []
+        self.series_rank: Any = _UNSET
+        self.loose: list[tuple[str, int | None, str | None]] = []  # exception lines seen outside a traceback
 
     # -- feeding -------------------------------------------------------------
 
@@ -604,6 +613,10 @@ class _Scanner:
                 return
         present = {t for t in p.triggers if t in text}
         hit = self._match_line(text, rank, present)
+        if tb is None and not hit and present and "Error: " in present and len(self.loose) < 8:
+            exc = p.tb_exception.match(text)
+            if exc:  # an exception pasted without its traceback header (or before its frames)
+                self.loose.append((exc.group("error").strip(), rank, self.log_phase))
         if tb is not None:
             exc = p.tb_exception.match(text)
             if exc:
@@ -614,6 +627,7 @@ class _Scanner:
                     self._backfill_phase(rank, phase)
                 if not hit:
                     self._crash(exc.group("error").strip(), rank, phase or self.log_phase)
+                self._attach_frames(rank, tb)
         self._side_facts(text, rank, present)
 
     def _expire_tracebacks(self) -> None:
@@ -645,7 +659,8 @@ class _Scanner:
             return False
         if not present.isdisjoint(p.alloc_triggers) and p.alloc_start.search(text):
             effective = rank if rank is not None else self._hint()
-            self.pending = _Block(self.lineno, effective, rank, self._phase_for(rank), [text])
+            self.pending = _Block(self.lineno, effective, rank, self._phase_for(rank), [text],
+                                  frames=self._open_frames(rank))
             if p.alloc_end.search(text):
                 self._finish_block()
             return True
@@ -654,7 +669,9 @@ class _Scanner:
             if not present.isdisjoint(sig.triggers):
                 m = sig.regex.search(text) if sig.regex else None
                 if m:
-                    self._add(self._event(sig, m, text, rank, self.lineno, self._phase_for(rank)))
+                    event = self._event(sig, m, text, rank, self.lineno, self._phase_for(rank))
+                    event.frames = self._open_frames(rank)
+                    self._add(event)
                     hit = hit or sig.kind in p.memory_kinds or sig.kind == "timeout"
         return hit
 
@@ -681,7 +698,9 @@ class _Scanner:
                     if m:
                         end = self.p.alloc_end.search(text, m.end())
                         shown = text[: end.end()] if end else text[: m.end()] if not sig.fallback else text
-                        self._add(self._event(sig, m, shown, block.rank, block.line, block.phase, text))
+                        event = self._event(sig, m, shown, block.rank, block.line, block.phase, text)
+                        event.frames = block.frames
+                        self._add(event)
                         return
 
     def _side_facts(self, text: str, rank: int | None, present: set[str]) -> None:
@@ -774,6 +793,22 @@ class _Scanner:
         iteration = int(groups["iteration"]) if groups.get("iteration") else None
         counts = {k: int(v) for k, v in values.items() if not k.endswith("_bytes")}
         self.reports[rank] = MemoryReport(rank=rank, line=self.lineno, iteration=iteration, **{**values, **counts})
+        self._track(rank, iteration, values.get("allocated_bytes"))
+
+    def _track(self, rank: int | None, iteration: int | None, allocated: float | None) -> None:
+        """Allocated memory over iterations of the first rank that reports it: whether memory grows per step.
+
+        Bounded: past ``series_max_points`` every other point is dropped, so a long run keeps an even sample."""
+        if allocated is None:
+            return
+        if self.series_rank is _UNSET:
+            self.series_rank = rank
+        if rank != self.series_rank:
+            return
+        step = iteration if iteration is not None else len(self.series)
+        self.series.append((step, allocated))
+        if len(self.series) > self.prm["series_max_points"]:
+            self.series = self.series[::2]
 
 
     def _env_line(self, text: str) -> None:
@@ -845,15 +880,37 @@ class _Scanner:
             if ev.phase is None and ev.kind in self.p.memory_kinds and (rank is None or ev.rank in (rank, None)):
                 ev.phase = phase
 
+    def _open_frames(self, rank: int | None) -> list[str]:
+        tb = self.tracebacks.get(rank)
+        return self._frame_texts(tb) if tb is not None else []
+
+    def _frame_texts(self, tb: _Traceback) -> list[str]:
+        return [f"{func or ''} {code or ''}".strip() for func, _, code in tb.frames][-self.prm["frames_kept"]:]
+
+    def _attach_frames(self, rank: int | None, tb: _Traceback) -> None:
+        """The traceback that printed a failure says where it failed (situation.py reads its frames)."""
+        frames = self._frame_texts(tb)
+        oldest = self.lineno - self.prm["phase_backfill_lines"]
+        for ev in reversed(self.events):
+            if ev.line < oldest:
+                break
+            if not ev.frames and (rank is None or ev.rank in (rank, None)):
+                ev.frames = frames
+
     # -- result --------------------------------------------------------------
 
     def finish(self) -> LogFacts:
         self._finish_block()
+        crashes = [c for c in self.loose if not _MEMORY_WORDS.search(c[0])]  # an OOM line is no crash
+        if not self.events and crashes:  # an excerpt whose only failure is an exception line pasted on its own
+            error, rank, phase = crashes[0]
+            self._crash(error, rank, phase)
         for rank, tb in self.tracebacks.items():  # the log ends inside a traceback (a pasted excerpt)
             phase = self._frames_phase(tb)
             if phase:
                 self._backfill_phase(rank, phase)
                 self.open_traceback_phase = self.open_traceback_phase or phase
+            self._attach_frames(rank, tb)
         events = self._drop_explained_crashes(self.events)
         return _assemble(self, events)
 
@@ -949,6 +1006,8 @@ def _assemble(scanner: _Scanner, events: list[OomEvent]) -> LogFacts:
         facts.first_error_rank = first[0].rank
     facts.constraint_errors = list(scanner.constraint_ids)
     facts.snapshot_path = scanner.snapshot_path
+    facts.report_series = list(scanner.series)
+    facts.frames = next((e.frames for e in [primary, *first[:1]] if e is not None and e.frames), [])
     facts.memory_reports = sorted(scanner.reports.values(), key=lambda r: (r.rank is None, r.rank or 0))
     facts.theoretical_bytes = dict(scanner.theoretical)
     facts.env.update(scanner.exports)

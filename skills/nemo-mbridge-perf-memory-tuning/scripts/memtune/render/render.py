@@ -31,7 +31,7 @@ def _environment():
 
 LEAD_WORDS = 120  # issue 11: the answer an agent can paste as it is, before any detail
 # The interface a lead shows the first fix in: the one a user edits first when several are listed.
-LEAD_INTERFACES = ("env", "bridge_override", "megatron_lm", "bridge_python", "perf_script", "shell")
+LEAD_INTERFACES = ("framework", "env", "bridge_override", "megatron_lm", "bridge_python", "perf_script", "shell")
 _CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`(\"'])|(?<=[。！？；])")
 
@@ -53,6 +53,10 @@ def lead_lines(report: Mapping[str, Any], t: Mapping[str, str]) -> list[str]:
     shortened to its title (the full text follows the lead).
     """
     parts: list[tuple[str, str]] = []  # (full, short)
+    sit = report.get("situation") or {}
+    if sit.get("line"):  # what was read comes first: the user checks it against what they said
+        label = f"**{t['lead-situation']}:**"
+        parts.append((f"{label} {sit['line']}", f"{label} {sit.get('short') or sit['line']}"))
     if report.get("causes"):
         cause = report["causes"][0]
         evidence = first_sentence(cause["evidence"][0]) if cause.get("evidence") else ""
@@ -80,13 +84,23 @@ def lead_lines(report: Mapping[str, Any], t: Mapping[str, str]) -> list[str]:
     if report.get("avoid"):
         titles = "; ".join(a["title"] for a in report["avoid"][:3])
         parts.append((f"**{t['lead-avoid']}:** {titles}", f"**{t['lead-avoid']}:** {report['avoid'][0]['title']}"))
+    out = _fit(parts)
+    if sit.get("line") and out[1:] != [full for full, _ in parts[1:]]:  # the situation's clues crowd out the rest
+        out = [parts[0][1], *_fit(parts[1:], words(parts[0][1]))]
+    return out
+
+
+def _fit(parts: list[tuple[str, str]], used: int = 0) -> list[str]:
+    """Each part in full while the lead stays within LEAD_WORDS, else its short form, else left out."""
     out: list[str] = []
     for full, short in parts:
-        used = sum(words(line) for line in out)
         if used + words(full) <= LEAD_WORDS:
             out.append(full)
         elif used + words(short) <= LEAD_WORDS:
             out.append(short)
+        else:
+            continue
+        used += words(out[-1])
     return out
 
 

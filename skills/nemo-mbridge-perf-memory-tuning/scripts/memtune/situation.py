@@ -1,0 +1,651 @@
+"""The situation an expert reads before counting bytes: what failed, when, where, how memory moves, what changed.
+
+Pure: Facts (+ what the agent stated, + a pasted log's text) -> Situation.  Every field is a ``Reading`` with the
+clues it rests on and where each came from (the agent's statement, a traceback frame, a number, the config, the
+user's words), so the engine can weigh them and the answer can quote them.  The vocabulary is
+knowledge/situation.yaml; this module knows no cause and no fix.
+
+Precedence, strongest first: what the agent stated (it read the user's message) > the log (frames, per-rank lines,
+the failed request's size against the shapes the config implies) > the user's words.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .facts import Facts
+from .knowledge import Knowledge
+
+GIB = 2**30
+
+# Field names an agent may state (diagnose --phase ...), with the situation.yaml list holding their values.
+STATED_FIELDS = {"phase": "phases", "component": "components", "trend": "trends", "process": "processes",
+                 "where": "places", "framework": "frameworks", "step": "steps"}
+
+
+@dataclass(frozen=True)
+class Clue:
+    """One piece of evidence: what was read, and what kind of source it came from."""
+
+    text: str
+    source: str  # agent | log | number | config | words
+
+
+@dataclass
+class Reading:
+    value: str
+    clues: list[Clue] = field(default_factory=list)
+
+    @property
+    def source(self) -> str:
+        return self.clues[0].source if self.clues else "words"
+
+
+@dataclass
+class Stated:
+    """What the agent read in the user's message and passed on the command line (validated names)."""
+
+    phase: str | None = None
+    step: str | None = None
+    component: list[str] = field(default_factory=list)
+    trend: str | None = None
+    process: str | None = None
+    where: str | None = None
+    framework: str | None = None
+    changed: list[str] = field(default_factory=list)  # free text, one item per --changed
+
+
+@dataclass
+class Situation:
+    failed: Reading | None = None  # what the failed allocation is: impossible | logits | parameters | ...
+    failed_bytes: float | None = None
+    failed_batch: int | None = None  # sequences in the logits tensor the request was, where the match says
+    phase: Reading | None = None
+    step: Reading | None = None  # first-step | later-step
+    where: Reading | None = None  # first-stage | last-stage | some-ranks | all-ranks
+    trend: Reading | None = None  # grows | spike | constant
+    process: Reading | None = None  # colocated-engine | other-process | host
+    framework: Reading | None = None
+    components: list[Reading] = field(default_factory=list)
+    changed: list[Reading] = field(default_factory=list)  # fix ids, or "stack" for a version / container change
+    tried: list[Reading] = field(default_factory=list)  # fix ids the user says they tried
+    no_effect: list[Reading] = field(default_factory=list)  # tried (or changed) and it did nothing, or made it worse
+    figures: list[tuple[str, str | None]] = field(default_factory=list)  # memory figures the user quotes, as typed
+    waste_bytes: float | None = None  # the largest memory held outside live tensors that the evidence states
+    capacity_bytes: float | None = None  # the failing GPU's usable capacity (OOM message, else the GPU named)
+    waste_share: float | None = None  # waste_bytes / what PyTorch reserved, where both are stated
+    waste_source: str | None = None  # number (the OOM message) or words (the question's figures)
+    worked_before: bool = False  # the user says the same setup ran before
+
+    def flatten(self) -> dict[str, Any]:
+        """``situation.*`` facts for rule and cause conditions (knowledge/facts.yaml)."""
+        out: dict[str, Any] = {}
+        for name, reading in self.readings().items():
+            out[f"situation.{name}"] = reading.value if reading else None
+            out[f"situation.{name}_source"] = reading.source if reading else None
+        out["situation.failed_bytes"] = self.failed_bytes
+        out["situation.failed_batch"] = self.failed_batch
+        out["situation.waste_bytes"] = self.waste_bytes
+        out["situation.capacity_bytes"] = self.capacity_bytes
+        out["situation.waste_share"] = self.waste_share
+        out["situation.waste_source"] = self.waste_source
+        out["situation.worked_before"] = self.worked_before
+        out["situation.components"] = [r.value for r in self.components]
+        out["situation.changed"] = [r.value for r in self.changed]
+        out["situation.tried"] = [r.value for r in self.tried]
+        out["situation.no_effect"] = [r.value for r in self.no_effect]
+        out["situation.read"] = [name for name, reading in self.readings().items()
+                                 if reading is not None and reading.source != "words"]
+        return out
+
+    def readings(self) -> dict[str, Reading | None]:
+        """The single-valued fields by name."""
+        return {"failed": self.failed, "phase": self.phase, "step": self.step, "where": self.where,
+                "trend": self.trend, "process": self.process, "framework": self.framework}
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, log_text: str | None = None) -> Situation:
+    """Read every field from the strongest evidence that states it."""
+    table = kb.tables.get("situation") or {}
+    words = _Words.of(kb)
+    text = facts.question.text or ""
+    clauses = _clauses(text)
+    sit = Situation()
+    stated = stated or Stated()
+
+    sit.failed, sit.failed_bytes = _failed(facts, table)
+    sit.failed_batch = _batch_of(sit.failed)
+    sit.phase = (_stated(stated.phase, "phase", table) or _phase_from_log(facts, words, log_text)
+                 or _phase_from_words(clauses, words) or _phase_from_question_frames(text, words))
+    sit.step = (_stated(stated.step, "step", table) or _step_from_log(facts)
+                or _one("steps", clauses, words, failing_only=False))
+    sit.where = _stated(stated.where, "where", table) or _where_from_log(facts) or _one("places", clauses, words)
+    sit.trend = _stated(stated.trend, "trend", table) or _trend_from_log(facts, table) or _one("trends", clauses, words)
+    sit.process = _stated(stated.process, "process", table) or _process_from_words(clauses, words)
+    sit.framework = (_stated(stated.framework, "framework", table)
+                     or _one("frameworks", clauses, words, failing_only=False))
+    sit.components = ([Reading(c, [Clue(f"--component {c}", "agent")]) for c in stated.component]
+                      or _all("components", clauses, words))
+    sit.changed, sit.tried, sit.no_effect = _changes(_sentences(text), kb, words)
+    if stated.changed:  # what the agent read wins; the user's own sentences add what it did not state
+        agent = _changes(_sentences(" ; ".join(stated.changed)), kb, words, agent=True)
+        own = (sit.changed, sit.tried, sit.no_effect)
+        sit.changed, sit.tried, sit.no_effect = (_merge(a, b) for a, b in zip(agent, own, strict=True))
+    sit.figures = _figures(facts)
+    sit.waste_bytes, sit.waste_share = _waste(facts)
+    sit.waste_source = None if sit.waste_bytes is None else (
+        "number" if facts.log.reserved_unallocated_bytes is not None else "words")
+    sit.capacity_bytes = facts.log.capacity_bytes or facts.gpu.capacity_bytes
+    sit.worked_before = bool(words.worked_before.search(text))
+    return sit
+
+
+_FIGURE_TEXT = re.compile(r"\d+(?:\.\d+)?\s*[KMGT]i?B?\b|\d+(?:\.\d+)?\s*G\b", re.I)
+
+
+def _figures(facts: Facts) -> list[tuple[str, str | None]]:
+    """The memory figures the user quotes, as typed, with the role the question reader gave each (peak, reserved,
+    request, ...): the numbers the answer must be about."""
+    text = facts.question.text or ""
+    out = []
+    for fig in facts.question.memory_figures:
+        m = _FIGURE_TEXT.match(text, fig.get("at", 0))
+        if m:
+            out.append((m.group(0), fig.get("role")))
+    return out[:12]
+
+
+def _waste(facts: Facts) -> tuple[float | None, float | None]:
+    """The largest memory held but not in live tensors, and its share of what PyTorch reserved: the OOM message's
+    'reserved but unallocated', else the question's figures (a 'reserved but unallocated' / 'inactive' figure, or
+    the last 'reserved' minus the last 'allocated' it quotes).  A request smaller than it could have been served."""
+    log = facts.log
+    if log.reserved_unallocated_bytes is not None:
+        reserved = log.reserved_bytes or (log.allocated_bytes or 0) + log.reserved_unallocated_bytes
+        return log.reserved_unallocated_bytes, (log.reserved_unallocated_bytes / reserved if reserved else None)
+    stated = _question_figure(facts, "reserved-unallocated")
+    reserved = _last_figure(facts, "reserved")
+    allocated = _last_figure(facts, "allocated")
+    if stated is None and reserved and allocated is not None and reserved > allocated:
+        stated = reserved - allocated
+    if stated is None:
+        return None, None
+    return stated, (stated / reserved if reserved and reserved >= stated else None)
+
+
+def _last_figure(facts: Facts, role: str) -> float | None:
+    found = [f["bytes"] for f in facts.question.memory_figures if f.get("role") == role]
+    return found[-1] if found else None
+
+
+# --------------------------------------------------------------------------- the agent's statement
+
+
+def _stated(value: str | None, name: str, table: Mapping[str, Any]) -> Reading | None:
+    return Reading(value, [Clue(f"--{name} {value}", "agent")]) if value else None
+
+
+def known_values(kb: Knowledge) -> dict[str, list[str]]:
+    """Names an agent may state per field (diagnose --help lists them; the CLI validates against them)."""
+    table = kb.tables.get("situation") or {}
+    return {name: [e["id"] for e in table.get(key) or []] for name, key in STATED_FIELDS.items()}
+
+
+# --------------------------------------------------------------------------- what failed: the request's shape
+
+
+def _failed(facts: Facts, table: Mapping[str, Any]) -> tuple[Reading | None, float | None]:
+    """What the failed allocation is, from its size against the GPU and the shapes the config implies.
+
+    Only shapes of a model the user named count (a stand-in preset's vocabulary proves nothing), and a logits
+    tensor only for token counts the config or the question implies: at the message's two decimals almost any
+    size is *some* number of tokens times a vocabulary.
+    """
+    request = facts.log.requested_bytes or _question_figure(facts, "request")
+    if not request:
+        return None, None
+    kind_of_source = "number" if facts.log.requested_bytes else "words"
+    capacity = facts.log.capacity_bytes or facts.gpu.capacity_bytes
+    tol = float((table.get("request_shapes") or {}).get("tolerance", 0.005))
+    if capacity and request > capacity:
+        clue = Clue(f"Tried to allocate {_gib(request)} on a GPU of {_gib(capacity)}: no setting can serve one "
+                    "allocation larger than the GPU", kind_of_source)
+        extra = _attention_match(request, facts, tol, dense=True)
+        return Reading("impossible", [clue, *([extra] if extra else [])]), request
+    if facts.config.approximate_shape:
+        return None, request
+    for kind, match in (("logits", _logits_match), ("parameters", _parameters_match),
+                        ("attention-scores", _attention_match)):
+        clue = match(request, facts, tol)
+        if clue is not None:
+            return Reading(kind, [Clue(clue.text, kind_of_source)]), request
+    return None, request
+
+
+_BATCH_IN_CLUE = re.compile(r"\((?:micro-)?batch (\d+) x sequence")
+
+
+def _batch_of(failed: Reading | None) -> int | None:
+    """How many sequences the logits the request matched hold (from the clue that matched them)."""
+    if failed is None or failed.value != "logits":
+        return None
+    m = _BATCH_IN_CLUE.search(failed.clues[0].text)
+    return int(m.group(1)) if m else None
+
+
+def _question_figure(facts: Facts, role: str) -> float | None:
+    return next((f["bytes"] for f in facts.question.memory_figures if f.get("role") == role), None)
+
+
+def _token_counts(facts: Facts) -> dict[int, str]:
+    """Token counts a logits tensor may be built for: the micro-batch times the sequence length, a batch the user
+    states times the sequence ("logprob_batch_size 4"), and token counts the user states ("--max-tokens-per-gpu
+    9216").  Only these: a loose search would find a match for almost any size."""
+    cfg = facts.config
+    out: dict[int, str] = {}
+    seq, mbs = cfg.seq_length, cfg.micro_batch_size
+    if seq and mbs:
+        out[mbs * seq] = f"micro-batch {mbs} x sequence {seq:,}"
+    text = facts.question.text or ""
+    if seq:
+        for m in _BATCH.finditer(text):
+            count = int(m.group("n"))
+            if 1 <= count <= 256:
+                out.setdefault(count * seq, f"batch {count} x sequence {seq:,} (as the question says)")
+    for m in _TOKENS.finditer(text):
+        count = int((m.group("n") or m.group("m")).replace(",", ""))
+        if count >= 128 and count != seq:
+            out.setdefault(count, f"{count:,} tokens (as the question says)")
+    return out
+
+
+# A batch size the question states ("logprob_batch_size 4", "micro batch 2", "MBS=8", "mbs 为 4") and a token count
+# it states ("--max-tokens-per-gpu 9216", "response length 8192", "61,565 tokens").
+_BATCH = re.compile(r"(?:batch[\w\-]*|mbs|micro[\s_\-]*batch[\w\-]*|bs)\s*(?:size)?\s*(?:[=:为是]|to|of)?\s*"
+                    r"(?P<n>\d{1,3})(?![\d.])", re.I)
+_TOKENS = re.compile(r"(?:tokens?[\w\-]*|length[\w\-]*|len)\s*(?:[=:为是]|of)?\s*(?P<n>\d{3,7})(?![\d.])"
+                     r"|(?P<m>\d{1,3}(?:,\d{3})+|\d{3,7})\s*tokens?\b", re.I)
+
+
+def _logits_match(request: float, facts: Facts, tol: float) -> Clue | None:
+    """request = tokens x vocabulary (per tensor-parallel rank) x 4 or 2 bytes for a token count the run implies:
+    a logits tensor (fp32 upcast, or bf16)."""
+    cfg = facts.config
+    vocab = cfg.padded_vocab_size or cfg.vocab_size
+    counts = _token_counts(facts)
+    if not vocab or not counts:
+        return None
+    tp = cfg.tensor_model_parallel_size or 1
+    shard = -(-vocab // tp)  # Megatron's output layer is vocabulary-parallel: each TP rank holds 1/TP of the logits
+    for nbytes, dtype in ((4, "fp32"), (2, "bf16")):
+        tokens = request / (shard * nbytes)
+        near = min(counts, key=lambda t: abs(t - tokens))
+        if abs(near - tokens) / tokens <= tol:
+            per = f"{shard:,} vocabulary entries" + (f" (1/{tp} of {vocab:,})" if shard != vocab else "")
+            return Clue(f"{_gib(request)} = {near:,} tokens ({counts[near]}) x {per} x {nbytes} B: {dtype} logits",
+                        "number")
+    return None
+
+
+def _parameters_match(request: float, facts: Facts, tol: float) -> Clue | None:
+    """request = a whole model's (or one GPU's share of) parameters x bytes: a weight / gradient / master copy."""
+    counts = _param_counts(facts)
+    for label, params in counts:
+        for nbytes, what in ((4, "an fp32 copy (main gradients or master weights)"), (2, "a bf16 copy of the weights"),
+                             (8, "the two fp32 Adam moments")):
+            if params and abs(request - params * nbytes) / request <= tol:
+                return Clue(f"{_gib(request)} = {params / 1e9:.2f}B parameters ({label}) x {nbytes} B: {what}",
+                            "number")
+    return None
+
+
+def _param_counts(facts: Facts) -> list[tuple[str, float]]:
+    est = facts.estimate.get("table") or {}
+    params = est.get("parameters") or {}
+    out = []
+    if params.get("per_gpu_peak_stage"):
+        out.append(("on this GPU", float(params["per_gpu_peak_stage"])))
+    if params.get("total") and params.get("total") != params.get("per_gpu_peak_stage"):
+        out.append(("the whole model", float(params["total"])))
+    if not out:
+        total = _total_params(facts)
+        if total:
+            out.append(("the whole model", total))
+    return out
+
+
+def _total_params(facts: Facts) -> float | None:
+    cfg = facts.config
+    if not (cfg.num_layers and cfg.hidden_size and cfg.num_attention_heads):
+        return None
+    from .estimator.params import arch_from_config, total_params
+
+    try:
+        return float(total_params(arch_from_config(cfg, 1)))
+    except (ValueError, ZeroDivisionError, TypeError, KeyError):
+        return None
+
+
+def _attention_match(request: float, facts: Facts, tol: float, dense: bool = False) -> Clue | None:
+    """request = micro-batch x heads (per TP rank, or 1 for a mask) x seq x seq x bytes: scores or a mask built
+    as a dense sequence x sequence tensor.  Only where attention may run unfused (or the request is already
+    impossible): with flash / fused attention no such tensor exists, and powers of two coincide easily."""
+    cfg = facts.config
+    seq = cfg.seq_length
+    if not seq or not (dense or cfg.attention_backend in ("unfused", "local")):
+        return None
+    mbs = cfg.micro_batch_size or 1
+    tp = cfg.tensor_model_parallel_size or 1
+    heads = cfg.num_attention_heads
+    options = [(1, "a mask")]
+    if heads:
+        options += [(-(-heads // tp), f"{-(-heads // tp)} heads"), (heads, f"{heads} heads")]
+    for count, what in options:
+        for nbytes in (4, 2, 1):
+            size = mbs * count * seq * seq * nbytes
+            if abs(request - size) / request <= tol:
+                return Clue(f"{_gib(request)} = micro-batch {mbs} x {what} x {seq:,} x {seq:,} x {nbytes} B: a dense "
+                            "sequence x sequence tensor", "number")
+    return None
+
+
+def _gib(value: float) -> str:
+    return f"{value / GIB:,.2f} GiB" if value < 1024 * GIB else f"{value / GIB / 1024:,.2f} TiB"
+
+
+# --------------------------------------------------------------------------- when: frames and log phases
+
+
+def _phase_from_log(facts: Facts, words: _Words, log_text: str | None) -> Reading | None:
+    """The failing traceback's frames (most specific phase first), else the parser's phase, else frame names in a
+    pasted log."""
+    frames = facts.log.frames
+    if frames:
+        # the functions on the stack, and the code of the innermost line (the call that failed, in a cut excerpt);
+        # names in other code lines are arguments and variables ("output_tensor, loss_func = ...")
+        names = [f.split(" ", 1)[0] for f in frames]
+        hit = words.frame_phase("\n".join([*names, frames[-1]]))
+        if hit:
+            return Reading(hit[0], [Clue(f"traceback: {hit[1]}", "log")])
+    by_log = words.log_phase.get(facts.log.phase or "")
+    if by_log:
+        return Reading(by_log, [Clue(f"traceback phase: {facts.log.phase}", "log")])
+    if log_text and not frames:  # a pasted trace the parser could not read as one ("-> compute_log_probs")
+        hit = words.frame_phase("\n".join(_frame_names(log_text)), context=log_text)
+        if hit:
+            return Reading(hit[0], [Clue(f"traceback: {hit[1]}", "log")])
+    return None
+
+
+# Where a pasted trace names a function: 'File "...", line N, in NAME', '-> NAME (file.py:12)', '  at NAME('.
+_FRAME_NAME = re.compile(r"(?:, in |(?:->|→|=>)\s*|^\s*at\s+)([A-Za-z_][\w.]*)", re.M)
+
+
+def _frame_names(text: str) -> list[str]:
+    """Function names in frame positions of a pasted trace; names inside code lines are not frames."""
+    return [m.group(1).rsplit(".", 1)[-1] for m in _FRAME_NAME.finditer(text)]
+
+
+def _phase_from_question_frames(text: str, words: _Words) -> Reading | None:
+    hit = words.frame_phase(text)
+    return Reading(hit[0], [Clue(f"“{hit[1]}”", "words")]) if hit else None
+
+
+def _phase_from_words(clauses: list[str], words: _Words) -> Reading | None:
+    return _one("phases", clauses, words)
+
+
+def _step_from_log(facts: Facts) -> Reading | None:
+    reports = facts.log.memory_reports
+    its = [r.iteration for r in reports if r.iteration is not None]
+    if its and facts.log.has_memory_failure:
+        last = max(its)
+        return Reading("later-step" if last > 1 else "first-step",
+                       [Clue(f"memory reports reach iteration {last} before the failure", "log")])
+    return None
+
+
+# --------------------------------------------------------------------------- where and how it moves
+
+
+def _where_from_log(facts: Facts) -> Reading | None:
+    """Per-rank memory lines: the peak on the lowest (first-stage) or highest (last-stage) rank well above its peers."""
+    stats = facts.stats or {}
+    ratio = stats.get("peak_rank_allocated_ratio") or stats.get("peak_rank_ratio")
+    ranks = stats.get("ranks_reported") or []
+    if ratio and ratio >= 1.1 and len(ranks) > 1:
+        peak = stats.get("peak_rank")
+        if peak == ranks[0]:
+            return Reading("first-stage", [Clue(f"per-rank memory lines: rank {peak} peaks at {ratio:.2f}x the "
+                                                "median of the other ranks", "log")])
+        if peak == ranks[-1]:
+            return Reading("last-stage", [Clue(f"per-rank memory lines: rank {peak} peaks at {ratio:.2f}x the "
+                                               "median of the other ranks", "log")])
+    failed = facts.log.ranks_failed
+    others = [r for r in ranks if r not in failed]
+    if len(failed) == 1 and len(others) >= 2:  # a pasted excerpt of one rank says nothing of the others
+        return Reading("some-ranks", [Clue(f"only rank {failed[0]} reports the OOM; ranks {others[:4]} report "
+                                           "memory lines without one", "log")])
+    return None
+
+
+def _trend_from_log(facts: Facts, table: Mapping[str, Any]) -> Reading | None:
+    """Allocated memory per iteration (Megatron memory lines): grows when it keeps rising after the first steps."""
+    policy = table.get("trend") or {}
+    series = [(i, a) for i, a in facts.log.report_series if a is not None]
+    if len(series) < int(policy.get("min_points", 3)):
+        return None
+    steady = series[1:]  # the first report precedes the first optimizer step (Adam state not yet allocated)
+    rises = sum(b[1] > a[1] for a, b in zip(steady, steady[1:], strict=False))
+    growth = steady[-1][1] - steady[0][1]
+    if rises >= float(policy.get("monotone_share", 0.8)) * (len(steady) - 1) and \
+            growth >= float(policy.get("growth_share", 0.03)) * steady[0][1]:
+        return Reading("grows", [Clue(f"allocated grows from {_gib(steady[0][1])} at iteration {steady[0][0]} to "
+                                      f"{_gib(steady[-1][1])} at iteration {steady[-1][0]}", "log")])
+    if abs(growth) < float(policy.get("growth_share", 0.03)) * steady[0][1]:
+        return Reading("constant", [Clue(f"allocated stays at {_gib(steady[-1][1])} from iteration {steady[0][0]} "
+                                         f"to {steady[-1][0]}", "log")])
+    return None
+
+
+# --------------------------------------------------------------------------- the user's words
+
+
+@dataclass(frozen=True)
+class _Words:
+    """The compiled vocabulary: one regex per value per list, frame names per phase."""
+
+    lists: dict[str, list[tuple[str, _Literals]]]
+    frames: list[tuple[str, frozenset[str], tuple[str, ...]]]  # (phase, frame names, unless) in priority order
+    log_phase: dict[str, str]  # parser phase -> situation phase
+    failure: _Literals
+    changed: _Literals
+    tried: _Literals
+    no_effect: _Literals
+    worked_before: _Literals
+    versions: _Literals
+
+    @staticmethod
+    def of(kb: Knowledge) -> _Words:
+        key = ("words", id(kb))
+        if key not in _CACHE:
+            _CACHE[key] = _compile(kb)
+        return _CACHE[key]
+
+    def frame_phase(self, text: str, context: str | None = None) -> tuple[str, str] | None:
+        """The most telling phase whose frame names ``text`` holds, unless ``context`` (default: the same text)
+        holds one of that phase's ruling-out markers."""
+        around = text if context is None else context
+        names = set(_IDENTIFIER.findall(text))
+        for phase, frames, unless in self.frames:
+            hit = frames & names
+            if hit and not any(marker in around for marker in unless):
+                return phase, min(hit)
+        return None
+
+
+_CACHE: dict[tuple[str, int], Any] = {}
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")  # per knowledge base loaded in this process (knowledge.load caches it)
+
+
+def _compile(kb: Knowledge) -> _Words:
+    table = kb.tables.get("situation") or {}
+    lists = {key: [(e["id"], _Literals(_both(e.get("words")))) for e in table.get(key) or [] if _both(e.get("words"))]
+             for key in ("phases", "steps", "components", "trends", "processes", "places", "frameworks")}
+    phases = {e["id"]: e for e in table.get("phases") or []}
+    order = table.get("phase_priority") or list(phases)
+    frames = [(pid, frozenset(phases[pid]["frames"]), tuple(phases[pid].get("unless") or ()))
+              for pid in order if phases.get(pid, {}).get("frames")]
+    log_phase = {lp: e["id"] for e in phases.values() for lp in e.get("log_phases") or []}
+    changes = table.get("changes") or {}
+    return _Words(lists, frames, log_phase, _Literals(_both(table.get("failure_words"))),
+                  _Literals(_both(changes.get("changed"))), _Literals(_both(changes.get("tried"))),
+                  _Literals(_both(changes.get("no_effect"))), _Literals(_both(changes.get("worked_before"))),
+                  _Literals(_both(changes.get("versions"))))
+
+
+def _both(words: Mapping[str, Iterable[str]] | None) -> list[str]:
+    return [str(w) for lang in ("en", "zh") for w in (words or {}).get(lang) or []]
+
+
+_SEPARATORS = re.compile(r"[\s_\-]+")
+_ARTICLES = re.compile(r" (?:a|an|the|its|my|our|this|that)(?= )")
+
+
+def _normal(text: str) -> str:
+    """Lower case, any run of spaces, '_' or '-' as one space, articles dropped, padded with spaces: the form both
+    the vocabulary and the user's text are compared in ("saves a checkpoint" ~ "saves_checkpoint")."""
+    return _ARTICLES.sub("", " " + _SEPARATORS.sub(" ", text.lower()) + " ")
+
+
+class _Literals:
+    """A list of literal words, matched by plain substring search in the normal form (no regex to compile: the
+    vocabulary has hundreds of words and a diagnosis reads a few sentences)."""
+
+    def __init__(self, words: list[str]):
+        normal = {_normal(w).strip() for w in words}
+        self.words = sorted((w for w in normal if w), key=len, reverse=True)
+
+    def spans(self, text: str) -> list[tuple[int, int, str]]:
+        """(start, end, word) of every match in ``_normal(text)``; a Latin word end must not run on into a letter
+        or digit (an identifier's '_' became a space, so hf2mcore_qwen2.sh still names hf2mcore)."""
+        norm = _normal(text)
+        out = []
+        for word in self.words:
+            start = norm.find(word)
+            while start >= 0:
+                end = start + len(word)
+                head_ok = not (word[0].isascii() and word[0].isalnum() and norm[start - 1].isascii()
+                               and norm[start - 1].isalnum())
+                tail_ok = not (word[-1].isascii() and word[-1].isalnum() and end < len(norm)
+                               and norm[end].isascii() and norm[end].isalnum())
+                if head_ok and tail_ok:
+                    out.append((start, end, word))
+                start = norm.find(word, start + 1)
+        return out
+
+    def search(self, text: str) -> bool:
+        return bool(self.spans(text))
+
+
+def _hits(key: str, clause: str, words: _Words) -> list[tuple[str, str]]:
+    """(value, matched words) in one clause; a match inside a longer match of another value is not one."""
+    spans = []
+    for value, literals in words.lists.get(key, []):
+        spans += [(start, end, value, said) for start, end, said in literals.spans(clause)]
+    kept = [h for h in spans if not any(o[0] <= h[0] and h[1] <= o[1] and (o[1] - o[0]) > (h[1] - h[0])
+                                        for o in spans)]
+    return [(value, said) for _, _, value, said in sorted(kept)]
+
+
+_CLAUSE = re.compile(r"(?:[.;!?](?=\s|$)|[。；！？，\n]|,\s|\bbut\b|\bthen\b|但是|然后)")
+_SENTENCE = re.compile(r"(?:[.;!?](?=\s|$)|[。；！？\n])")
+
+
+def _clauses(text: str) -> list[str]:
+    """Clauses: what one failure word is said about ("we resumed, now the log prob pass OOMs" has two)."""
+    return [c for c in _CLAUSE.split(text) if c and c.strip()]
+
+
+def _sentences(text: str) -> list[str]:
+    """Sentences: a setting and what the user says of it ("I tried X, no effect") stay together."""
+    return [c for c in _SENTENCE.split(text) if c and c.strip()]
+
+
+def _one(key: str, clauses: list[str], words: _Words, *, failing_only: bool = True) -> Reading | None:
+    """The value the words name: the one named in the same clause as a failure word; else the only one named
+    (with ``failing_only=False``, else the first one named)."""
+    hits: list[tuple[str, str, bool]] = []  # (value, the words, in a clause that says something failed)
+    for clause in clauses:
+        failing = bool(words.failure.search(clause))
+        hits += [(value, said, failing) for value, said in _hits(key, clause, words)]
+    near = list(dict.fromkeys(v for v, _, f in hits if f))
+    named = list(dict.fromkeys(v for v, _, _ in hits))
+    if len(near) == 1:
+        value = near[0]
+    elif len(named) == 1 or (named and not failing_only):
+        value = named[0]
+    else:
+        return None
+    said = next(w for v, w, _ in hits if v == value)
+    return Reading(value, [Clue(f"“{said}”", "words")])
+
+
+def _process_from_words(clauses: list[str], words: _Words) -> Reading | None:
+    """What shares the GPU: any clause may name a colocated engine or another process, but host memory only counts
+    where the user says it ran out ("could I convert in CPU memory instead?" is not a host OOM)."""
+    reading = _one("processes", clauses, words, failing_only=False)
+    if reading is None or reading.value != "host":
+        return reading
+    failing = [c for c in clauses if words.failure.search(c)]
+    return _one("processes", failing, words) if failing else reading
+
+
+def _all(key: str, clauses: list[str], words: _Words) -> list[Reading]:
+    found: dict[str, Reading] = {}
+    for clause in clauses:
+        for value, said in _hits(key, clause, words):
+            found.setdefault(value, Reading(value, [Clue(f"“{said}”", "words")]))
+    return list(found.values())
+
+
+def _merge(first: list[Reading], then: list[Reading]) -> list[Reading]:
+    seen = {r.value for r in first}
+    return [*first, *(r for r in then if r.value not in seen)]
+
+
+def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = False
+             ) -> tuple[list[Reading], list[Reading], list[Reading]]:
+    """Settings named in a clause that says they were changed, tried, or did nothing; a version word in a changed
+    clause says the software stack moved."""
+    from .recognize import fix_recognizer
+
+    changed: dict[str, Reading] = {}
+    tried: dict[str, Reading] = {}
+    no_effect: dict[str, Reading] = {}
+    source = "agent" if agent else "words"
+    for clause in clauses:
+        is_change, is_try, useless = (bool(rx.search(clause)) for rx in (words.changed, words.tried, words.no_effect))
+        if not (is_change or is_try or useless):
+            continue
+        quote = clause.strip()[:120]
+        for fix_id in dict.fromkeys(m.ident for m in fix_recognizer(kb).find(clause)):
+            reading = Reading(fix_id, [Clue(f"“{quote}”", source)])
+            if is_try or useless:
+                tried.setdefault(fix_id, reading)
+            else:
+                changed.setdefault(fix_id, reading)
+            if useless:
+                no_effect.setdefault(fix_id, reading)
+        if is_change and words.versions.search(clause):
+            changed.setdefault("stack", Reading("stack", [Clue(f"“{quote}”", source)]))
+    return list(changed.values()), list(tried.values()), list(no_effect.values())
