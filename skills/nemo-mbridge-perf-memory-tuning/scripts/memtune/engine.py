@@ -67,6 +67,7 @@ class Diagnosis:
     ruled_out: dict[str, str] = field(default_factory=dict)  # cause id -> the situation fact that contradicts it
     tried: list[str] = field(default_factory=list)  # fixes the user says they already tried
     candidates: list[str] = field(default_factory=list)  # causes that remain when the evidence is thin
+    generic_only: bool = False  # no rule but the generic fallback matched the evidence
     ledger: Any = None  # ledger.Ledger of the failing GPU
     simulations: dict[str, Any] = field(default_factory=dict)  # fix id -> simulate.Simulation
     situation: Any = None  # situation.Situation the diagnosis was read against
@@ -226,7 +227,8 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge, led: Any = None, ranking: s
     if ranking == "ledger" and led is not None:
         fired += [(pos, r) for pos, r in _ledger_rules(fired, rules, led, kb) if r["cause"] not in ruled_out]
     fired += _situation_rules(fired, rules, flat, kb, ruled_out)
-    if any(not rule.get("fallback") for _, rule in fired):
+    generic_only = bool(fired) and all(rule.get("fallback") for _, rule in fired)
+    if not generic_only:
         fired = [(pos, rule) for pos, rule in fired if not rule.get("fallback")]
 
     causes: dict[str, CauseFinding] = {}
@@ -310,6 +312,7 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge, led: Any = None, ranking: s
         facts=flat,
         ruled_out=ruled_out,
         tried=tried,
+        generic_only=generic_only,
     )
 
 
@@ -364,7 +367,7 @@ def _strength(cond: Mapping[str, Any], flat: Mapping[str, Any], kb: Knowledge,
 
 # Situation facts whose source is another field's (a size is as good as the reading it belongs to).
 _SOURCE_FIELD = {"failed_bytes": "failed", "failed_batch": "failed", "waste_bytes": "waste", "waste_share": "waste",
-                 "capacity_bytes": "waste"}
+                 "capacity_bytes": "waste", "headroom_bytes": "waste"}
 
 
 def _identifies(leaf: Mapping[str, Any]) -> bool:
@@ -413,6 +416,9 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
 
     owner_share = float(policy(kb).get("owner_share", 0.5))
     owners = {c.id for c in diag.causes if c.share is not None and c.share >= owner_share}
+    if diag.causes and diag.causes[0].support > 0:  # the situation named what failed: the causes ranked below it
+        top = round(diag.causes[0].confidence, 6)  # do not own the failure, whatever their share of the deficit
+        owners = {c.id for c in diag.causes if c.id in owners and round(c.confidence, 6) >= top}
     if not owners and diag.causes:
         owners = {diag.causes[0].id}
     owner_rules = {r for c in diag.causes if c.id in owners for r in c.rules}
@@ -436,7 +442,7 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
         if fix.get("reduces") and not set(fix["reduces"]) & present:
             continue  # what it shrinks does not exist in the failing phase (activations at checkpoint load)
         free = bool(fix.get("free"))
-        simulated = sim is not None and sim.predicted_saving_bytes is not None and sim.basis == "estimate"
+        simulated = sim is not None and sim.predicted_saving_bytes is not None and sim.basis in ("estimate", "request")
         if ranking == "rules":
             key = (pos,)
         elif sim is not None and sim.plan_step is not None and not (free and _owned(fix, owned)):
@@ -444,6 +450,8 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
         elif free and _owned(fix, owned) and (set(advice.rules) & owner_rules
                                               or _follows_owner(advice, diag, owner_rules)):
             key: tuple = (0, pos)
+        elif simulated and sim.fits and sim.basis == "request":  # shrinks the very allocation that failed, on the
+            key = (0.75, pos)  # OOM message's own numbers, and changes no layout: before any re-layout that fits
         elif simulated and sim.fits:  # cheapest first; a fix with no measured cost after those with one
             known = sim.relative_throughput is not None
             key = (1, not known, -(sim.relative_throughput or 0.0), -(sim.predicted_saving_bytes or 0.0), pos)
@@ -457,7 +465,26 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
     fixes = [FixAdvice(a.id, i + 1, a.rules) for i, (_, a) in enumerate(kept)]
     ranked = replace(diag, fixes=fixes, avoid=avoid, ledger=led, simulations=dict(sims))
     ranked.candidates = thin_evidence_candidates(ranked, kb)
+    if ranked.generic_only and not diag.facts.get("log.requested_bytes"):
+        ranked = _check_first(ranked, kb)
     return ranked
+
+
+def _check_first(diag: Diagnosis, kb: Knowledge) -> Diagnosis:
+    """Only the generic rule matched and no OOM message says what failed: the first thing to do is the check that
+    gets that evidence (ledger.yaml candidates.check_fix), and the answer names the causes that remain."""
+    from .ledger import policy
+
+    pol = policy(kb).get("candidates") or {}
+    check = pol.get("check_fix")
+    avoided = {a.id for a in diag.avoid}
+    if not check or check in avoided:
+        return diag
+    remaining = [c for c in [*(c.id for c in diag.causes), *pol.get("generic", [])] if c not in diag.ruled_out]
+    candidates = list(dict.fromkeys(remaining))[: int(pol.get("max", 3))]
+    fixes = [FixAdvice(check, 1, ["thin-evidence"]),
+             *(FixAdvice(f.id, i + 2, f.rules) for i, f in enumerate(f for f in diag.fixes if f.id != check))]
+    return replace(diag, fixes=fixes, candidates=candidates)
 
 
 def thin_evidence_candidates(diag: Diagnosis, kb: Knowledge) -> list[str]:

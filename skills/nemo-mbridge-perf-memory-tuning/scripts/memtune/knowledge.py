@@ -332,6 +332,7 @@ def _reference_problems(kb: Knowledge) -> list[str]:
             check_facts(where, comp["when"])
         check_facts(where, (fix.get("situation") or {}).get("rules_out"))
         check_facts(where, fix.get("simulated_when"))
+        check_facts(where, (fix.get("shrinks_request") or {}).get("when"))
         for ref in fix.get("measurements", []):
             if ref not in measurements:
                 problems.append(f"{where}: unknown measurement {ref!r}")
@@ -355,6 +356,11 @@ def _reference_problems(kb: Knowledge) -> list[str]:
             if ref not in fixes:
                 problems.append(f"{where}: unknown fix {ref!r}")
     problems += _situation_problems(kb)
+    cand = (kb.tables.get("ledger") or {}).get("candidates") or {}
+    if cand.get("check_fix") and cand["check_fix"] not in fixes:
+        problems.append(f"ledger.yaml: candidates.check_fix: unknown fix {cand['check_fix']!r}")
+    problems += [f"ledger.yaml: candidates.generic: unknown cause {c!r}" for c in cand.get("generic", [])
+                 if c not in causes]
     return problems
 
 

@@ -240,6 +240,27 @@ def _simulated(fix_id: str, flat: dict[str, Any], kb: Knowledge) -> bool:
     return cond is None or evaluate(cond, flat)
 
 
+def _request_simulations(fix_ids: list[str], flat: dict[str, Any], led: Any, kb: Knowledge) -> dict[str, Any]:
+    """Fixes that shrink the failed request itself (fixes.yaml shrinks_request), simulated on the OOM message's
+    numbers: the request scaled by the factor, against what was free."""
+    from .conditions import evaluate
+    from .simulate import Simulation
+
+    out = {}
+    request, free = led.request_bytes, led.free_bytes
+    for fix_id in fix_ids:
+        rule = kb.get("fixes", fix_id).get("shrinks_request")
+        if not rule or request is None or free is None or not evaluate(rule["when"], flat):
+            continue
+        saving = request * (1 - float(rule["factor"]))
+        sim = Simulation(fix_id, "request", stage=led.stage, predicted_saving_bytes=saving,
+                         fits=request - saving <= free)
+        if led.in_use_bytes is not None:
+            sim.predicted_peak_bytes = led.in_use_bytes + request - saving
+        out[fix_id] = sim
+    return out
+
+
 # A pasted excerpt is read whole for frame names the parser's traceback reader cannot place ("-> compute_log_probs");
 # a full training log is left to the streaming parser.
 PASTED_LOG_BYTES = 256 * 1024
@@ -273,6 +294,7 @@ def run(inputs: Inputs, kb: Knowledge) -> tuple[Facts, dict[str, Any], Diagnosis
     mode = ranking_mode(kb, inputs.ranking)
     diag = diagnose(flat, kb, led, mode)
     sims = simulate([f.id for f in diag.fixes if _simulated(f.id, flat, kb)], facts, led, kb)
+    sims.update(_request_simulations([f.id for f in diag.fixes], flat, led, kb))
     diag = rank_fixes(diag, sims, led, kb, mode)
     diag.situation = situation
     return facts, flat, diag

@@ -79,6 +79,8 @@ class Situation:
     waste_share: float | None = None  # waste_bytes / what PyTorch reserved, where both are stated
     waste_source: str | None = None  # number (the OOM message) or words (the question's figures)
     worked_before: bool = False  # the user says the same setup ran before
+    expected_release: bool = False  # the user expects memory to have been released (offload, sleep) before it failed
+    headroom_bytes: float | None = None  # free + reserved-but-unallocated at the failure: all an allocator could use
 
     def flatten(self) -> dict[str, Any]:
         """``situation.*`` facts for rule and cause conditions (knowledge/facts.yaml)."""
@@ -93,6 +95,8 @@ class Situation:
         out["situation.waste_share"] = self.waste_share
         out["situation.waste_source"] = self.waste_source
         out["situation.worked_before"] = self.worked_before
+        out["situation.expected_release"] = self.expected_release
+        out["situation.headroom_bytes"] = self.headroom_bytes
         out["situation.components"] = [r.value for r in self.components]
         out["situation.changed"] = [r.value for r in self.changed]
         out["situation.tried"] = [r.value for r in self.tried]
@@ -146,6 +150,10 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
         "number" if facts.log.reserved_unallocated_bytes is not None else "words")
     sit.capacity_bytes = facts.log.capacity_bytes or facts.gpu.capacity_bytes
     sit.worked_before = bool(words.worked_before.search(text))
+    sit.expected_release = bool(words.expected_release.search(text))
+    log = facts.log
+    if log.free_bytes is not None and log.reserved_unallocated_bytes is not None:
+        sit.headroom_bytes = log.free_bytes + log.reserved_unallocated_bytes
     return sit
 
 
@@ -468,10 +476,12 @@ class _Words:
     frames: list[tuple[str, frozenset[str], tuple[str, ...]]]  # (phase, frame names, unless) in priority order
     log_phase: dict[str, str]  # parser phase -> situation phase
     failure: _Literals
+    gpu_memory: _Literals
     changed: _Literals
     tried: _Literals
     no_effect: _Literals
     worked_before: _Literals
+    expected_release: _Literals
     versions: _Literals
 
     @staticmethod
@@ -508,8 +518,10 @@ def _compile(kb: Knowledge) -> _Words:
     log_phase = {lp: e["id"] for e in phases.values() for lp in e.get("log_phases") or []}
     changes = table.get("changes") or {}
     return _Words(lists, frames, log_phase, _Literals(_both(table.get("failure_words"))),
-                  _Literals(_both(changes.get("changed"))), _Literals(_both(changes.get("tried"))),
+                  _Literals(_both(table.get("gpu_memory_words"))), _Literals(_both(changes.get("changed"))),
+                  _Literals(_both(changes.get("tried"))),
                   _Literals(_both(changes.get("no_effect"))), _Literals(_both(changes.get("worked_before"))),
+                  _Literals(_both(changes.get("expected_release"))),
                   _Literals(_both(changes.get("versions"))))
 
 
@@ -607,6 +619,8 @@ def _process_from_words(clauses: list[str], words: _Words) -> Reading | None:
     if reading is None or reading.value != "host":
         return reading
     failing = [c for c in clauses if words.failure.search(c)]
+    if any(words.gpu_memory.search(c) for c in failing):
+        return None  # "在 24G 显存的 A10 上 OOM": the GPU's memory ran out, whatever else is said of CPU memory
     return _one("processes", failing, words) if failing else reading
 
 

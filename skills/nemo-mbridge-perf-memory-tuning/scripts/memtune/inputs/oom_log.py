@@ -62,6 +62,7 @@ class Signature:
     weak: bool = False
     auxiliary: bool = False
     secondary: bool = False
+    echo: bool = False  # a weak line that a firm signal of its kind a few lines away already explains
     number_unit: str | None = None
     fields: tuple[tuple[str, re.Pattern[str]], ...] = ()
     pair_item: re.Pattern[str] | None = None
@@ -224,6 +225,7 @@ def _signature(entry: dict[str, Any], rx: Any, kinds: dict[str, bool]) -> Signat
         weak=bool(entry.get("weak")),
         auxiliary=bool(entry.get("auxiliary")),
         secondary=bool(entry.get("secondary")),
+        echo=bool(entry.get("echo")),
         number_unit=entry.get("number_unit"),
         fields=tuple((name, rx(text, f"{sid}.fields.{name}")) for name, text in (entry.get("fields") or {}).items()),
         pair_item=rx(pairs["item"], f"{sid}.pairs.item") if pairs else None,
@@ -911,8 +913,20 @@ class _Scanner:
                 self._backfill_phase(rank, phase)
                 self.open_traceback_phase = self.open_traceback_phase or phase
             self._attach_frames(rank, tb)
-        events = self._drop_explained_crashes(self.events)
+        events = self._drop_explained_crashes(self._drop_echoed_weak(self.events))
         return _assemble(self, events)
+
+    def _drop_echoed_weak(self, events: list[OomEvent]) -> list[OomEvent]:
+        """A weak ``echo`` signal next to a firm one of the same kind and rank is that one's echo
+        ("ncclUnhandledCudaError" then "Last error: Cuda failure 'out of memory'"): keep the firm one only."""
+        ahead = self.prm["crash_lookahead_lines"]
+        firm = [e for e in events if not e.weak]
+
+        def echoed(weak: OomEvent) -> bool:
+            near = (e for e in firm if e.kind == weak.kind and e.rank in (weak.rank, None))
+            return self.p.by_id[weak.signature].echo and any(abs(e.line - weak.line) <= ahead for e in near)
+
+        return [e for e in events if not e.weak or not echoed(e)]
 
     def _drop_explained_crashes(self, events: list[OomEvent]) -> list[OomEvent]:
         """An exception next to a memory failure of the same rank is that failure's echo.
