@@ -20,11 +20,12 @@ from benchmarks import agreement  # noqa: E402
 from benchmarks.scenario import load_scenarios  # noqa: E402
 from benchmarks.score import Scorer  # noqa: E402
 
-# Over all 254 answers (writer g's six, written for issue 24's memory-growth cases and read by nobody while the
-# scorer was built, came in at id 83.3 % / violations 83.3 %).  Old scorer on the first 248: verdict 0.7788,
+# Over all 259 answers (writer g's six, written for issue 24's memory-growth cases, came in at id 83.3 % /
+# violations 83.3 %; writer h's five, for its conversion cases, at id 100 % / violations 80 %: read by nobody while
+# the scorer was built).  Old scorer on the first 248: verdict 0.7788,
 # violations 0.7863, id 0.6815.  Issue 8's target, held as its own test below.
 TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
-FLOORS = {"first_fix_verdict": 0.9539, "violations": 0.9645, "first_fix_id": 0.8897}
+FLOORS = {"first_fix_verdict": 0.9539, "violations": 0.9613, "first_fix_id": 0.8897}
 
 
 @pytest.fixture(scope="module")

@@ -105,6 +105,8 @@ def fact_source(name: str, flat: Mapping[str, Any]) -> str:
     """The kind of evidence a fact comes from; a config field the tool filled with a recipe default is 'assumed'."""
     if name in _OOM_MESSAGE_FACTS:
         return "oom-message"
+    if name.startswith(("config.", "derived.")) and flat.get("config.source") == "question":
+        return "question"  # settings read from the user's prose are as good as the prose
     if name.startswith("config."):
         field = name.removeprefix("config.")
         stand_in = flat.get("config.from_preset") if flat.get("config.approximate_shape") else None
@@ -465,9 +467,23 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
     fixes = [FixAdvice(a.id, i + 1, a.rules) for i, (_, a) in enumerate(kept)]
     ranked = replace(diag, fixes=fixes, avoid=avoid, ledger=led, simulations=dict(sims))
     ranked.candidates = thin_evidence_candidates(ranked, kb)
-    if ranked.generic_only and not diag.facts.get("log.requested_bytes"):
+    nothing = not ranked.causes and bool(diag.facts.get("question.provided")) and not diag.facts.get("log.provided")
+    if (ranked.generic_only or nothing) and not diag.facts.get("log.requested_bytes"):
         ranked = _check_first(ranked, kb)
     return ranked
+
+
+def candidate_fix(cause_id: str, kb: Knowledge, flat: Mapping[str, Any]) -> str | None:
+    """What to do once the check points at this cause: the first of its situation fixes (else its rules' fixes)
+    that the situation does not rule out (fixes.yaml situation.rules_out)."""
+    cause = kb.by_id.get("causes", {}).get(cause_id, {})
+    fixes = (cause.get("situation") or {}).get("fixes") or [f for r in kb.entries("rules") if r["cause"] == cause_id
+                                                           and not r.get("fallback") for f in r.get("fixes", [])]
+    for fix_id in fixes:
+        useless = (kb.get("fixes", fix_id).get("situation") or {}).get("rules_out")
+        if not (useless and evaluate(useless, flat)):
+            return fix_id
+    return None
 
 
 def _check_first(diag: Diagnosis, kb: Knowledge) -> Diagnosis:
@@ -480,11 +496,14 @@ def _check_first(diag: Diagnosis, kb: Knowledge) -> Diagnosis:
     avoided = {a.id for a in diag.avoid}
     if not check or check in avoided:
         return diag
-    remaining = [c for c in [*(c.id for c in diag.causes), *pol.get("generic", [])] if c not in diag.ruled_out]
+    generic = [g["cause"] for g in pol.get("generic", []) if not g.get("when") or evaluate(g["when"], diag.facts)]
+    remaining = [c for c in generic if c not in diag.ruled_out]
     candidates = list(dict.fromkeys(remaining))[: int(pol.get("max", 3))]
-    fixes = [FixAdvice(check, 1, ["thin-evidence"]),
-             *(FixAdvice(f.id, i + 2, f.rules) for i, f in enumerate(f for f in diag.fixes if f.id != check))]
-    return replace(diag, fixes=fixes, candidates=candidates)
+    # the generic rule's fixes are guesses: what follows the check is each candidate's own fix, said beside it;
+    # the causes are the candidates, in the same order, none more certain than the evidence makes it
+    found = {c.id: c for c in diag.causes}
+    causes = [found.get(c) or CauseFinding(c, 0.0, ["thin-evidence"]) for c in candidates]
+    return replace(diag, causes=causes, fixes=[FixAdvice(check, 1, ["thin-evidence"])], candidates=candidates)
 
 
 def thin_evidence_candidates(diag: Diagnosis, kb: Knowledge) -> list[str]:

@@ -359,8 +359,10 @@ def _reference_problems(kb: Knowledge) -> list[str]:
     cand = (kb.tables.get("ledger") or {}).get("candidates") or {}
     if cand.get("check_fix") and cand["check_fix"] not in fixes:
         problems.append(f"ledger.yaml: candidates.check_fix: unknown fix {cand['check_fix']!r}")
-    problems += [f"ledger.yaml: candidates.generic: unknown cause {c!r}" for c in cand.get("generic", [])
-                 if c not in causes]
+    problems += [f"ledger.yaml: candidates.generic: unknown cause {c['cause']!r}" for c in cand.get("generic", [])
+                 if c["cause"] not in causes]
+    for c in cand.get("generic", []):
+        check_facts("ledger.yaml: candidates.generic", c.get("when"))
     return problems
 
 

@@ -129,6 +129,8 @@ def _explain(rules: Mapping[str, Any], rule_id: str, kb: Knowledge) -> Mapping[s
         return entry["explain"]
     if rule_id.startswith("situation-"):
         return (kb.tables.get("ledger") or {})["situation_explain"]
+    if rule_id == "thin-evidence":
+        return (kb.tables.get("ledger") or {})["thin_explain"]
     return (kb.tables.get("ledger") or {})["owned_explain"]
 
 
@@ -219,14 +221,19 @@ def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any
 
 
 def _candidates(diag: Diagnosis, kb: Knowledge, lang: str) -> list[dict[str, Any]]:
-    """The causes that remain when the evidence is thin, each with the check that confirms or rules it out."""
+    """The causes that remain when the evidence is thin, each with the check that confirms or rules it out and
+    what to do if it does."""
+    from .engine import candidate_fix
+
     causes = kb.by_id.get("causes", {})
     out = []
     for finding in diag.candidates:
         sit = causes[finding].get("situation") or {}
+        then = candidate_fix(finding, kb, diag.facts)
         out.append({"id": finding, "title": causes[finding]["title"][lang],
                     "check": (sit.get("check") or {}).get(lang) or causes[finding]["confirm"][lang][0],
-                    "check_fix": sit.get("check_fix")})
+                    "check_fix": sit.get("check_fix"), "then_fix": then,
+                    "then_title": kb.get("fixes", then)["title"][lang] if then else None})
     return out
 
 

@@ -613,15 +613,13 @@ def _one(key: str, clauses: list[str], words: _Words, *, failing_only: bool = Tr
 
 
 def _process_from_words(clauses: list[str], words: _Words) -> Reading | None:
-    """What shares the GPU: any clause may name a colocated engine or another process, but host memory only counts
-    where the user says it ran out ("could I convert in CPU memory instead?" is not a host OOM)."""
+    """What shares the GPU, or which memory ran out: any clause may name it, but host memory does not count where
+    the user says the GPU's memory ran out ("OOM on the 24 GB card - could I convert in CPU memory instead?")."""
     reading = _one("processes", clauses, words, failing_only=False)
     if reading is None or reading.value != "host":
         return reading
     failing = [c for c in clauses if words.failure.search(c)]
-    if any(words.gpu_memory.search(c) for c in failing):
-        return None  # "在 24G 显存的 A10 上 OOM": the GPU's memory ran out, whatever else is said of CPU memory
-    return _one("processes", failing, words) if failing else reading
+    return None if any(words.gpu_memory.search(c) for c in failing) else reading
 
 
 def _all(key: str, clauses: list[str], words: _Words) -> list[Reading]:

@@ -87,7 +87,13 @@ def nearest_preset(size_b: float, moe: bool | None, kb: Knowledge) -> str | None
             cfg = preset(entry["id"], kb)
             rows.append((total_params(arch_from_config(cfg, 1)) / 1e9, bool(cfg.num_moe_experts), entry["id"]))
         _SIZES[id(kb)] = rows
-    rows = [r for r in _SIZES[id(kb)] if moe is None or r[1] == moe] or _SIZES[id(kb)]
-    if not rows or size_b <= 0:
+    if size_b <= 0:
         return None
-    return min(rows, key=lambda r: abs(r[0] - size_b) / size_b)[2]
+    limit = float(next(e["value"] for e in kb.entries("estimator") if e["id"] == "stand-in-shape-max-ratio"))
+    same_kind = [r for r in _SIZES[id(kb)] if moe is None or r[1] == moe]
+    for rows in (same_kind, _SIZES[id(kb)]):  # of the same kind when one is close enough in size, else any
+        if rows:
+            size, _, name = min(rows, key=lambda r: abs(r[0] - size_b) / size_b)
+            if max(size, size_b) / min(size, size_b) <= limit:
+                return name
+    return None

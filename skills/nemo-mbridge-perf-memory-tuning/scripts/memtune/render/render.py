@@ -57,7 +57,12 @@ def lead_lines(report: Mapping[str, Any], t: Mapping[str, str]) -> list[str]:
     if sit.get("line"):  # what was read comes first: the user checks it against what they said
         label = f"**{t['lead-situation']}:**"
         parts.append((f"{label} {sit['line']}", f"{label} {sit.get('short') or sit['line']}"))
-    if report.get("causes"):
+    candidates = sit.get("candidates") or []
+    if candidates:  # thin evidence: the causes still open, not one guess
+        titles = "; ".join(c["title"] for c in candidates)
+        label = f"**{t['lead-cause-open']}:**"
+        parts.append((f"{label} {titles} - {t['lead-cause-open-tail']}", f"{label} {titles}"))
+    elif report.get("causes"):
         cause = report["causes"][0]
         evidence = first_sentence(cause["evidence"][0]) if cause.get("evidence") else ""
         full = f"**{t['lead-cause']}:** {cause['title']}" + (f" - {evidence}" if evidence else "")
@@ -84,24 +89,30 @@ def lead_lines(report: Mapping[str, Any], t: Mapping[str, str]) -> list[str]:
     if report.get("avoid"):
         titles = "; ".join(a["title"] for a in report["avoid"][:3])
         parts.append((f"**{t['lead-avoid']}:** {titles}", f"**{t['lead-avoid']}:** {report['avoid'][0]['title']}"))
-    out = _fit(parts)
-    if sit.get("line") and out[1:] != [full for full, _ in parts[1:]]:  # the situation's clues crowd out the rest
-        out = [parts[0][1], *_fit(parts[1:], words(parts[0][1]))]
+    if not sit.get("line"):
+        return _fit(parts)
+    rest = parts[1:]
+    minimal = f"**{t['lead-situation']}:** {(sit.get('short') or sit['line']).split('; ')[0]}"
+    for head in (parts[0][0], parts[0][1], minimal):  # the situation's clues give way first to what follows it
+        out = [head, *_fit(rest, words(head))]
+        if len(out) == len(parts):
+            return out
     return out
 
 
 def _fit(parts: list[tuple[str, str]], used: int = 0) -> list[str]:
-    """Each part in full while the lead stays within LEAD_WORDS, else its short form, else left out."""
-    out: list[str] = []
-    for full, short in parts:
-        if used + words(full) <= LEAD_WORDS:
-            out.append(full)
-        elif used + words(short) <= LEAD_WORDS:
-            out.append(short)
-        else:
-            continue
-        used += words(out[-1])
-    return out
+    """Every part, in full where the lead stays within LEAD_WORDS: the longest part that has a shorter form gives way
+    first, and only when every part is short and the lead is still too long are parts left out from the end."""
+    chosen = [full for full, _ in parts]
+    while used + sum(words(p) for p in chosen) > LEAD_WORDS:
+        longer = [i for i, (full, short) in enumerate(parts) if chosen[i] == full and short != full]
+        if not longer:
+            break
+        i = max(longer, key=lambda k: words(parts[k][0]) - words(parts[k][1]))
+        chosen[i] = parts[i][1]
+    while chosen and used + sum(words(p) for p in chosen) > LEAD_WORDS:
+        chosen.pop()
+    return chosen
 
 
 def render_markdown(report: Mapping[str, Any], kb: Knowledge, template: str = "diagnosis.md.j2",
