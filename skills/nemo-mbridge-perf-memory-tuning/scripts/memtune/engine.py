@@ -479,9 +479,10 @@ def candidate_fix(cause_id: str, kb: Knowledge, flat: Mapping[str, Any]) -> str 
     cause = kb.by_id.get("causes", {}).get(cause_id, {})
     fixes = (cause.get("situation") or {}).get("fixes") or [f for r in kb.entries("rules") if r["cause"] == cause_id
                                                            and not r.get("fallback") for f in r.get("fixes", [])]
+    tried = set(flat.get("situation.tried") or [])
     for fix_id in fixes:
         useless = (kb.get("fixes", fix_id).get("situation") or {}).get("rules_out")
-        if not (useless and evaluate(useless, flat)):
+        if fix_id not in tried and not (useless and evaluate(useless, flat)):
             return fix_id
     return None
 
