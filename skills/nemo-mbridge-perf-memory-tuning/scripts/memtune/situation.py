@@ -21,12 +21,13 @@ from .knowledge import Knowledge
 
 GIB = 2**30
 
+
 # Field names an agent may state (diagnose --phase ...), with the situation.yaml list holding their values.
 STATED_FIELDS = {"phase": "phases", "component": "components", "trend": "trends", "process": "processes",
                  "where": "places", "framework": "frameworks", "step": "steps"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Clue:
     """One piece of evidence: what was read, and what kind of source it came from."""
 
@@ -34,7 +35,7 @@ class Clue:
     source: str  # agent | log | number | config | words
 
 
-@dataclass
+@dataclass(eq=False)
 class Reading:
     value: str
     clues: list[Clue] = field(default_factory=list)
@@ -44,7 +45,7 @@ class Reading:
         return self.clues[0].source if self.clues else "words"
 
 
-@dataclass
+@dataclass(eq=False)
 class Stated:
     """What the agent read in the user's message and passed on the command line (validated names)."""
 
@@ -58,7 +59,7 @@ class Stated:
     changed: list[str] = field(default_factory=list)  # free text, one item per --changed
 
 
-@dataclass
+@dataclass(eq=False, repr=False)  # 20 fields: generated __eq__ / __repr__ cost start-up time and nothing uses them
 class Situation:
     failed: Reading | None = None  # what the failed allocation is: impossible | logits | parameters | ...
     failed_bytes: float | None = None
@@ -468,7 +469,7 @@ def _trend_from_log(facts: Facts, table: Mapping[str, Any]) -> Reading | None:
 # --------------------------------------------------------------------------- the user's words
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Words:
     """The compiled vocabulary: one regex per value per list, frame names per phase."""
 
@@ -639,8 +640,6 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
              ) -> tuple[list[Reading], list[Reading], list[Reading]]:
     """Settings named in a clause that says they were changed, tried, or did nothing; a version word in a changed
     clause says the software stack moved."""
-    from .recognize import fix_recognizer
-
     changed: dict[str, Reading] = {}
     tried: dict[str, Reading] = {}
     no_effect: dict[str, Reading] = {}
@@ -650,6 +649,8 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
         if not (is_change or is_try or useless):
             continue
         quote = clause.strip()[:120]
+        from .recognize import fix_recognizer  # only where a sentence says something was changed or tried
+
         for fix_id in dict.fromkeys(m.ident for m in fix_recognizer(kb).find(clause)):
             reading = Reading(fix_id, [Clue(f"“{quote}”", source)])
             if is_try or useless:
