@@ -285,8 +285,7 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge, led: Any = None, ranking: s
                 if fix_id in proposed:
                     avoid.setdefault(fix_id, AvoidAdvice(fix_id, con["id"], "constraint", con["message"]))
     for fix in kb.entries("fixes"):  # a fix the situation says cannot help here (fixes.yaml situation.rules_out)
-        useless = (fix.get("situation") or {}).get("rules_out")
-        if fix["id"] in proposed and useless and evaluate(useless, flat):
+        if fix["id"] in proposed and fix_ruled_out(fix, flat):
             avoid.setdefault(fix["id"], AvoidAdvice(fix["id"], fix["id"], "situation", fix["situation"]["why"]))
 
     fixes: dict[str, FixAdvice] = {}
@@ -392,12 +391,9 @@ def _situation_rules(fired: list[tuple[int, Mapping[str, Any]]], rules: list[Map
         strength, source = support_of(cause, flat, kb)
         if not strength:
             continue
-        sit = cause["situation"]
-        fixes = sit.get("fixes") or list(dict.fromkeys(f for r in rules if r["cause"] == cause["id"]
-                                                       for f in r.get("fixes", [])))
         out.append((len(rules), {"id": f"situation-{cause['id']}", "cause": cause["id"], "confidence": strength,
-                                 "fixes": fixes, "avoid": sit.get("avoid", []), "when": {"all": []},
-                                 "evidence_source": source}))
+                                 "fixes": cause_fixes(cause["id"], kb), "avoid": cause["situation"].get("avoid", []),
+                                 "when": {"all": []}, "evidence_source": source}))
     return out
 
 
@@ -473,18 +469,26 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
     return ranked
 
 
-def candidate_fix(cause_id: str, kb: Knowledge, flat: Mapping[str, Any]) -> str | None:
-    """What to do once the check points at this cause: the first of its situation fixes (else its rules' fixes)
-    that the situation does not rule out (fixes.yaml situation.rules_out)."""
+def cause_fixes(cause_id: str, kb: Knowledge) -> list[str]:
+    """A cause's own fixes: its causes.yaml situation.fixes, else those of the rules that conclude it (not the
+    generic fallback's guesses)."""
     cause = kb.by_id.get("causes", {}).get(cause_id, {})
-    fixes = (cause.get("situation") or {}).get("fixes") or [f for r in kb.entries("rules") if r["cause"] == cause_id
-                                                           and not r.get("fallback") for f in r.get("fixes", [])]
+    return (cause.get("situation") or {}).get("fixes") or list(dict.fromkeys(
+        f for r in kb.entries("rules") if r["cause"] == cause_id and not r.get("fallback") for f in r.get("fixes", [])))
+
+
+def fix_ruled_out(fix: Mapping[str, Any], flat: Mapping[str, Any]) -> bool:
+    """The situation says this fix cannot help here (fixes.yaml situation.rules_out)."""
+    useless = (fix.get("situation") or {}).get("rules_out")
+    return bool(useless) and evaluate(useless, flat)
+
+
+def candidate_fix(cause_id: str, kb: Knowledge, flat: Mapping[str, Any]) -> str | None:
+    """What to do once the check points at this cause: the first of its own fixes that was not tried and that the
+    situation does not rule out."""
     tried = set(flat.get("situation.tried") or [])
-    for fix_id in fixes:
-        useless = (kb.get("fixes", fix_id).get("situation") or {}).get("rules_out")
-        if fix_id not in tried and not (useless and evaluate(useless, flat)):
-            return fix_id
-    return None
+    usable = (f for f in cause_fixes(cause_id, kb) if f not in tried and not fix_ruled_out(kb.get("fixes", f), flat))
+    return next(usable, None)
 
 
 def _check_first(diag: Diagnosis, kb: Knowledge) -> Diagnosis:

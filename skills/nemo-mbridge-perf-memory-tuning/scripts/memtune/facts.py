@@ -310,6 +310,11 @@ class QuestionFacts:
     mentioned_fixes: list[str] = field(default_factory=list)  # fixes.yaml ids the question names (recognizers)
     env: dict[str, Any] = field(default_factory=dict)  # EnvFacts field -> value the user stated
 
+    def figure(self, role: str, *, last: bool = False) -> float | None:
+        """The bytes of the first (or last) memory figure the question quotes in ``role``."""
+        found = [f["bytes"] for f in self.memory_figures if f.get("role") == role]
+        return (found[-1] if last else found[0]) if found else None
+
 
 @dataclass
 class Facts:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -53,6 +54,14 @@ class Knowledge:
     index: dict[str, Any]
     tables: dict[str, Any]
     by_id: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    _memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)  # fresh per copy
+
+    def memo(self, key: str, build: Callable[[Knowledge], Any]) -> Any:
+        """``build(self)``, computed once per loaded knowledge base (a compiled vocabulary, a recognizer): kept
+        with the tables it was built from, so it can never outlive them or be served for another base."""
+        if key not in self._memo:
+            self._memo[key] = build(self)
+        return self._memo[key]
 
     @property
     def version(self) -> str:

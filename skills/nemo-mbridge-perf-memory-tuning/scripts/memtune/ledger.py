@@ -271,19 +271,15 @@ def _calibration(facts: Facts, stage: Mapping[str, Any] | None, phase: str | Non
     return observed / estimated
 
 
-def _question_figure(facts: Facts, role: str) -> float | None:
-    return next((f["bytes"] for f in facts.question.memory_figures if f["role"] == role), None)
-
-
 def _question_waste(facts: Facts) -> list[Entry]:
-    unalloc = _question_figure(facts, "reserved-unallocated")
+    unalloc = facts.question.figure("reserved-unallocated")
     return [Entry("reserved-unallocated", "waste", unalloc, "question", 0.1)] if unalloc else []
 
 
 def _question_deficit(facts: Facts, led: Ledger) -> None:
     """A deficit the user quotes ("2.2 GiB short"), or request - free when both are quoted."""
-    request, free = _question_figure(facts, "request"), _question_figure(facts, "free")
-    deficit = _question_figure(facts, "deficit")
+    request, free = facts.question.figure("request"), facts.question.figure("free")
+    deficit = facts.question.figure("deficit")
     if deficit is None and request is not None and free is not None and request > free:
         deficit = request - free
     if deficit is not None:

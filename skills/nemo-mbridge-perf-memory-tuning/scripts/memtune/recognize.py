@@ -135,13 +135,7 @@ class CueSet:
         return [(m.start(), m.end()) for m in self._rx.finditer(text)] if self._rx else []
 
 
-_FIX_RECOGNIZERS: dict[int, Recognizer] = {}
-
-
 def fix_recognizer(kb: Any) -> Recognizer:
-    """The recognizer of every fix in knowledge/fixes.yaml, compiled once per knowledge base in a process (the
-    question reader and the situation reader share it)."""
-    key = id(kb)
-    if key not in _FIX_RECOGNIZERS:
-        _FIX_RECOGNIZERS[key] = Recognizer.from_recognize(kb.entries("fixes"), "knowledge/fixes.yaml")
-    return _FIX_RECOGNIZERS[key]
+    """The recognizer of every fix in knowledge/fixes.yaml, compiled once per knowledge base (the question reader
+    and the situation reader share it)."""
+    return kb.memo("fix-recognizer", lambda k: Recognizer.from_recognize(k.entries("fixes"), "knowledge/fixes.yaml"))

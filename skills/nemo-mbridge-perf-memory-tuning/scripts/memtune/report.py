@@ -163,17 +163,15 @@ def _evidence(rule_id: str, rules: Mapping[str, Any], kb: Knowledge, cause: Mapp
     return f"{text} ({'; '.join(clues)})" if clues else text
 
 
-# situation field -> the situation.yaml list that names its values
-_FIELD_LISTS = {"failed": "kinds", "phase": "phases", "step": "steps", "where": "places", "trend": "trends",
-                "process": "processes", "framework": "frameworks"}
-
-
 def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any] | None:
     """What was read, field by field with its clues, one line that says it, what it rules out, and - when the
     evidence is thin - the causes that remain with the one check that tells each apart."""
+    from .situation import STATED_FIELDS  # field -> the situation.yaml list naming its values
+
     sit = diag.situation
     if sit is None:
         return None
+    lists = {"failed": "kinds", **STATED_FIELDS}  # a failed request's kinds are request_shapes'
     table = kb.tables.get("situation") or {}
     say = {key: text[lang] for key, text in (table.get("wording") or {}).items()}
 
@@ -185,7 +183,7 @@ def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any
     fields: dict[str, Any] = {}
     for name, reading in sit.readings().items():
         if reading is not None:
-            fields[name] = {"value": reading.value, "title": title(_FIELD_LISTS[name], reading.value),
+            fields[name] = {"value": reading.value, "title": title(lists[name], reading.value),
                             "source": reading.source, "clues": [c.text for c in reading.clues]}
     if "failed" in fields:
         fields["failed"]["bytes"] = sit.failed_bytes

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from .facts import Facts
@@ -111,9 +111,6 @@ class Situation:
         return {"failed": self.failed, "phase": self.phase, "step": self.step, "where": self.where,
                 "trend": self.trend, "process": self.process, "framework": self.framework}
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 # --------------------------------------------------------------------------- entry point
 
@@ -129,14 +126,14 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
 
     sit.failed, sit.failed_bytes = _failed(facts, table)
     sit.failed_batch = _batch_of(sit.failed)
-    sit.phase = (_stated(stated.phase, "phase", table) or _phase_from_log(facts, words, log_text)
-                 or _phase_from_words(clauses, words) or _phase_from_question_frames(text, words))
-    sit.step = (_stated(stated.step, "step", table) or _step_from_log(facts)
+    sit.phase = (_stated(stated.phase, "phase") or _phase_from_log(facts, words, log_text)
+                 or _one("phases", clauses, words) or _phase_from_question_frames(text, words))
+    sit.step = (_stated(stated.step, "step") or _step_from_log(facts)
                 or _one("steps", clauses, words, failing_only=False))
-    sit.where = _stated(stated.where, "where", table) or _where_from_log(facts) or _one("places", clauses, words)
-    sit.trend = _stated(stated.trend, "trend", table) or _trend_from_log(facts, table) or _one("trends", clauses, words)
-    sit.process = _stated(stated.process, "process", table) or _process_from_words(clauses, words)
-    sit.framework = (_stated(stated.framework, "framework", table)
+    sit.where = _stated(stated.where, "where") or _where_from_log(facts) or _one("places", clauses, words)
+    sit.trend = _stated(stated.trend, "trend") or _trend_from_log(facts, table) or _one("trends", clauses, words)
+    sit.process = _stated(stated.process, "process") or _process_from_words(clauses, words)
+    sit.framework = (_stated(stated.framework, "framework")
                      or _one("frameworks", clauses, words, failing_only=False))
     sit.components = ([Reading(c, [Clue(f"--component {c}", "agent")]) for c in stated.component]
                       or _all("components", clauses, words))
@@ -181,9 +178,9 @@ def _waste(facts: Facts) -> tuple[float | None, float | None]:
     if log.reserved_unallocated_bytes is not None:
         reserved = log.reserved_bytes or (log.allocated_bytes or 0) + log.reserved_unallocated_bytes
         return log.reserved_unallocated_bytes, (log.reserved_unallocated_bytes / reserved if reserved else None)
-    stated = _question_figure(facts, "reserved-unallocated")
-    reserved = _last_figure(facts, "reserved")
-    allocated = _last_figure(facts, "allocated")
+    stated = facts.question.figure("reserved-unallocated")
+    reserved = facts.question.figure("reserved", last=True)
+    allocated = facts.question.figure("allocated", last=True)
     if stated is None and reserved and allocated is not None and reserved > allocated:
         stated = reserved - allocated
     if stated is None:
@@ -191,15 +188,10 @@ def _waste(facts: Facts) -> tuple[float | None, float | None]:
     return stated, (stated / reserved if reserved and reserved >= stated else None)
 
 
-def _last_figure(facts: Facts, role: str) -> float | None:
-    found = [f["bytes"] for f in facts.question.memory_figures if f.get("role") == role]
-    return found[-1] if found else None
-
-
 # --------------------------------------------------------------------------- the agent's statement
 
 
-def _stated(value: str | None, name: str, table: Mapping[str, Any]) -> Reading | None:
+def _stated(value: str | None, name: str) -> Reading | None:
     return Reading(value, [Clue(f"--{name} {value}", "agent")]) if value else None
 
 
@@ -219,7 +211,7 @@ def _failed(facts: Facts, table: Mapping[str, Any]) -> tuple[Reading | None, flo
     tensor only for token counts the config or the question implies: at the message's two decimals almost any
     size is *some* number of tokens times a vocabulary.
     """
-    request = facts.log.requested_bytes or _question_figure(facts, "request")
+    request = facts.log.requested_bytes or facts.question.figure("request")
     if not request:
         return None, None
     kind_of_source = "number" if facts.log.requested_bytes else "words"
@@ -249,10 +241,6 @@ def _batch_of(failed: Reading | None) -> int | None:
         return None
     m = _BATCH_IN_CLUE.search(failed.clues[0].text)
     return int(m.group(1)) if m else None
-
-
-def _question_figure(facts: Facts, role: str) -> float | None:
-    return next((f["bytes"] for f in facts.question.memory_figures if f.get("role") == role), None)
 
 
 def _token_counts(facts: Facts) -> dict[int, str]:
@@ -409,10 +397,6 @@ def _phase_from_question_frames(text: str, words: _Words) -> Reading | None:
     return Reading(hit[0], [Clue(f"“{hit[1]}”", "words")]) if hit else None
 
 
-def _phase_from_words(clauses: list[str], words: _Words) -> Reading | None:
-    return _one("phases", clauses, words)
-
-
 def _step_from_log(facts: Facts) -> Reading | None:
     reports = facts.log.memory_reports
     its = [r.iteration for r in reports if r.iteration is not None]
@@ -487,10 +471,7 @@ class _Words:
 
     @staticmethod
     def of(kb: Knowledge) -> _Words:
-        key = ("words", id(kb))
-        if key not in _CACHE:
-            _CACHE[key] = _compile(kb)
-        return _CACHE[key]
+        return kb.memo("situation-words", _compile)
 
     def frame_phase(self, text: str, context: str | None = None) -> tuple[str, str] | None:
         """The most telling phase whose frame names ``text`` holds, unless ``context`` (default: the same text)
@@ -504,8 +485,7 @@ class _Words:
         return None
 
 
-_CACHE: dict[tuple[str, int], Any] = {}
-_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")  # per knowledge base loaded in this process (knowledge.load caches it)
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 
 
 def _compile(kb: Knowledge) -> _Words:
