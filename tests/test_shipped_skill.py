@@ -105,3 +105,19 @@ def test_no_shipped_line_hides_text_behind_a_long_run_of_blanks():
             for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
             if re.search(r"[ \t]{80,}", line)]
     assert not deep, deep
+
+
+# SkillSpector's reference resolver reads these in SKILL.md as local paths: a backticked or quoted name with a dot
+# and a short extension, and a bare word with a '/' in it.  One that names no file in the skill leaves the scan
+# 'partial' (not complete), so prose must not look like a path ("load or convert", not "load/convert").
+_QUOTED_PATH = re.compile(r"[`'\"]((?:\./)?(?:[A-Za-z0-9_.-]+/)*[A-Za-z0-9_.-]+\.[A-Za-z0-9]{1,12})[`'\"]")
+_BARE_PATH = re.compile(r"(?<![\w:/.-])((?:\./)?(?:[A-Za-z0-9_.-]+/)+[A-Za-z0-9_.-]+(?:\.[A-Za-z0-9]{1,12})?)"
+                        r"(?![\w/.-])")
+
+
+def test_every_path_like_word_in_skill_md_names_a_file_in_the_skill():
+    text = (SKILL / "SKILL.md").read_text(encoding="utf-8")
+    unresolved = [f"SKILL.md:{n}: {m.group(1)}" for n, line in enumerate(text.splitlines(), 1)
+                  for rx in (_QUOTED_PATH, _BARE_PATH) for m in rx.finditer(line)
+                  if not (SKILL / m.group(1).split()[0]).exists()]
+    assert not unresolved, unresolved
