@@ -11,6 +11,15 @@ SHARED = ROOT.parent / "shared"
 sys.path.insert(0, str(SKILL / "scripts"))
 
 
+@pytest.fixture(autouse=True)
+def private_home(tmp_path_factory, monkeypatch):
+    """apply's backup journal lives under the user's home (~/.local/state): give every test its own home."""
+    home = tmp_path_factory.mktemp("home")
+    home.chmod(0o700)
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
 @pytest.fixture(scope="session")
 def kb():
     from memtune import knowledge

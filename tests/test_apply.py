@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from memtune import cli, knowledge
 from memtune.actions import apply as actions
+from memtune.actions import launch
 from memtune.errors import UserError
 
 PATTERNS = yaml.safe_load((SKILL / "knowledge" / "validations.yaml").read_text())[
@@ -98,6 +99,26 @@ def test_export_after_the_command_does_not_count(tmp_path):
     text = LAUNCH + "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n"
     plan = actions.plan_apply(ENV_FIX, _write(tmp_path, "run.sh", text), PATTERNS)
     assert plan.changed and plan.new_text.index("export PYTORCH") < plan.new_text.index("torchrun")
+
+
+@pytest.mark.parametrize("prefix, expected", [
+    ("PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128 ",
+     "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128,expandable_segments:True "),
+    ("env PYTORCH_CUDA_ALLOC_CONF='garbage_collection_threshold:0.6' ",
+     "env PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6,expandable_segments:True "),
+    ("PYTORCH_CUDA_ALLOC_CONF= ", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "),
+])
+def test_an_assignment_on_the_command_line_is_edited_where_it_wins(tmp_path, prefix, expected):
+    """``VAR=x torchrun ...`` beats any export above it: an export there would claim a fix the job never sees."""
+    text = LAUNCH.replace("torchrun ${DISTRIBUTED_ARGS[@]}", prefix + "torchrun ${DISTRIBUTED_ARGS[@]}")
+    path = _write(tmp_path, "run.sh", text)
+    plan = actions.plan_apply(ENV_FIX, path, PATTERNS)
+    assert expected + "torchrun" in plan.new_text and "export PYTORCH_CUDA_ALLOC_CONF" not in plan.new_text
+    assert any("set on the training command itself" in n for n in plan.notes)
+    facts = launch.launch_facts(plan.new_text, launch.compile_patterns(PATTERNS))
+    assert "expandable_segments:True" in facts["exports"]["PYTORCH_CUDA_ALLOC_CONF"]
+    again = actions.plan_apply(ENV_FIX, _write(tmp_path, "again.sh", plan.new_text), PATTERNS)
+    assert not again.changed
 
 
 def test_indentation_and_crlf_are_kept(tmp_path):
@@ -252,7 +273,7 @@ def test_round_trip_restores_bytes_and_mode_and_touches_nothing_else(tmp_path):
     assert backup.read_bytes() == original
     assert path.read_bytes() == plan.new_text.encode() != original
     assert stat.S_IMODE(path.stat().st_mode) == 0o754
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["launch.sh", backup.name, backup.name + ".manifest.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["launch.sh", backup.name]
     restored_from, notes = actions.rollback(path)
     assert restored_from == backup and notes == [] and path.read_bytes() == original
     assert stat.S_IMODE(path.stat().st_mode) == 0o754

@@ -20,7 +20,7 @@ RENDER = PACKAGE / "render"
 # json.dumps outside render/ that encode files, never output, each with why.
 FILE_ENCODERS = {
     "knowledge.py": "knowledge/compiled.json, the tables every command loads",
-    "actions/safewrite.py": "the backup manifest written beside a file apply changes",
+    "actions/journal.py": "the private record of the backups apply made",
     "actions/apply.py": "a value written into a launch script or YAML config",
 }
 EXAMPLES = SKILL / "examples"

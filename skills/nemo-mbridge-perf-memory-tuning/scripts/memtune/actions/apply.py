@@ -12,9 +12,9 @@ from __future__ import annotations
 import copy
 import difflib
 import json
-import os
 import re
 import shlex
+import stat
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -66,11 +66,13 @@ def unified_diff(old: str, new: str, name: str, labels: tuple[str, str] = ("now"
 
 def read_target(path: Path) -> tuple[str, str]:
     """``(kind, text)`` of a file apply may edit; refuses links, binaries, big files and other types."""
-    if path.is_symlink():
-        raise UserError(f"{path}: is a symbolic link (to {os.readlink(path)}); pass the real file if you mean it")
-    if not path.exists():
-        raise UserError(f"{path}: no such file")
-    if not path.is_file():
+    try:
+        info = path.lstat()
+    except OSError:
+        raise UserError(f"{path}: no such file") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise UserError(f"{path}: is a symbolic link; pass the real file if you mean it")
+    if not stat.S_ISREG(info.st_mode):
         raise UserError(f"{path}: not a regular file")
     data = limits.read_bytes(path, "a launch script or config", MAX_TARGET_BYTES)
     if b"\0" in data:
@@ -161,38 +163,74 @@ def _merge_options(old: str, new: str) -> str:
     return ",".join(f"{k}:{v}" for k, v in merged.items())
 
 
+def _wanted(name: str, old: str | None, value: str, notes: list[str]) -> str | None:
+    """The value to write for ``name`` given what the job sees now; None when it already has it."""
+    if old == value:
+        notes.append(f"{name} is already {value!r} for the training command")
+        return None
+    if old is not None and _OPTION_LIST.match(old) and _OPTION_LIST.match(value):
+        merged = _merge_options(old, value)
+        if merged == old:
+            notes.append(f"{name} already contains {value!r}")
+            return None
+        notes.append(f"{name} was {old!r}; the new value keeps its other options")
+        return merged
+    if old is not None:
+        notes.append(f"{name} was {old!r}; the new value overrides it")
+    return value
+
+
+def _edit_command_assignment(lines: list[str], command: launch.LogicalLine, name: str, value: str,
+                             source: str) -> list[str]:
+    """Rewrite ``NAME=...`` in front of the training command, where it wins over any export."""
+    pattern = re.compile(rf"(^|\s){re.escape(name)}=(\"[^\"]*\"|'[^']*'|[^\s;&|]*)")
+    lines = list(lines)
+    for i in range(command.first, command.last + 1):
+        m = pattern.search(lines[i])
+        if m:
+            lines[i] = f"{lines[i][:m.start(2)]}{shlex.quote(value)}{lines[i][m.end(2):]}"
+            edited = launch.logical_lines(lines[command.first:command.last + 1])[0].text
+            if launch.command_assignments(edited).get(name) == value:
+                return lines
+            break
+    raise UserError(f"{source}:{command.first + 1}: the training command sets {name} itself, which wins over an "
+                    f"export, and memtune could not edit it there; set {name}={value} on that line by hand")
+
+
 def edit_shell(text: str, pairs: list[tuple[str, str]], patterns: list[re.Pattern[str]],
                source: str, fix_id: str) -> tuple[str, list[str]]:
-    """Insert ``export NAME=VALUE`` lines just before the first training command."""
+    """Insert ``export NAME=VALUE`` lines just before the first training command.
+
+    A variable the command line itself assigns (``NAME=x torchrun ...``) is edited there
+    instead: that assignment wins over every export, so an export would report a fix the
+    job never sees.
+    """
     lines = text.splitlines(keepends=True)
     command = launch.find_training_command(lines, patterns)
     if command is None:
         raise UserError(f"{source}: no training command (torchrun, srun, python, ...) found; "
                         "add the export before your launch line by hand")
-    current = launch.launch_facts(text, patterns)["exports"]
-    notes, new_lines = [], []
+    facts = launch.launch_facts(text, patterns)
+    notes: list[str] = []
+    exports: list[str] = []
     first = lines[command.first]
     indent = first[: len(first) - len(first.lstrip())]
     eol = _eol(first)
     for name, value in pairs:
-        old = current.get(name)
-        if old == value:
-            notes.append(f"{name} is already exported as {value!r} before the training command")
+        on_command = name in facts["command_env"]
+        wanted = _wanted(name, facts["exports"].get(name), value, notes)
+        if wanted is None:
             continue
-        if old is not None and _OPTION_LIST.match(old) and _OPTION_LIST.match(value):
-            merged = _merge_options(old, value)
-            if merged == old:
-                notes.append(f"{name} already contains {value!r}")
-                continue
-            notes.append(f"{name} was {old!r}; the new line keeps its other options")
-            value = merged
-        elif old is not None:
-            notes.append(f"{name} was {old!r} earlier in the script; the new line overrides it")
-        new_lines.append(f"{indent}export {name}={shlex.quote(value)}{eol}")
-    if not new_lines:
-        return text, notes
-    block = [f"{indent}# added by memtune apply {fix_id}{eol}", *new_lines]
-    return "".join(lines[: command.first] + block + lines[command.first:]), notes
+        if on_command:
+            lines = _edit_command_assignment(lines, command, name, wanted, source)
+            notes.append(f"{name} is set on the training command itself (line {command.first + 1}), which wins over "
+                         "any export; it was edited there")
+        else:
+            exports.append(f"{indent}export {name}={shlex.quote(wanted)}{eol}")
+    if exports:
+        lines = lines[: command.first] + [f"{indent}# added by memtune apply {fix_id}{eol}", *exports] \
+            + lines[command.first:]
+    return "".join(lines), notes
 
 
 # --------------------------------------------------------------------------- YAML edit
@@ -370,7 +408,7 @@ def _set_path(lines: list[str], path: list[str], rendered: str, step: int, eol: 
 
 def write_with_backup(plan: Plan, now: datetime | None = None,
                       allow_read_only: bool = False) -> tuple[Path, list[str]]:
-    """Save a verified backup with its manifest, then write the plan's text; ``(backup, notes)``."""
+    """Save a verified backup recorded in the journal, then write the plan's text; ``(backup, notes)``."""
     return safewrite.replace_with_backup(plan.path, plan.old_text.encode("utf-8"), plan.new_text.encode("utf-8"),
                                          now, allow_read_only)
 

@@ -74,6 +74,26 @@ def parse_exports(text: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def command_assignments(text: str) -> dict[str, str]:
+    """``A=1 env B=2 torchrun ...`` -> {A: 1, B: 2}: assignments the shell gives the command itself.
+
+    They win over any earlier ``export`` of the same name, so a fix exported above the
+    command does not reach the job while one of these still sets the variable.
+    """
+    try:
+        words = shlex.split(text, comments=True)
+    except ValueError:
+        return {}
+    found: dict[str, str] = {}
+    for i, word in enumerate(words):
+        name, sep, value = word.partition("=")
+        if sep and _NAME.match(name):
+            found[name] = value
+        elif not (word == "env" and i == len(found)):
+            break
+    return found
+
+
 def launch_facts(text: str, patterns: list[re.Pattern[str]]) -> dict[str, Any]:
     """``launch.*`` facts: the training command and the exports before/after it."""
     lines = text.splitlines(keepends=True)
@@ -86,11 +106,13 @@ def launch_facts(text: str, patterns: list[re.Pattern[str]]) -> dict[str, Any]:
                 before[name] = value
             elif name not in before and name not in after:
                 after.append(name)
+    on_command = command_assignments(command.text) if command else {}
     return {
         "provided": True,
         "command": command.text if command else None,
         "command_line": command.first + 1 if command else None,
-        "exports": before,
-        "exported": sorted(before),
+        "exports": {**before, **on_command},  # what the training process sees: the command's own wins
+        "command_env": on_command,
+        "exported": sorted({**before, **on_command}),
         "exports_after_command": after,
     }

@@ -1,13 +1,16 @@
 """Crash-safe replace-with-backup and verified restore for the one file ``apply`` edits.
 
-The invariants, each one a way a file was lost before:
+The invariants, each one a way a file was lost, or another file overwritten, before:
 
-* a backup exists, is complete (fsynced and read back) and has a manifest recording its
-  size and SHA-256 and those of the text written over it *before* the target is touched;
-  a backup without a matching manifest is never restored;
+* a backup exists, is complete (fsynced and read back) and is recorded in the journal of the
+  user running apply (journal.py: size and SHA-256 of the backup and of the text written over
+  it) *before* the target is touched; a backup the journal does not list is never restored;
 * the target is replaced atomically (temp file, fsync, ``os.replace``, directory fsync), or
   written in place when replacing would change what the file is (hard links, an owner we
-  cannot give back), and only after the backup is safe;
+  cannot give back): then through a descriptor opened with ``O_NOFOLLOW`` whose device and
+  inode must be the ones checked, so a link swapped in meanwhile is never written through;
+* permissions, owners and temp files are set on descriptors, never on names another user could
+  swap; set-id and sticky bits are never written;
 * check-then-write happens under an advisory lock on the target's directory, so two
   applies to one file cannot both succeed on the same old text;
 * ``rollback`` restores only when the file is still what ``apply`` wrote; a hand edit is
@@ -19,8 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
-import json
 import os
 import re
 import stat
@@ -31,49 +32,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..errors import UserError
+from . import journal
+from .journal import Entry, sha256
 
 BACKUP_TAG = ".memtune-backup-"
 SAVED_TAG = ".memtune-saved-"  # hand edits that ``rollback --force`` keeps
-MANIFEST_SUFFIX = ".manifest.json"
 _BACKUP_RE = r"\.memtune-backup-(\d{8}T\d{6})(?:-(\d+))?$"
-MAX_MANIFEST_BYTES = 4096
-
-
-@dataclass(frozen=True)
-class Manifest:
-    """What a backup holds and what was written over it; JSON beside the backup."""
-
-    target: str  # the target's file name (not a path: a moved pair still matches)
-    backup_size: int
-    backup_sha256: str
-    written_size: int
-    written_sha256: str
-    mode: int
-
-    def dump(self) -> bytes:
-        return json.dumps(self.__dict__, indent=1, sort_keys=True).encode() + b"\n"
-
-    @classmethod
-    def parse(cls, data: bytes, source: Path) -> Manifest:
-        try:
-            raw = json.loads(data)
-            fields = {k: raw[k] for k in cls.__dataclass_fields__}
-        except (ValueError, KeyError, TypeError) as exc:
-            raise UserError(f"{source}: not a memtune backup manifest ({type(exc).__name__}); "
-                            "nothing restored") from None
-        types = {k: int if f.type == "int" else str for k, f in cls.__dataclass_fields__.items()}
-        bad = [k for k, v in fields.items() if type(v) is not types[k]]
-        if bad:
-            raise UserError(f"{source}: manifest field {bad[0]!r} has the wrong type; nothing restored")
-        return cls(**fields)
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def manifest_path(backup: Path) -> Path:
-    return backup.with_name(backup.name + MANIFEST_SUFFIX)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 # --------------------------------------------------------------------------- file system primitives
@@ -94,7 +60,7 @@ def locked(path: Path) -> Iterator[None]:
     except ImportError:  # not POSIX: no advisory locks; the re-check under no lock is still done
         yield
         return
-    fd = os.open(path.parent, os.O_RDONLY)
+    fd = os.open(path.parent, os.O_RDONLY | _CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -104,39 +70,67 @@ def locked(path: Path) -> Iterator[None]:
 
 def _fsync_dir(directory: Path) -> None:
     with contextlib.suppress(OSError):  # some file systems cannot fsync a directory; the data is already synced
-        fd = os.open(directory, os.O_RDONLY)
+        fd = os.open(directory, os.O_RDONLY | _CLOEXEC)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
 
 
-def _write_temp(directory: Path, prefix: str, data: bytes, mode: int | None = None) -> Path:
+def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _open_checked(path: Path, flags: int, expect: os.stat_result | None, what: str) -> int:
+    """A descriptor on ``path`` itself (never through a link) that is the regular file ``expect`` describes."""
+    try:
+        fd = os.open(path, flags | _NOFOLLOW | _CLOEXEC)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOENT, errno.EMLINK):  # ELOOP: a link now stands there
+            raise
+        raise UserError(f"{path}: the {what} was replaced while memtune worked on it; nothing written "
+                        "through it") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or (expect is not None and not _same_file(info, expect)):
+        os.close(fd)
+        raise UserError(f"{path}: the {what} was replaced while memtune worked on it; nothing changed")
+    return fd
+
+
+def _write_temp(directory: Path, prefix: str, data: bytes, mode: int | None = None,
+                owner: tuple[int, int] | None = None) -> tuple[Path, bool]:
     """A fully written, fsynced, read-back-verified temp file in ``directory`` (removed on failure).
 
-    ``mode`` is set on the open descriptor before anything is written, so the file never exists
-    under a different name with the final permissions and nothing can swap the path in between.
+    Mode (permission bits only) and owner are set on the open descriptor before anything is
+    written, so nothing can swap the name in between. Returns the path and whether the
+    owner could be given (only root can give a file away).
     """
     fd, name = tempfile.mkstemp(dir=directory, prefix=prefix)
-    tmp = Path(name)
+    tmp, owned = Path(name), True
     try:
-        with os.fdopen(fd, "wb") as fh:
+        with os.fdopen(fd, "w+b") as fh:
             if mode is not None:
-                os.fchmod(fh.fileno(), mode)
+                os.fchmod(fh.fileno(), mode & journal.PERMISSION_BITS)
+            if owner is not None and owner != (os.geteuid(), os.getegid()):
+                try:
+                    os.fchown(fh.fileno(), *owner)
+                except PermissionError:
+                    owned = False
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        if tmp.read_bytes() != data:
-            raise OSError(errno.EIO, "read-back differs from what was written")
+            fh.seek(0)
+            if fh.read(len(data) + 1) != data:
+                raise OSError(errno.EIO, "read-back differs from what was written")
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return tmp
+    return tmp, owned
 
 
 def write_new(path: Path, data: bytes, mode: int = 0o644) -> None:
     """Replace ``path`` atomically with ``data`` (a file memtune owns, or one it is restoring): no backup."""
-    tmp = _write_temp(path.parent, f".{path.name}.memtune-", data, mode=mode)
+    tmp, _ = _write_temp(path.parent, f".{path.name}.memtune-", data, mode=mode)
     try:
         os.replace(tmp, path)
     except BaseException:
@@ -145,8 +139,8 @@ def write_new(path: Path, data: bytes, mode: int = 0o644) -> None:
     _fsync_dir(path.parent)
 
 
-def read_capped(path: Path, cap: int, what: str) -> bytes:
-    """The bytes of a regular file no larger than ``cap``, checked before reading (a planted 3 GB file is not read)."""
+def read_capped(path: Path, cap: int, what: str, expect: os.stat_result | None = None) -> bytes:
+    """The bytes of a regular file no larger than ``cap``, checked on its descriptor before reading."""
     try:
         info = path.lstat()
         if stat.S_ISLNK(info.st_mode):
@@ -156,7 +150,7 @@ def read_capped(path: Path, cap: int, what: str) -> bytes:
         if info.st_size > cap:
             raise UserError(f"{path}: {what} is {info.st_size} bytes, more than the {cap} a launch script or "
                             "config can be; nothing restored")
-        with path.open("rb") as fh:
+        with os.fdopen(_open_checked(path, os.O_RDONLY, expect or info, what), "rb") as fh:
             data = fh.read(cap + 1)
     except OSError as exc:
         raise _os_error(path, exc, f"read the {what}") from None
@@ -165,31 +159,37 @@ def read_capped(path: Path, cap: int, what: str) -> bytes:
     return data
 
 
-def _replace(path: Path, data: bytes, info: os.stat_result) -> str | None:
-    """Put ``data`` at ``path`` keeping mode, owner and links; a note when it had to write in place."""
-    keeps_identity = info.st_nlink == 1
-    tmp = _write_temp(path.parent, f".{path.name}.memtune-", data, mode=stat.S_IMODE(info.st_mode))
-    try:
-        if (info.st_uid, info.st_gid) != (os.geteuid(), os.getegid()):
-            try:
-                os.chown(tmp, info.st_uid, info.st_gid)
-            except PermissionError:
-                keeps_identity = False
-        if keeps_identity:
-            os.replace(tmp, path)
-            _fsync_dir(path.parent)
-            return None
-    finally:
-        tmp.unlink(missing_ok=True)
-    # Replacing would break hard links or hand the file to us: write through the same inode.
-    # Not atomic, but the verified backup already exists, so a torn write is recoverable.
-    with path.open("r+b") as fh:
+def _write_in_place(path: Path, data: bytes, info: os.stat_result) -> None:
+    """Write through the checked inode: ``O_NOFOLLOW`` and the same device/inode, or nothing is written."""
+    fd = _open_checked(path, os.O_WRONLY, info, "file")
+    with os.fdopen(fd, "wb") as fh:
         fh.write(data)
         fh.truncate()
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def _replace(path: Path, data: bytes, info: os.stat_result) -> list[str]:
+    """Put ``data`` at ``path`` keeping mode, owner and links; notes on what could not be kept as it was."""
+    notes = []
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & ~journal.PERMISSION_BITS:
+        notes.append(f"{path.name} had set-id or sticky bits ({stat.filemode(info.st_mode)}); memtune never writes "
+                     "them, so they were dropped")
+    tmp, owned = _write_temp(path.parent, f".{path.name}.memtune-", data, mode=mode,
+                             owner=(info.st_uid, info.st_gid))
+    try:
+        if info.st_nlink == 1 and owned:
+            os.replace(tmp, path)
+            _fsync_dir(path.parent)
+            return notes
+    finally:
+        tmp.unlink(missing_ok=True)
+    # Replacing would break hard links or hand the file to us: write through the same inode.
+    # Not atomic, but the verified backup already exists, so a torn write is recoverable.
+    _write_in_place(path, data, info)
     why = f"{info.st_nlink} hard links" if info.st_nlink > 1 else "an owner this user cannot give back"
-    return f"{path.name} has {why}; it was written in place (same inode) after the backup was verified"
+    return [*notes, f"{path.name} has {why}; it was written in place (same inode) after the backup was verified"]
 
 
 def _writable(path: Path, info: os.stat_result, allow_read_only: bool) -> None:
@@ -205,21 +205,21 @@ def backup_path(path: Path, now: datetime | None = None) -> Path:
     stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%S")
     candidate = path.with_name(f"{path.name}{BACKUP_TAG}{stamp}")
     n = 0
-    while candidate.exists() or candidate.is_symlink() or manifest_path(candidate).exists():
+    while candidate.exists() or candidate.is_symlink():
         n += 1
         candidate = path.with_name(f"{path.name}{BACKUP_TAG}{stamp}-{n}")
     return candidate
 
 
 def backups(path: Path) -> list[Path]:
-    """memtune backups of ``path`` (with or without manifest), oldest first; UTC stamps sort in time order."""
+    """The backups of ``path`` this user's journal lists and that still exist, oldest first."""
+    return [path.with_name(e.backup) for e in journal.entries(path) if path.with_name(e.backup).is_file()]
+
+
+def lookalikes(path: Path) -> list[Path]:
+    """Files beside ``path`` named like memtune backups (planted or recorded: the name proves nothing)."""
     pattern = re.compile(re.escape(path.name) + _BACKUP_RE)
-    found = []
-    for cand in path.parent.glob(f"{glob_escape(path.name)}{BACKUP_TAG}*"):
-        m = pattern.match(cand.name)
-        if m and not cand.is_symlink() and cand.is_file():
-            found.append(((m.group(1), int(m.group(2) or 0)), cand))
-    return [p for _, p in sorted(found)]
+    return sorted(c for c in path.parent.glob(f"{glob_escape(path.name)}{BACKUP_TAG}*") if pattern.match(c.name))
 
 
 def glob_escape(name: str) -> str:
@@ -228,35 +228,36 @@ def glob_escape(name: str) -> str:
 
 def replace_with_backup(path: Path, old: bytes, new: bytes, now: datetime | None = None,
                         allow_read_only: bool = False) -> tuple[Path, list[str]]:
-    """Back ``path`` up (verified, with manifest), then write ``new``; refuses when it no longer holds ``old``."""
-    notes: list[str] = []
+    """Back ``path`` up (verified, in the journal), then write ``new``; refuses when it no longer holds ``old``."""
     try:
         with locked(path):
             info = path.lstat()
             if stat.S_ISLNK(info.st_mode) or not stat.S_ISREG(info.st_mode):
                 raise UserError(f"{path}: is no longer a regular file; nothing changed")
-            if info.st_size != len(old) or path.read_bytes() != old:
+            if info.st_size != len(old) or read_capped(path, len(old), "file", info) != old:
                 raise UserError(f"{path}: changed since it was read; run apply again")
             _writable(path, info, allow_read_only)
+            recorded = journal.entries(path)
             backup = backup_path(path, now)
-            manifest = Manifest(path.name, len(old), sha256(old), len(new), sha256(new), stat.S_IMODE(info.st_mode))
-            tmp_backup = _write_temp(path.parent, f".{path.name}.memtune-backup-", old)
+            entry = Entry(backup.name, len(old), sha256(old), len(new), sha256(new),
+                          stat.S_IMODE(info.st_mode) & journal.PERMISSION_BITS)
+            tmp_backup, _ = _write_temp(path.parent, f".{path.name}.memtune-backup-", old, mode=0o600)
             try:
-                tmp_manifest = _write_temp(path.parent, f".{path.name}.memtune-manifest-", manifest.dump())
+                os.replace(tmp_backup, backup)
             except BaseException:
                 tmp_backup.unlink(missing_ok=True)
                 raise
-            os.replace(tmp_backup, backup)
-            os.replace(tmp_manifest, manifest_path(backup))  # the manifest last: a backup without one is incomplete
             _fsync_dir(path.parent)
             try:
-                note = _replace(path, new, info)
+                journal.save(path, [*recorded, entry], write_new)  # recorded before the target is touched
+                try:
+                    notes = _replace(path, new, info)
+                except BaseException:
+                    journal.save(path, recorded, write_new)
+                    raise
             except BaseException:
-                manifest_path(backup).unlink(missing_ok=True)
                 backup.unlink(missing_ok=True)
                 raise
-            if note:
-                notes.append(note)
     except OSError as exc:
         raise _os_error(path, exc, "write the change") from None
     return backup, notes
@@ -281,34 +282,37 @@ class Restore:
     backup: Path
     data: bytes
     current: bytes
-    manifest: Manifest
+    entry: Entry
+    earlier: tuple[Entry, ...]  # the journal's older records for this file
 
     @property
     def edited_since(self) -> bool:
-        return sha256(self.current) != self.manifest.written_sha256
+        return sha256(self.current) != self.entry.written_sha256
 
 
 def plan_restore(path: Path, cap: int) -> Restore:
-    """The newest backup, verified against its manifest; refuses planted, tampered or oversized ones."""
+    """The newest backup this user's journal records, verified; refuses planted, tampered or oversized ones."""
     if path.is_symlink():
         raise UserError(f"{path}: is a symbolic link; nothing restored")
     if path.exists() and not path.is_file():
         raise UserError(f"{path}: not a regular file; nothing restored")
-    found = backups(path)
-    if not found:
-        raise UserError(f"{path}: no memtune backup found beside it ({path.name}{BACKUP_TAG}*)")
-    backup = found[-1]
-    mpath = manifest_path(backup)
-    if not mpath.is_file() or mpath.is_symlink():
-        raise UserError(f"{backup}: has no manifest ({mpath.name}), so memtune did not finish writing it or did not "
-                        "write it; nothing restored (inspect it and copy it back by hand if it is yours)")
-    manifest = Manifest.parse(read_capped(mpath, MAX_MANIFEST_BYTES, "manifest"), mpath)
+    recorded = journal.entries(path)
+    if not recorded:
+        beside = lookalikes(path)
+        extra = (f"; the {len(beside)} file(s) beside it named like backups ({beside[-1].name}, ...) were not "
+                 "written by memtune as this user, so they are not restored" if beside else "")
+        raise UserError(f"{path}: no memtune backup found: this user's journal ({journal.state_dir()}) has no record "
+                        f"of apply writing it{extra}")
+    entry = recorded[-1]
+    backup = path.with_name(entry.backup)
+    if not backup.exists() and not backup.is_symlink():
+        raise UserError(f"{backup}: the backup memtune recorded is gone; nothing restored")
     data = read_capped(backup, cap, "backup")
-    if manifest.target != path.name or (len(data), sha256(data)) != (manifest.backup_size, manifest.backup_sha256):
-        raise UserError(f"{backup}: does not match its manifest (size or SHA-256 differs, or it belongs to "
-                        f"{manifest.target!r}); it was changed after apply wrote it; nothing restored")
+    if (len(data), sha256(data)) != (entry.backup_size, entry.backup_sha256):
+        raise UserError(f"{backup}: does not match what memtune recorded when it wrote it (size or SHA-256 "
+                        "differs): it was changed after apply; nothing restored")
     current = read_capped(path, cap, "file") if path.exists() else b""
-    return Restore(backup, data, current, manifest)
+    return Restore(backup, data, current, entry, tuple(recorded[:-1]))
 
 
 def restore(path: Path, cap: int, force: bool = False, allow_read_only: bool = False,
@@ -318,27 +322,23 @@ def restore(path: Path, cap: int, force: bool = False, allow_read_only: bool = F
     try:
         with locked(path):
             plan = plan_restore(path, cap)
-            if not path.exists():
-                info = None
-            else:
-                info = path.lstat()
+            info = None if not path.exists() else path.lstat()
+            if info is not None:
                 _writable(path, info, allow_read_only)
-            if plan.edited_since and path.exists():
+            if plan.edited_since and info is not None:
                 if not force:
-                    raise UserError(f"{path}: changed since memtune apply wrote it (SHA-256 differs from "
-                                    f"{manifest_path(plan.backup).name}); nothing restored. Pass --force to restore "
+                    raise UserError(f"{path}: changed since memtune apply wrote it (its SHA-256 differs from the "
+                                    "text apply recorded); nothing restored. Pass --force to restore "
                                     "anyway (your current text is saved beside it first)")
                 saved = _saved_path(path, now)
-                tmp = _write_temp(path.parent, f".{path.name}.memtune-saved-", plan.current)
+                tmp, _ = _write_temp(path.parent, f".{path.name}.memtune-saved-", plan.current, mode=0o600)
                 os.replace(tmp, saved)
                 notes.append(f"your edited {path.name} was saved as {saved.name}")
             if info is None:
-                write_new(path, plan.data, mode=plan.manifest.mode)
+                write_new(path, plan.data, mode=plan.entry.mode)
             else:
-                note = _replace(path, plan.data, info)
-                if note:
-                    notes.append(note)
-            manifest_path(plan.backup).unlink(missing_ok=True)
+                notes += _replace(path, plan.data, info)
+            journal.save(path, list(plan.earlier), write_new)
             plan.backup.unlink(missing_ok=True)
             _fsync_dir(path.parent)
     except OSError as exc:

@@ -1,9 +1,10 @@
 """``memtune apply FIX --to FILE`` and ``memtune rollback FILE``: show the diff; write only with --yes.
 
 Before writing, the file is copied to ``FILE.memtune-backup-<UTC YYYYmmddTHHMMSS>`` beside
-it with a manifest (``….manifest.json``: sizes and SHA-256 of the backup and of the text
-written); ``rollback`` puts the newest verified copy back byte for byte, and only while the
-file still holds what apply wrote (see actions/safewrite.py for the crash-safety rules).
+it and recorded (sizes and SHA-256 of the backup and of the text written) in a journal only
+the user running apply can write (actions/journal.py); ``rollback`` puts the newest recorded
+copy back byte for byte, and only while the file still holds what apply wrote (see
+actions/safewrite.py for the crash-safety rules).
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ ROLLBACK_EPILOG = """examples:
   memtune rollback launch.sh --yes --force   (also when launch.sh was edited after apply;
                                               the edited text is saved as launch.sh.memtune-saved-<stamp>)
 
-A backup whose manifest is missing or does not match (planted, tampered, truncated) is never restored.
+Only a backup that apply made as this user is restored: it is recorded, with its SHA-256, in
+~/.local/state/memtune/journal (mode 0700). Files
+beside FILE that merely look like backups (planted, tampered, truncated) are never restored,
+and set-id or sticky bits are never written.
 
 exit codes: 0 restored (or dry run), 2 refused."""
 
