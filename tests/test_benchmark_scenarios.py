@@ -117,8 +117,11 @@ def test_logs_cover_several_pytorch_message_formats_and_other_failure_texts(scen
 
 
 def test_configs_and_overrides_are_used(scenarios):
-    with_config = [s for s in scenarios if s.inputs.get("config")]
-    assert len(with_config) >= len(scenarios) // 2
+    """The development set exercises the config readers; later sets are real reports as their authors gave them,
+    most with no config at all, so they do not count here."""
+    dev = [s for s in scenarios if s.set == "dev"]
+    with_config = [s for s in dev if s.inputs.get("config")]
+    assert len(with_config) >= len(dev) // 2
     assert any(s.inputs.get("overrides") for s in scenarios)
     assert any(s.inputs.get("env") for s in scenarios)
 

@@ -82,6 +82,12 @@ def check_constraints(flat: Mapping[str, Any], kb: Knowledge) -> list[Violation]
     ]
 
 
+def _named_fixes(rule: Mapping[str, Any], flat: Mapping[str, Any], kb: Knowledge) -> list[str]:
+    """Fix ids the situation itself names for the rule (``fixes_named_by``: a setting the user took out)."""
+    known = kb.by_id.get("fixes", {})
+    return [f for fact in rule.get("fixes_named_by", []) for f in flat.get(fact) or [] if f in known]
+
+
 def _constraint_alternatives(rule: Mapping[str, Any], flat: Mapping[str, Any], kb: Knowledge) -> list[str]:
     """Fixes a constraint offers instead of the setting it forbids, for the constraints the rule points at."""
     out: list[str] = []
@@ -268,7 +274,8 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge, led: Any = None, ranking: s
         if fix.get("already_applied_when") and evaluate(fix["already_applied_when"], flat)
     ]
     tried = [f for f in flat.get("situation.tried") or [] if f not in applied and f in kb.by_id.get("fixes", {})]
-    rule_fixes = {rule["id"]: [*rule.get("fixes", []), *_constraint_alternatives(rule, flat, kb)]
+    rule_fixes = {rule["id"]: [*_named_fixes(rule, flat, kb), *rule.get("fixes", []),
+                               *_constraint_alternatives(rule, flat, kb)]
                   for _, rule in fired}
 
     avoid: dict[str, AvoidAdvice] = {}
@@ -285,8 +292,9 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge, led: Any = None, ranking: s
                 if fix_id in proposed:
                     avoid.setdefault(fix_id, AvoidAdvice(fix_id, con["id"], "constraint", con["message"]))
     for fix in kb.entries("fixes"):  # a fix the situation says cannot help here (fixes.yaml situation.rules_out)
-        if fix["id"] in proposed and fix_ruled_out(fix, flat):
-            avoid.setdefault(fix["id"], AvoidAdvice(fix["id"], fix["id"], "situation", fix["situation"]["why"]))
+        why = fix_ruled_out_why(fix, flat) if fix["id"] in proposed else None
+        if why is not None:
+            avoid.setdefault(fix["id"], AvoidAdvice(fix["id"], fix["id"], "situation", why))
 
     fixes: dict[str, FixAdvice] = {}
 
@@ -317,16 +325,37 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge, led: Any = None, ranking: s
     )
 
 
+GPU_FAILURE_KINDS = frozenset({"allocator", "nccl", "cuda", "cublas", "cudnn"})  # signatures.yaml kinds
+HOST_SIDE_COMPONENTS = frozenset({"phase-transients"})  # what a load or save holds can be host RAM as well
+
+
+def host_memory_only(flat: Mapping[str, Any]) -> str | None:
+    """The facts that say host RAM ran out while no GPU allocation failed (None when they do not)."""
+    if set(flat.get("log.kinds") or []) & GPU_FAILURE_KINDS:
+        return None
+    if flat.get("log.host_oom"):
+        return "log.host_oom=True, no GPU memory failure in the log"
+    if flat.get("situation.process") == "host":
+        return "situation.process=host, no GPU memory failure in the log"
+    return None
+
+
 def ruled_out_causes(flat: Mapping[str, Any], kb: Knowledge) -> dict[str, str]:
     """Causes the situation contradicts (causes.yaml situation.rules_out), with the facts that do it.
 
     A log whose failure is a crash with no memory signal on any rank rules out every cause that explains memory
-    (a ledger component): there is no shortage for it to explain."""
+    (a ledger component): there is no shortage for it to explain.  Host RAM that ran out, with no GPU memory
+    failure anywhere, rules out every cause that explains GPU memory; a load's or save's transients stay (they
+    live in host RAM too)."""
     out = {}
     no_memory = (flat.get("log.crash") and not flat.get("log.has_memory_failure") and not flat.get("log.host_oom"))
+    host_only = host_memory_only(flat)
     for cause in kb.entries("causes"):
         if no_memory and cause.get("explains"):
             out[cause["id"]] = "log.crash=True, log.has_memory_failure=False"
+            continue
+        if host_only and set(cause.get("explains") or []) - HOST_SIDE_COMPONENTS:
+            out[cause["id"]] = host_only
             continue
         cond = (cause.get("situation") or {}).get("rules_out")
         if cond and evaluate(cond, flat):
@@ -463,7 +492,7 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
     fixes = [FixAdvice(a.id, i + 1, a.rules) for i, (_, a) in enumerate(kept)]
     ranked = replace(diag, fixes=fixes, avoid=avoid, ledger=led, simulations=dict(sims))
     ranked.candidates = thin_evidence_candidates(ranked, kb)
-    nothing = not ranked.causes and bool(diag.facts.get("question.provided")) and not diag.facts.get("log.provided")
+    nothing = not ranked.causes  # no rule matched anything given: an answer still says what to check first
     if (ranked.generic_only or nothing) and not diag.facts.get("log.requested_bytes"):
         ranked = _check_first(ranked, kb)
     return ranked
@@ -477,10 +506,18 @@ def cause_fixes(cause_id: str, kb: Knowledge) -> list[str]:
         f for r in kb.entries("rules") if r["cause"] == cause_id and not r.get("fallback") for f in r.get("fixes", [])))
 
 
+def fix_ruled_out_why(fix: Mapping[str, Any], flat: Mapping[str, Any]) -> Mapping[str, str] | None:
+    """Why the situation says this fix cannot help here (fixes.yaml situation.rules_out, then each of
+    situation.also), None when nothing rules it out."""
+    sit = fix.get("situation") or {}
+    for case in (sit, *sit.get("also", ())):
+        if case.get("rules_out") and evaluate(case["rules_out"], flat):
+            return case["why"]
+    return None
+
+
 def fix_ruled_out(fix: Mapping[str, Any], flat: Mapping[str, Any]) -> bool:
-    """The situation says this fix cannot help here (fixes.yaml situation.rules_out)."""
-    useless = (fix.get("situation") or {}).get("rules_out")
-    return bool(useless) and evaluate(useless, flat)
+    return fix_ruled_out_why(fix, flat) is not None
 
 
 def candidate_fix(cause_id: str, kb: Knowledge, flat: Mapping[str, Any]) -> str | None:

@@ -42,6 +42,7 @@ class OomEvent:
     phase: str | None = None  # training phase read from the traceback / progress lines
     weak: bool = False  # consistent with memory exhaustion but with other common causes
     frames: list[str] = field(default_factory=list)  # its traceback, outermost first: "function code-line"
+    entry: str | None = None  # the file of its traceback's '<module>' frame: the program that was running
 
 
 @dataclass
@@ -112,6 +113,7 @@ class LogFacts:
     first_error_rank: int | None = None
     snapshot_path: str | None = None  # memory snapshot Bridge dumped on OOM
     frames: list[str] = field(default_factory=list)  # traceback of the primary failure: "function code-line"
+    entry_script: str | None = None  # the program that traceback starts in (its '<module>' frame's file)
     report_series: list[tuple[int, float]] = field(default_factory=list)  # (iteration, allocated) of one rank
 
 

@@ -339,7 +339,9 @@ def _reference_problems(kb: Knowledge) -> list[str]:
             if comp["fix"] not in fixes:
                 problems.append(f"{where}: companion names unknown fix {comp['fix']!r}")
             check_facts(where, comp["when"])
-        check_facts(where, (fix.get("situation") or {}).get("rules_out"))
+        sit = fix.get("situation") or {}
+        for case in (sit, *sit.get("also", ())):
+            check_facts(where, case.get("rules_out"))
         check_facts(where, fix.get("simulated_when"))
         check_facts(where, (fix.get("shrinks_request") or {}).get("when"))
         for ref in fix.get("measurements", []):

@@ -213,6 +213,7 @@ def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any
         "changed": [r.value for r in sit.changed],
         "tried": [r.value for r in sit.tried],
         "no_effect": [r.value for r in sit.no_effect],
+        "removed": [r.value for r in sit.removed],
         "ruled_out": ruled,
         "candidates": _candidates(diag, kb, lang),
     }

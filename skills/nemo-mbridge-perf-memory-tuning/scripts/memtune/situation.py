@@ -74,6 +74,7 @@ class Situation:
     changed: list[Reading] = field(default_factory=list)  # fix ids, or "stack" for a version / container change
     tried: list[Reading] = field(default_factory=list)  # fix ids the user says they tried
     no_effect: list[Reading] = field(default_factory=list)  # tried (or changed) and it did nothing, or made it worse
+    removed: list[Reading] = field(default_factory=list)  # memory settings the user turned off or took out
     figures: list[tuple[str, str | None]] = field(default_factory=list)  # memory figures the user quotes, as typed
     waste_bytes: float | None = None  # the largest memory held outside live tensors that the evidence states
     capacity_bytes: float | None = None  # the failing GPU's usable capacity (OOM message, else the GPU named)
@@ -102,6 +103,7 @@ class Situation:
         out["situation.changed"] = [r.value for r in self.changed]
         out["situation.tried"] = [r.value for r in self.tried]
         out["situation.no_effect"] = [r.value for r in self.no_effect]
+        out["situation.removed"] = [r.value for r in self.removed]
         out["situation.read"] = [name for name, reading in self.readings().items()
                                  if reading is not None and reading.source != "words"]
         return out
@@ -137,11 +139,11 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
                      or _one("frameworks", clauses, words, failing_only=False))
     sit.components = ([Reading(c, [Clue(f"--component {c}", "agent")]) for c in stated.component]
                       or _all("components", clauses, words))
-    sit.changed, sit.tried, sit.no_effect = _changes(_sentences(text), kb, words)
+    sit.changed, sit.tried, sit.no_effect, sit.removed = _changes(_sentences(text), kb, words)
     if stated.changed:  # what the agent read wins; the user's own sentences add what it did not state
         agent = _changes(_sentences(" ; ".join(stated.changed)), kb, words, agent=True)
-        own = (sit.changed, sit.tried, sit.no_effect)
-        sit.changed, sit.tried, sit.no_effect = (_merge(a, b) for a, b in zip(agent, own, strict=True))
+        own = (sit.changed, sit.tried, sit.no_effect, sit.removed)
+        sit.changed, sit.tried, sit.no_effect, sit.removed = (_merge(a, b) for a, b in zip(agent, own, strict=True))
     sit.figures = _figures(facts)
     sit.waste_bytes, sit.waste_share = _waste(facts)
     sit.waste_source = None if sit.waste_bytes is None else (
@@ -363,8 +365,12 @@ def _gib(value: float) -> str:
 
 
 def _phase_from_log(facts: Facts, words: _Words, log_text: str | None) -> Reading | None:
-    """The failing traceback's frames (most specific phase first), else the parser's phase, else frame names in a
-    pasted log."""
+    """The program the traceback starts in (a converter is a conversion throughout), else the failing traceback's
+    frames (most specific phase first), else the parser's phase, else frame names in a pasted log."""
+    entry = [_script_name(facts.log.entry_script)] if facts.log.entry_script else []
+    by_script = words.script_phase(entry + _entry_scripts(log_text or ""))
+    if by_script:
+        return Reading(by_script[0], [Clue(f"the traceback starts in {by_script[1]}", "log")])
     frames = facts.log.frames
     if frames:
         # the functions on the stack, and the code of the innermost line (the call that failed, in a cut excerpt);
@@ -385,6 +391,20 @@ def _phase_from_log(facts: Facts, words: _Words, log_text: str | None) -> Readin
 
 # Where a pasted trace names a function: 'File "...", line N, in NAME', '-> NAME (file.py:12)', '  at NAME('.
 _FRAME_NAME = re.compile(r"(?:, in |(?:->|→|=>)\s*|^\s*at\s+)([A-Za-z_][\w.]*)", re.M)
+
+
+# The program a Python traceback starts in: its '<module>' frame.
+_ENTRY_FRAME = re.compile(r'File "([^"\n]{1,400})", line \d+, in <module>')
+
+
+def _script_name(path: str) -> str:
+    """``/work/tools/hf2mcore_qwen.py`` -> ``hf2mcore_qwen``."""
+    return path.replace("\\", "/").rsplit("/", 1)[-1].rsplit(".", 1)[0].lower()
+
+
+def _entry_scripts(text: str) -> list[str]:
+    """File names (without folder or suffix, lower case) of the programs the pasted tracebacks start in."""
+    return [_script_name(m.group(1)) for m in _ENTRY_FRAME.finditer(text)]
 
 
 def _frame_names(text: str) -> list[str]:
@@ -459,12 +479,14 @@ class _Words:
 
     lists: dict[str, list[tuple[str, _Literals]]]
     frames: list[tuple[str, frozenset[str], tuple[str, ...]]]  # (phase, frame names, unless) in priority order
+    scripts: list[tuple[str, tuple[str, ...]]]  # (phase, name parts of its programs) in priority order
     log_phase: dict[str, str]  # parser phase -> situation phase
     failure: _Literals
     gpu_memory: _Literals
     changed: _Literals
     tried: _Literals
     no_effect: _Literals
+    removed: _Literals
     worked_before: _Literals
     expected_release: _Literals
     versions: _Literals
@@ -472,6 +494,14 @@ class _Words:
     @staticmethod
     def of(kb: Knowledge) -> _Words:
         return kb.memo("situation-words", _compile)
+
+    def script_phase(self, scripts: list[str]) -> tuple[str, str] | None:
+        """The phase a program is from start to end, by its file name (``hf2mcore_qwen2.py``: a conversion)."""
+        for phase, parts in self.scripts:
+            for script in scripts:
+                if any(part in script for part in parts):
+                    return phase, f"{script}.py"
+        return None
 
     def frame_phase(self, text: str, context: str | None = None) -> tuple[str, str] | None:
         """The most telling phase whose frame names ``text`` holds, unless ``context`` (default: the same text)
@@ -496,12 +526,14 @@ def _compile(kb: Knowledge) -> _Words:
     order = table.get("phase_priority") or list(phases)
     frames = [(pid, frozenset(phases[pid]["frames"]), tuple(phases[pid].get("unless") or ()))
               for pid in order if phases.get(pid, {}).get("frames")]
+    scripts = [(pid, tuple(phases[pid]["scripts"])) for pid in order if phases.get(pid, {}).get("scripts")]
     log_phase = {lp: e["id"] for e in phases.values() for lp in e.get("log_phases") or []}
     changes = table.get("changes") or {}
-    return _Words(lists, frames, log_phase, _Literals(_both(table.get("failure_words"))),
+    return _Words(lists, frames, scripts, log_phase, _Literals(_both(table.get("failure_words"))),
                   _Literals(_both(table.get("gpu_memory_words"))), _Literals(_both(changes.get("changed"))),
                   _Literals(_both(changes.get("tried"))),
-                  _Literals(_both(changes.get("no_effect"))), _Literals(_both(changes.get("worked_before"))),
+                  _Literals(_both(changes.get("no_effect"))), _Literals(_both(changes.get("removed"))),
+                  _Literals(_both(changes.get("worked_before"))),
                   _Literals(_both(changes.get("expected_release"))),
                   _Literals(_both(changes.get("versions"))))
 
@@ -616,29 +648,39 @@ def _merge(first: list[Reading], then: list[Reading]) -> list[Reading]:
     return [*first, *(r for r in then if r.value not in seen)]
 
 
+# An environment variable's name ("CUDA_VISIBLE_DEVICES") is a setting, not a version of CUDA.
+_ENV_NAME = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
+
+
 def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = False
-             ) -> tuple[list[Reading], list[Reading], list[Reading]]:
-    """Settings named in a clause that says they were changed, tried, or did nothing; a version word in a changed
-    clause says the software stack moved."""
+             ) -> tuple[list[Reading], list[Reading], list[Reading], list[Reading]]:
+    """Settings named in a clause that says they were changed, tried, did nothing, or were taken out; a version
+    word in a changed clause says the software stack moved.  A setting the user took out is not one they tried:
+    it is what held the memory down before, and the first thing to put back."""
     changed: dict[str, Reading] = {}
     tried: dict[str, Reading] = {}
     no_effect: dict[str, Reading] = {}
+    removed: dict[str, Reading] = {}
     source = "agent" if agent else "words"
     for clause in clauses:
-        is_change, is_try, useless = (bool(rx.search(clause)) for rx in (words.changed, words.tried, words.no_effect))
-        if not (is_change or is_try or useless):
+        is_change, is_try, useless, took_out = (bool(rx.search(clause)) for rx in (
+            words.changed, words.tried, words.no_effect, words.removed))
+        if not (is_change or is_try or useless or took_out):
             continue
         quote = clause.strip()[:120]
         from .recognize import fix_recognizer  # only where a sentence says something was changed or tried
 
         for fix_id in dict.fromkeys(m.ident for m in fix_recognizer(kb).find(clause)):
             reading = Reading(fix_id, [Clue(f"“{quote}”", source)])
+            if took_out:
+                removed.setdefault(fix_id, reading)
+                continue
             if is_try or useless:
                 tried.setdefault(fix_id, reading)
             else:
                 changed.setdefault(fix_id, reading)
             if useless:
                 no_effect.setdefault(fix_id, reading)
-        if is_change and words.versions.search(clause):
+        if is_change and words.versions.search(_ENV_NAME.sub(" ", clause)):
             changed.setdefault("stack", Reading("stack", [Clue(f"“{quote}”", source)]))
-    return list(changed.values()), list(tried.values()), list(no_effect.values())
+    return list(changed.values()), list(tried.values()), list(no_effect.values()), list(removed.values())

@@ -58,7 +58,7 @@ def add_situation_arguments(parser: argparse.ArgumentParser) -> None:
         group.add_argument(flag, dest=f"situation_{dest}", action="append" if dest == "component" else "store",
                            metavar="NAME", help=what)
     group.add_argument("--changed", dest="situation_changed", action="append", default=[], metavar="TEXT",
-                       help="what the user changed, upgraded or already tried, in their words (repeatable)")
+                       help="what the user changed, upgraded, took out or already tried, in their words (repeatable)")
 
 
 def situation_epilog() -> str:

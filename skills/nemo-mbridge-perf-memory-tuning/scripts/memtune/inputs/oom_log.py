@@ -487,6 +487,13 @@ class _Traceback:
     expect_code: bool = False
 
 
+def _entry(tb: _Traceback) -> str | None:
+    """The file of the traceback's outermost frame when it is a program's top level ('<module>')."""
+    if tb.frames and tb.frames[0][0] == "<module>":
+        return tb.frames[0][1]
+    return None
+
+
 @dataclass
 class _Block:
     """An allocator message being joined from the lines a logger wrapped it over."""
@@ -498,6 +505,7 @@ class _Block:
     parts: list[str]
     skipped: int = 0
     frames: list[str] = field(default_factory=list)
+    entry: str | None = None
 
     def variants(self) -> list[str]:
         joined = ["".join(self.parts)]
@@ -662,7 +670,7 @@ class _Scanner:
         if not present.isdisjoint(p.alloc_triggers) and p.alloc_start.search(text):
             effective = rank if rank is not None else self._hint()
             self.pending = _Block(self.lineno, effective, rank, self._phase_for(rank), [text],
-                                  frames=self._open_frames(rank))
+                                  frames=self._open_frames(rank), entry=self._open_entry(rank))
             if p.alloc_end.search(text):
                 self._finish_block()
             return True
@@ -673,6 +681,7 @@ class _Scanner:
                 if m:
                     event = self._event(sig, m, text, rank, self.lineno, self._phase_for(rank))
                     event.frames = self._open_frames(rank)
+                    event.entry = self._open_entry(rank)
                     self._add(event)
                     hit = hit or sig.kind in p.memory_kinds or sig.kind == "timeout"
         return hit
@@ -701,7 +710,7 @@ class _Scanner:
                         end = self.p.alloc_end.search(text, m.end())
                         shown = text[: end.end()] if end else text[: m.end()] if not sig.fallback else text
                         event = self._event(sig, m, shown, block.rank, block.line, block.phase, text)
-                        event.frames = block.frames
+                        event.frames, event.entry = block.frames, block.entry
                         self._add(event)
                         return
 
@@ -886,18 +895,22 @@ class _Scanner:
         tb = self.tracebacks.get(rank)
         return self._frame_texts(tb) if tb is not None else []
 
+    def _open_entry(self, rank: int | None) -> str | None:
+        tb = self.tracebacks.get(rank)
+        return _entry(tb) if tb is not None else None
+
     def _frame_texts(self, tb: _Traceback) -> list[str]:
         return [f"{func or ''} {code or ''}".strip() for func, _, code in tb.frames][-self.prm["frames_kept"]:]
 
     def _attach_frames(self, rank: int | None, tb: _Traceback) -> None:
         """The traceback that printed a failure says where it failed (situation.py reads its frames)."""
-        frames = self._frame_texts(tb)
+        frames, entry = self._frame_texts(tb), _entry(tb)
         oldest = self.lineno - self.prm["phase_backfill_lines"]
         for ev in reversed(self.events):
             if ev.line < oldest:
                 break
             if not ev.frames and (rank is None or ev.rank in (rank, None)):
-                ev.frames = frames
+                ev.frames, ev.entry = frames, entry
 
     # -- result --------------------------------------------------------------
 
@@ -1022,6 +1035,7 @@ def _assemble(scanner: _Scanner, events: list[OomEvent]) -> LogFacts:
     facts.snapshot_path = scanner.snapshot_path
     facts.report_series = list(scanner.series)
     facts.frames = next((e.frames for e in [primary, *first[:1]] if e is not None and e.frames), [])
+    facts.entry_script = next((e.entry for e in [primary, *first[:1]] if e is not None and e.entry), None)
     facts.memory_reports = sorted(scanner.reports.values(), key=lambda r: (r.rank is None, r.rank or 0))
     facts.theoretical_bytes = dict(scanner.theoretical)
     facts.env.update(scanner.exports)
