@@ -7,6 +7,7 @@ command prints, in which encoding and how its JSON is laid out, is decided once.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -14,8 +15,26 @@ from typing import Any
 
 
 def json_text(doc: Any) -> str:
-    """Every command's JSON: indented, UTF-8 text kept as is (zh labels), dataclasses already turned to dicts."""
-    return json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n"
+    """Every command's JSON: indented, UTF-8 text kept as is (zh labels), dataclasses already turned to dicts.
+
+    Strict JSON only (``allow_nan=False``): NaN or Infinity would be refused by the parsers that read the answer.
+    The readers refuse non-finite figures, so one reaching here is a bug; the error names where it sits."""
+    try:
+        return json.dumps(doc, indent=2, ensure_ascii=False, default=str, allow_nan=False) + "\n"
+    except ValueError:
+        raise ValueError(f"non-finite number at {non_finite_at(doc)} in the JSON answer") from None
+
+
+def non_finite_at(doc: Any, where: str = "$") -> str | None:
+    """The path (``$.a[3].b``) of the first NaN or infinity in ``doc``, or None."""
+    if isinstance(doc, float) and not math.isfinite(doc):
+        return where
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, (list, tuple)) else ()
+    for key, value in items:
+        found = non_finite_at(value, f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}")
+        if found:
+            return found
+    return None
 
 
 def emit(text: str) -> None:
