@@ -89,7 +89,7 @@ def build(diag: Diagnosis, flat: Mapping[str, Any], kb: Knowledge, lang: str = "
     avoid = [{
         "id": item.id,
         "title": kb.get("fixes", item.id)["title"][lang],
-        "reason": fill(item.reason[lang], flat),
+        "reason": fill(item.reason[lang], flat, quote=True),
         "source": item.source,
         "source_kind": item.source_kind,
     } for item in diag.avoid]
@@ -99,7 +99,7 @@ def build(diag: Diagnosis, flat: Mapping[str, Any], kb: Knowledge, lang: str = "
         violations.append({
             "id": v.id,
             "title": con["title"][lang],
-            "message": fill(con["message"][lang], flat),
+            "message": fill(con["message"][lang], flat, quote=True),
             "upstream_error": con.get("upstream_error"),
             "raised_at": con.get("raised_at"),
         })
@@ -146,7 +146,7 @@ def _framework_lines(fix: Mapping[str, Any], flat: Mapping[str, Any]) -> list[st
 def _evidence(rule_id: str, rules: Mapping[str, Any], kb: Knowledge, cause: Mapping[str, Any], diag: Diagnosis,
               flat: Mapping[str, Any], lang: str) -> str:
     """One rule's evidence sentence; a cause the situation alone supports quotes the clues it rests on."""
-    text = fill(_explain(rules, rule_id, kb)[lang], flat)
+    text = fill(_explain(rules, rule_id, kb)[lang], flat, quote=True)
     if not rule_id.startswith("situation-") or diag.situation is None:
         return text
     cond = (cause.get("situation") or {}).get("supports") or {}

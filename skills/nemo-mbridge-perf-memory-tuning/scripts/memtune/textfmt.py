@@ -35,16 +35,47 @@ def human(value: Any, unit: str | None) -> str:
     return str(value)
 
 
-def fill(template: str, facts: Mapping[str, Any]) -> str:
-    """``{name|filter:default}``: the default (e.g. ``<2 x current PP>``) stands in for an unknown fact."""
+def fill(template: str, facts: Mapping[str, Any], quote: bool = False) -> str:
+    """``{name|filter:default}``: the default (e.g. ``<2 x current PP>``) stands in for an unknown fact.
+
+    ``quote`` (prose, not command lines): a text value - a log's error line, a file name, a config string - is
+    set as a Markdown code span, so raw HTML or Markdown in an input is shown as written, never rendered."""
 
     def one(m: re.Match[str]) -> str:
         value = facts.get(m.group(1))
         if value is None and m.group(3) is not None:
             return m.group(3)
+        if quote and isinstance(value, str):
+            return code_span(value)
+        if quote and m.group(2) == "list" and isinstance(value, (list, tuple)):
+            return ", ".join(code_span(str(v)) for v in value)
         return human(value, m.group(2))
 
     return _PLACEHOLDER.sub(one, template)
+
+
+def code_span(text: str) -> str:
+    """``text`` as one CommonMark code span: on one line, fenced by more backticks than it holds in a row, padded
+    where it starts or ends with a backtick (or with spaces, which a span would strip)."""
+    flat = " ".join(text.split("\n")).replace("\r", " ")
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", flat)), default=0) + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") or (flat.startswith(" ") and flat.endswith(" ")) else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
+
+
+def code_ranges(text: str) -> list[tuple[int, int]]:
+    """Where the code spans of ``text`` lie: a run of n backticks up to the next run of exactly n."""
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    while (start := text.find("`", pos)) >= 0:
+        run = len(text[start:]) - len(text[start:].lstrip("`"))
+        close = re.compile(rf"(?<!`)`{{{run}}}(?!`)").search(text, start + run)
+        if close is None:
+            pos = start + run  # an unmatched run is literal backticks
+            continue
+        spans.append((start, close.end()))
+        pos = close.end()
+    return spans
 
 
 def brief(value: Any) -> str:

@@ -8,11 +8,13 @@ lays the result out.
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
 from .. import knowledge
 from ..errors import UserError
+from ..textfmt import brief as _brief
 from . import argtypes, htmlopt
 
 EPILOG = """kinds (detected from the file name, else its first bytes):
@@ -171,6 +173,18 @@ def _snapshots(args: argparse.Namespace, tolerance: Any) -> Any:
     from ..compare.snapshots import compare_snapshots, parse_at
     from ..inputs.snapshot_trace import load_trace
 
-    at = parse_at(args.at) if args.at else None
+    at = parse_at(_at_text(args.at)) if args.at else None
     return compare_snapshots(load_trace(args.a), load_trace(args.b), tolerance, at=at, top=args.top,
                              labels=(str(args.a), str(args.b)))
+
+
+_MAX_AT_DIGITS = 19  # 10**19 us is 300,000 years of trace, and no run has that many optimizer steps
+
+
+def _at_text(text: str) -> str:
+    """``--at`` with no number longer than any trace: int() of a 5,000-digit one raised past the 4,300-digit limit."""
+    longest = max((len(run) for run in re.findall(r"\d+", text)), default=0)
+    if longest > _MAX_AT_DIGITS:
+        raise UserError(f"--at {_brief(text)}: a {longest}-digit number is past any trace "
+                        f"(at most {_MAX_AT_DIGITS} digits)")
+    return text

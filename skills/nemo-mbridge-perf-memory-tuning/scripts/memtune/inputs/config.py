@@ -99,7 +99,23 @@ _TORCH_DTYPES = {"float32": "fp32", "float": "fp32", "bfloat16": "bf16", "float1
                  "uint8": "uint8", "float8_e4m3fn": "fp8"}
 # Enums Bridge dumps as constructor calls ({_target_: ...AttnBackend, _args_: [5]}); values from
 # megatron/core/transformer/enums.py @d98e8a64.
-_ENUMS = {"AttnBackend": {1: "flash", 2: "fused", 3: "unfused", 4: "local", 5: "auto"}}
+_ENUMS = {"AttnBackend": {1: "flash", 2: "fused", 3: "unfused", 4: "local", 5: "auto"},
+          "CudaGraphModule": {1: "attn", 2: "mlp", 3: "moe", 4: "moe_router", 5: "moe_preprocess", 6: "mamba"},
+          "CudaGraphScope": {1: "full_iteration", 2: "attn", 3: "mlp", 4: "moe", 5: "moe_router",
+                             6: "moe_preprocess", 7: "mamba", 8: "full_iteration_inference"}}
+# Settings Megatron-Core takes from a closed set and refuses otherwise (TransformerConfig.__post_init__, the
+# Fp8Recipe enum, CudaGraphModule[name] in cuda_graph_config.normalize_cuda_graph_modules; megatron/core @d98e8a64):
+# an estimate for a value Megatron-Core would refuse at startup describes no run.  Compared exactly, as there.
+ALLOWED_VALUES: dict[str, tuple[str, ...]] = {
+    "recompute_granularity": ("full", "selective"),
+    "recompute_method": ("uniform", "block"),
+    "cuda_graph_impl": ("none", "local", "transformer_engine", "full_iteration"),
+    "cuda_graph_scope": ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba",
+                         "full", "full_iteration", "full_iteration_inference"),  # the last three deprecated
+    "fp8": ("e4m3", "hybrid"),
+    "fp8_recipe": ("delayed", "tensorwise", "mxfp8", "blockwise", "custom"),
+    "fp4": ("e2m1",),
+}
 
 
 def _where(path: str | None, line: int | None, key: str) -> str:
@@ -253,7 +269,7 @@ def coerce(name: str, value: Any, where: str) -> Any:
     if name == "moe_layer_freq":
         return layer_freq(value)
     if name == "cuda_graph_scope":
-        return _graph_scope(value)
+        return _graph_scope(value, where)
     if name == "pipeline_model_parallel_layout" and isinstance(value, list):
         value = _layout_text(value)
     if name == "pipeline_model_parallel_layout" and isinstance(value, str) and _layout_chars(value) > _MAX_EXPANDED:
@@ -277,7 +293,7 @@ def coerce(name: str, value: Any, where: str) -> Any:
             return None
         if isinstance(value, (Mapping, list)):
             raise UserError(f"{where}: expected a single value, got {value!r}")
-        return str(value)
+        return _allowed(name, str(value), where)
     if kind == "list":
         if isinstance(value, str):
             return coerce_list(value)
@@ -332,10 +348,28 @@ def as_bool(value: Any, where: str) -> bool:
     raise UserError(f"{where}: expected true or false, got {value!r}")
 
 
-def _graph_scope(value: Any) -> list[str]:
-    """MCore cuda_graph_modules: "full" (deprecated) and an empty list both mean the whole layer."""
+def _allowed(name: str, value: str, where: str) -> str:
+    """``value``, or a UserError naming the values Megatron-Core accepts for ``name`` (ALLOWED_VALUES)."""
+    allowed = ALLOWED_VALUES.get(name)
+    if allowed is not None and value not in allowed:
+        raise UserError(f"{where}: {_brief(value)} is not one of {', '.join(allowed)} "
+                        "(Megatron-Core refuses any other value)")
+    return value
+
+
+def _graph_scope(value: Any, where: str) -> list[str]:
+    """MCore cuda_graph_modules: "full" (deprecated) and an empty list both mean the whole layer.
+
+    A name may carry its enum's class (``CudaGraphScope.attn``); a dumped object memtune cannot name is kept
+    unchecked, as before."""
     items = value if isinstance(value, (list, tuple)) else coerce_list(value)
-    names = [str(_object_value(v)).split(".")[-1].lower() for v in items]
+    names = []
+    for item in items:
+        named = _object_value(item)
+        text = str(named).split(".")[-1].lower()
+        if named is not None and text:
+            _allowed("cuda_graph_scope", text, where)
+        names.append(text)
     return [n for n in names if n and n != "full"]
 
 

@@ -33,7 +33,10 @@ def read_memory_steps(path: str | Path, kb: Knowledge) -> list[MemoryReport]:
         for lineno, line in enumerate(fh, 1):
             if not any(t in line for t in triggers):
                 continue
-            out.extend(reports_in_line(line.rstrip("\r\n"), lineno, patterns))
+            try:
+                out.extend(reports_in_line(line.rstrip("\r\n"), lineno, patterns))
+            except ValueError as exc:  # a figure past any size (units.OutOfRange), or int() of > 4300 digits
+                raise UserError(f"{path}:{lineno}: cannot read this line ({str(exc).split(';')[0]})") from None
             if len(out) >= MAX_REPORTS:
                 break
     return out

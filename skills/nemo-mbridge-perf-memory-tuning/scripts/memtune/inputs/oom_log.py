@@ -32,7 +32,7 @@ from typing import IO, Any
 from ..errors import UserError
 from ..facts import LogFacts, MemoryReport, OomEvent
 from ..knowledge import Knowledge, KnowledgeError
-from .units import parse_size, unit_factor
+from .units import OutOfRange, checked, parse_size, unit_factor
 
 # Named regex groups that carry a size; the group name plus "_bytes" is the OomEvent field.
 SIZE_GROUPS = frozenset(
@@ -348,8 +348,11 @@ def report_pairs(sig: Signature, text: str | None) -> dict[str, float]:
         unit = spec.get("unit") or (sig.pair_units.get(printed) if printed else None) or sig.number_unit
         if printed and unit is None:
             continue  # a unit the table does not map: better no number than a wrong one
+        raw = pair.group("value")
         try:
-            value = parse_size(pair.group("value"), unit) if unit else float(pair.group("value"))
+            value = parse_size(raw, unit) if unit else checked(float(raw), raw)
+        except OutOfRange:
+            raise  # a corrupt figure: refused with its line (parse_log / read_memory_steps), never a wrong number
         except ValueError:
             continue
         values[spec["field"]] = values.get(spec["field"], 0.0) + value
@@ -364,13 +367,26 @@ def parse_log(source: str | Path | Iterable[str], kb: Knowledge) -> LogFacts:
     """
     scanner = _Scanner(compile_signatures(kb))
     if isinstance(source, (str, Path)) and not (isinstance(source, str) and "\n" in source):
+        name = str(source)
         with _open_log(Path(source) if str(source) != "-" else None) as fh:
-            _scan_chunks(iter(partial(fh.read, _CHUNK_CHARS), ""), scanner, str(source))
+            _scan_chunks(iter(partial(fh.read, _CHUNK_CHARS), ""), scanner, name)
     elif isinstance(source, str):
-        _scan_chunks((source[i : i + _CHUNK_CHARS] for i in range(0, len(source), _CHUNK_CHARS)), scanner, "<text>")
+        name = "<text>"
+        _scan_chunks((source[i : i + _CHUNK_CHARS] for i in range(0, len(source), _CHUNK_CHARS)), scanner, name)
     else:
-        _scan_chunks(_batched_lines(source), scanner, "<lines>")
-    return scanner.finish()
+        name = "<lines>"
+        _scan_chunks(_batched_lines(source), scanner, name)
+    try:
+        return scanner.finish()  # the last block's message is read here
+    except ValueError as exc:
+        raise _unreadable(name, scanner.lineno, exc) from None
+
+
+def _unreadable(name: str, lineno: int, exc: ValueError) -> UserError:
+    """A line no real log has: int() of a digit run past Python's 4300-digit limit, or a figure past any size
+    (units.OutOfRange, which knows the first line of the message it was read from)."""
+    line = getattr(exc, "line", None) or lineno
+    return UserError(f"{name}:{line}: cannot read this line ({str(exc).split(';')[0]})")
 
 
 def _batched_lines(lines: Iterable[str]) -> Iterator[str]:
@@ -473,8 +489,8 @@ def _scan_chunks(chunks: Iterator[str], scanner: _Scanner, name: str) -> None:
             scanner.feed(buf)
     except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
         raise UserError(f"{name}: cannot read log ({exc})") from None
-    except ValueError as exc:  # int() of a digit run past Python's 4300-digit limit
-        raise UserError(f"{name}:{scanner.lineno}: cannot read this line ({str(exc).split(';')[0]})") from None
+    except ValueError as exc:
+        raise _unreadable(name, scanner.lineno, exc) from None
 
 
 # --------------------------------------------------------------------------- scanner state
@@ -762,7 +778,11 @@ class _Scanner:
 
     def _event(self, sig: Signature, m: re.Match[str], shown: str, rank: int | None, line: int,
                phase: str | None, full: str | None = None) -> OomEvent:
-        numbers, msg_rank = self._numbers(sig, m, full if full is not None else shown)
+        try:
+            numbers, msg_rank = self._numbers(sig, m, full if full is not None else shown)
+        except OutOfRange as exc:
+            exc.line = line  # a message block is read after its last line: name the line it starts on
+            raise
         if rank is None:
             rank = msg_rank if msg_rank is not None else self._hint()
         return OomEvent(signature=sig.id, kind=sig.kind, line=line, text=self._clip(shown.strip()), rank=rank,

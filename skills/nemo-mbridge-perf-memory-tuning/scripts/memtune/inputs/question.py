@@ -11,6 +11,7 @@ and the layout words of vocabulary.yaml layout_words.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
@@ -273,7 +274,7 @@ def _raw_figures(text: str, mem: Mapping[str, Any], units: Mapping[str, float]) 
                 start, end = h.end() + f.start("v"), h.end() + f.end("v")
                 if not any(start < e and s < end for s, e, _, _ in out):
                     out.append((start, end, float(f.group("v")), unit))
-    return sorted(out)
+    return sorted(f for f in out if math.isfinite(f[2]))  # like an absurd digit run: no figure, not Infinity
 
 
 def _memory_figures(text: str, vocab: Mapping[str, Any], words: Mapping[str, str]) -> list[dict[str, Any]]:

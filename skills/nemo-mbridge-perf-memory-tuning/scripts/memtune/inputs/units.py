@@ -38,4 +38,26 @@ def parse_size(text: str, default_unit: str | None = None) -> float:
     if not match:
         raise ValueError(f"not a size: {text!r}")
     number, unit = match.groups()
-    return float(number) * unit_factor(unit or default_unit or "B")
+    return checked(float(number) * unit_factor(unit or default_unit or "B"), text)
+
+
+# Bytes or a count: past what a 64-bit counter holds, with room for the wrapped 2**64 NVML sometimes reports for a
+# process (kept, then not trusted: oom_log) printed rounded.  Sums of such figures stay far inside float range.
+MAX_FIGURE = 2**65
+
+
+class OutOfRange(ValueError):
+    """A figure no allocator reports (``1e999``, a thousand-digit number): the line is corrupt, not a measurement.
+
+    A ValueError, so the callers that already turn one into a one-line error (``parse_log`` names the line,
+    ``--tolerance`` the option) refuse it; ``report_pairs`` re-raises it rather than dropping the pair."""
+
+    line: int | None = None  # set by a reader that knows it better than its current line
+
+
+def checked(value: float, text: str) -> float:
+    """``value`` when it is a finite figure below MAX_FIGURE; OutOfRange otherwise, so no Infinity reaches JSON."""
+    if not 0 <= value < MAX_FIGURE:  # also False for NaN
+        shown = text.strip() if len(text.strip()) <= 40 else f"{text.strip()[:20]}... ({len(text.strip())} characters)"
+        raise OutOfRange(f"{shown!r} is past any memory size or count a 64-bit counter holds")
+    return value

@@ -118,7 +118,7 @@ def json_chunks(data: Mapping[str, Any]) -> Iterator[str]:
     mark = "\u0000rows\u0000"  # a string no answer holds, where the rows go
     head, tail = out.json_text({**data, "all": {"columns": table["columns"], "rows": mark}}).split(json.dumps(mark))
     yield head + "["
-    encode = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode
+    encode = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "), allow_nan=False).encode  # as json_text
     lead, between = "\n      ", ",\n      "
     for chunk in _batches(table["rows"]):
         yield lead + between.join(map(encode, chunk))

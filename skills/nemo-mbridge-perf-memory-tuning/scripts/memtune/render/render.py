@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..knowledge import Knowledge
-from ..textfmt import human
+from ..textfmt import code_ranges, human
 from .labels import labels
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -43,7 +43,12 @@ def words(text: str) -> int:
 
 
 def first_sentence(text: str) -> str:
-    return _SENTENCE_END.split(text.strip(), maxsplit=1)[0].rstrip("；;，,: ")
+    """Up to the first sentence end outside a code span (a quoted log line has full stops of its own)."""
+    text = text.strip()
+    spans = code_ranges(text)
+    end = next((m.start() for m in _SENTENCE_END.finditer(text)
+                if not any(a < m.start() < b for a, b in spans)), len(text))
+    return text[:end].rstrip("；;，,: ")
 
 
 def lead_lines(report: Mapping[str, Any], t: Mapping[str, str]) -> list[str]:
