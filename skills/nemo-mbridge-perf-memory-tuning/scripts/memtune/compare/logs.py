@@ -7,7 +7,7 @@ rank both logs report differs by more than the tolerance on any of the four metr
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +31,13 @@ class Metrics:
     reserved: float | None = None
 
     def get(self, name: str) -> float | None:
-        return getattr(self, name)
+        return _READ[name](self)
+
+
+_READ: dict[str, Callable[[Metrics], float | None]] = {  # slots: no vars(), and no getattr by a computed name
+    "peak_allocated": lambda m: m.peak_allocated, "allocated": lambda m: m.allocated,
+    "peak_reserved": lambda m: m.peak_reserved, "reserved": lambda m: m.reserved,
+}
 
 
 @dataclass(slots=True)
@@ -73,7 +79,7 @@ class LogSeries:
         self.steps[(report.rank, report.iteration)] = m
         peak = self.peaks.setdefault(report.rank, dict.fromkeys(METRICS.values()))
         for name in METRICS.values():
-            v = getattr(m, name)
+            v = m.get(name)
             if v is not None and (peak[name] is None or v > peak[name]):
                 peak[name] = v
 
