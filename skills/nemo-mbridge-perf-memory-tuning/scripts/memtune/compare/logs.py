@@ -7,7 +7,7 @@ rank both logs report differs by more than the tolerance on any of the four metr
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,13 +22,32 @@ OOM_FIELDS = ("requested_bytes", "capacity_bytes", "free_bytes", "allocated_byte
 
 
 @dataclass(slots=True)
+class Metrics:
+    """The four metrics of one report line (None where the line did not print it); JSON keys are METRICS'."""
+
+    peak_allocated: float | None = None
+    allocated: float | None = None
+    peak_reserved: float | None = None
+    reserved: float | None = None
+
+    def get(self, name: str) -> float | None:
+        return _READ[name](self)
+
+
+_READ: dict[str, Callable[[Metrics], float | None]] = {  # slots: no vars(), and no getattr by a computed name
+    "peak_allocated": lambda m: m.peak_allocated, "allocated": lambda m: m.allocated,
+    "peak_reserved": lambda m: m.peak_reserved, "reserved": lambda m: m.reserved,
+}
+
+
+@dataclass(slots=True)
 class Point:
-    """One rank at one step: each metric in A and B (None where that log did not print it)."""
+    """One rank at one step: each metric in A and B."""
 
     rank: int | None
     iteration: int | None
-    a: dict[str, float | None]
-    b: dict[str, float | None]
+    a: Metrics
+    b: Metrics
 
 
 @dataclass(slots=True)
@@ -38,6 +57,31 @@ class RankPeaks:
     rank: int | None
     a: dict[str, float | None]
     b: dict[str, float | None]
+
+
+class LogSeries:
+    """Every report of one log as (rank, iteration) -> Metrics, plus each rank's peaks, built in one pass.
+
+    A repeated (rank, iteration) keeps its last line, as parse_log keeps the latest; peaks are over every
+    line.  Holding Metrics, not MemoryReport, keeps 500,000 reports near 150 MB.
+    """
+
+    def __init__(self, reports: Iterable[MemoryReport] = ()) -> None:
+        self.steps: dict[tuple[int | None, int | None], Metrics] = {}
+        self.peaks: dict[int | None, dict[str, float | None]] = {}
+        self.reports = 0
+        for report in reports:
+            self.add(report)
+
+    def add(self, report: MemoryReport) -> None:
+        self.reports += 1
+        m = Metrics(*(vars(report)[attr] for attr in METRICS))
+        self.steps[(report.rank, report.iteration)] = m
+        peak = self.peaks.setdefault(report.rank, dict.fromkeys(METRICS.values()))
+        for name in METRICS.values():
+            v = m.get(name)
+            if v is not None and (peak[name] is None or v > peak[name]):
+                peak[name] = v
 
 
 @dataclass(slots=True)
@@ -84,18 +128,25 @@ class LogComparison:
     points: list[Point]
 
 
-def compare_logs(a: tuple[LogFacts, list[MemoryReport]], b: tuple[LogFacts, list[MemoryReport]],
+def compare_logs(a: tuple[LogFacts, LogSeries | Iterable[MemoryReport]],
+                 b: tuple[LogFacts, LogSeries | Iterable[MemoryReport]],
                  tolerance: Tolerance, labels: tuple[str, str] = ("A", "B")) -> LogComparison:
-    """``a`` / ``b``: what parse_log read and every report line (inputs/memory_steps.read_memory_steps)."""
-    series = [_series(reports) for _, reports in (a, b)]
-    ranks_a, ranks_b = ({rank for rank, _ in s} for s in series)
+    """``a`` / ``b``: what parse_log read and every report line (a LogSeries, or the reports to build one).
+
+    Linear in the reports: pairs are looked up, peaks were kept while reading (a scan of every report
+    per rank took 60,000-rank logs past a minute).
+    """
+    series = [s if isinstance(s, LogSeries) else LogSeries(s) for _, s in (a, b)]
+    ranks_a, ranks_b = (s.peaks.keys() for s in series)
     common = sorted(ranks_a & ranks_b, key=_order)
-    points = [Point(rank=rank, iteration=it, a=_metrics(series[0][(rank, it)]), b=_metrics(series[1][(rank, it)]))
-              for rank, it in sorted(series[0].keys() & series[1].keys(), key=lambda k: (_order(k[1]), _order(k[0])))]
+    steps_b = series[1].steps
+    points = [Point(rank=rank, iteration=it, a=m, b=steps_b[(rank, it)])
+              for (rank, it), m in series[0].steps.items() if (rank, it) in steps_b]
+    points.sort(key=lambda p: (_order(p.iteration), _order(p.rank)))
     return LogComparison(
         kind="logs", tolerance=tolerance.text,
-        a=_side(a, series[0], labels[0]), b=_side(b, series[1], labels[1]),
-        ranks=[RankPeaks(rank=r, a=_peaks(series[0], r), b=_peaks(series[1], r)) for r in common],
+        a=_side(a[0], series[0], labels[0]), b=_side(b[0], series[1], labels[1]),
+        ranks=[RankPeaks(rank=r, a=series[0].peaks[r], b=series[1].peaks[r]) for r in common],
         only_in_a=sorted(ranks_a - ranks_b, key=_order), only_in_b=sorted(ranks_b - ranks_a, key=_order),
         divergence=first_divergence(points, tolerance), points=points)
 
@@ -114,28 +165,12 @@ def _order(value: int | None) -> tuple[bool, int]:
     return value is None, value or 0
 
 
-def _series(reports: Iterable[MemoryReport]) -> dict[tuple[int | None, int | None], MemoryReport]:
-    """(rank, iteration) -> report; a repeated pair keeps its last line, as parse_log keeps the latest."""
-    return {(r.rank, r.iteration): r for r in reports}
-
-
-def _metrics(report: MemoryReport) -> dict[str, float | None]:
-    return {name: vars(report)[attr] for attr, name in METRICS.items()}
-
-
-def _peaks(series: Mapping[tuple[int | None, int | None], MemoryReport], rank: int | None) -> dict[str, float | None]:
-    rows = [_metrics(r) for (k, _), r in series.items() if k == rank]
-    return {name: max((v for row in rows if (v := row[name]) is not None), default=None) for name in METRICS.values()}
-
-
-def _side(run: tuple[LogFacts, list[MemoryReport]], series: Mapping[tuple[int | None, int | None], MemoryReport],
-          label: str) -> LogSide:
+def _side(facts: LogFacts, series: LogSeries, label: str) -> LogSide:
     from ..inputs.stats import summarize_reports
 
-    facts, reports = run
     stats = summarize_reports(facts.memory_reports, facts.theoretical_bytes, facts.rank)
-    return LogSide(label=label, reports=len(reports), ranks=sorted({k for k, _ in series}, key=_order),
-                   iterations=sorted({i for _, i in series}, key=_order), peak_rank=stats.get("peak_rank"),
+    return LogSide(label=label, reports=series.reports, ranks=sorted(series.peaks, key=_order),
+                   iterations=sorted({i for _, i in series.steps}, key=_order), peak_rank=stats.get("peak_rank"),
                    oom=_oom(facts), stats=stats)
 
 

@@ -1,45 +1,108 @@
 """Every memory report line of a training log, per rank and per step (``memtune compare`` of two logs).
 
 ``parse_log`` keeps only each rank's latest report (what diagnosis needs, in bounded state); a
-regression between two runs needs the whole series.  This module rereads the log with the same
-compiled ``memory-report`` signatures of knowledge/signatures.yaml (launcher prefixes stripped the
-same way, ``pairs`` converted with the same units), so a line counts here exactly when it counts there.
-"""
+regression between two runs needs the whole series.  ``scan_log`` reads the log once, in chunks of
+whole lines, and hands the same text to ``parse_log`` while it picks out the report lines with the
+same compiled ``memory-report`` signatures of knowledge/signatures.yaml (launcher prefixes stripped
+the same way, ``pairs`` converted with the same units), so a line counts here exactly when it counts
+there.  No line is held past ``max_line_chars``; a .gz is bounded (limits.gzip_text)."""
 
 from __future__ import annotations
 
-import gzip
-from collections.abc import Iterator
+import zlib
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
 from ..errors import UserError
-from ..facts import MemoryReport
+from ..facts import LogFacts, MemoryReport
 from ..knowledge import Knowledge
+from . import limits
 from .oom_log import Patterns, compile_signatures, report_pairs
 
 # A log is streamed; the series kept is bounded (a 100k-step run reporting on 64 ranks still fits).
 MAX_REPORTS = 500_000
 _MAX_PREFIX_LAYERS = 6  # as oom_log's scanner: "0: [rank3]:[E0501 ...] text" loses all three
+CHUNK_CHARS = 1 << 20  # text read at a time: whole lines are handed on, the rest waits for the next read
 
 
 def read_memory_steps(path: str | Path, kb: Knowledge) -> list[MemoryReport]:
     """Every report line of the log at ``path`` (``.gz`` read decompressed), in file order."""
+    out: list[MemoryReport] = []
+    scan_log(path, kb, out.append)
+    return out
+
+
+def scan_log(path: str | Path, kb: Knowledge, sink: Callable[[MemoryReport], None]) -> LogFacts:
+    """Read the log at ``path`` once: ``parse_log``'s facts, and every report line handed to ``sink`` in file order.
+
+    The file is read in chunks of whole lines (no line held longer than ``max_line_chars``; a .gz is
+    bounded, limits.gzip_text), and only lines that carry a report trigger are split out, so the cost is
+    a C-speed search per chunk, not Python work per line.
+    """
+    from .oom_log import parse_log
+
     patterns = compile_signatures(kb)
     triggers = tuple({t for sig in patterns.reports for t in sig.triggers})
-    out: list[MemoryReport] = []
-    with _open(Path(path)) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not any(t in line for t in triggers):
-                continue
-            try:
-                out.extend(reports_in_line(line.rstrip("\r\n"), lineno, patterns))
-            except ValueError as exc:  # a figure past any size (units.OutOfRange), or int() of > 4300 digits
-                raise UserError(f"{path}:{lineno}: cannot read this line ({str(exc).split(';')[0]})") from None
-            if len(out) >= MAX_REPORTS:
-                break
-    return out
+    kept = 0
+
+    def chunks() -> Iterator[str]:
+        nonlocal kept
+        lineno = 1
+        for chunk in log_chunks(Path(path), patterns.params["max_line_chars"]):
+            if kept < MAX_REPORTS:
+                pos = 0
+                for start in _trigger_lines(chunk, triggers):
+                    lineno += chunk.count("\n", pos, start)
+                    pos = start
+                    try:
+                        found = reports_in_line(chunk[start:chunk.index("\n", start)].rstrip("\r"), lineno, patterns)
+                    except ValueError as exc:  # a figure past any size (units.OutOfRange), or int() of > 4300 digits
+                        raise UserError(f"{path}:{lineno}: cannot read this line ({str(exc).split(';')[0]})") from None
+                    for report in found:
+                        if kept < MAX_REPORTS:
+                            sink(report)
+                            kept += 1
+                lineno += chunk.count("\n", pos)
+            yield chunk
+
+    return parse_log(chunks(), kb)
+
+
+def _trigger_lines(chunk: str, triggers: tuple[str, ...]) -> list[int]:
+    """Start of every line of ``chunk`` that holds a trigger, in order (each once)."""
+    starts: set[int] = set()
+    for trigger in triggers:
+        at = chunk.find(trigger)
+        while at >= 0:
+            start = chunk.rfind("\n", 0, at) + 1
+            starts.add(start)
+            at = chunk.find(trigger, chunk.index("\n", at) + 1)
+    return sorted(starts)
+
+
+def log_chunks(path: Path, max_line: int) -> Iterator[str]:
+    """The text of the log in pieces of whole lines, each ending in a newline; a line past ``max_line``
+    characters keeps its first ``max_line`` (the rest, up to its newline, is skipped)."""
+    carry = ""
+    skipping = False
+    with _open(path) as fh:
+        while chunk := fh.read(CHUNK_CHARS):
+            if skipping:
+                nl = chunk.find("\n")
+                if nl < 0:
+                    continue
+                chunk, skipping = chunk[nl + 1:], False
+            text = carry + chunk
+            end = text.rfind("\n") + 1
+            carry = text[end:]
+            if len(carry) > max_line:
+                text, end, carry, skipping = text[:end] + carry[:max_line] + "\n", end + max_line + 1, "", True
+            if end:
+                yield text[:end]
+    if carry:
+        yield carry + "\n"
 
 
 def reports_in_line(raw: str, lineno: int, patterns: Patterns) -> list[MemoryReport]:
@@ -82,9 +145,9 @@ def _strip(line: str, patterns: Patterns) -> tuple[str, int | None]:
 def _open(path: Path) -> Iterator[IO[str]]:
     try:
         if path.suffix == ".gz":
-            fh: IO[str] = gzip.open(path, "rt", encoding="utf-8", errors="replace")
+            fh: IO[str] = limits.gzip_text(path, "a training log")
         else:
-            fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
+            fh = open(path, encoding="utf-8", errors="replace", newline="\n")  # noqa: SIM115
     except FileNotFoundError:
         raise UserError(f"{path}: log file not found") from None
     except OSError as exc:
@@ -92,5 +155,5 @@ def _open(path: Path) -> Iterator[IO[str]]:
     try:
         with fh:
             yield fh
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, zlib.error) as exc:
         raise UserError(f"{path}: cannot read log ({exc})") from None

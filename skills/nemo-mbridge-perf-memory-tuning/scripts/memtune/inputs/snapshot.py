@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import pickle
 import re
+import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,19 +72,123 @@ def _memo_indices_bounded(data: bytes) -> bool:
     return True
 
 
+# Hashing a tuple recurses in C with no depth check (tuplehash), so a 150 KB pickle holding a
+# 150,000-deep tuple used as a dict key overflowed the main thread's stack (SIGSEGV, no message).  Each
+# level takes ~60 bytes of C stack (CPython 3.11, measured); the unpickler runs on a thread whose stack
+# covers twice that for the deepest tuple the file could build.
+STACK_PER_LEVEL = 128
+STACK_FLOOR = 16 * limits.MIB
+STACK_CAP = 2048 * limits.MIB  # virtual; only touched pages cost memory
+# Opcodes that build a tuple or frozenset from items already on the stack (TUPLE1-3, FROZENSET; TUPLE
+# needs a MARK too): no tuple can nest deeper than the file holds these bytes, wherever they appear.
+_TUPLE_OPS = (b"\x85", b"\x86", b"\x87", b"\x91")
+
+
+def nesting_bound(data: bytes) -> int:
+    """An upper bound on how deep tuples / frozensets in ``data`` can nest, at C speed (bytes.count)."""
+    return sum(data.count(op) for op in _TUPLE_OPS) + min(data.count(b"("), data.count(b"t")) + 1
+
+
+def tuple_depth(data: bytes) -> int:
+    """The exact deepest tuple / frozenset nesting ``data`` builds (a slow opcode walk, for huge bounds only).
+
+    Lists and dicts count 0: they are unhashable, so hashing stops at them.
+    """
+    import pickletools
+
+    stack: list[int] = []
+    marks: list[int] = []
+    memo: dict[int, int] = {}
+    deepest = 0
+    for op, arg, _ in pickletools.genops(data):
+        name = op.name
+        if name == "MARK":
+            marks.append(len(stack))
+            continue
+        if name in ("TUPLE", "FROZENSET"):
+            start = marks.pop() if marks else 0
+            depth = 1 + max(stack[start:], default=0)
+            del stack[start:]
+            stack.append(depth)
+            deepest = max(deepest, depth)
+        elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
+            n = int(name[-1])
+            depth = 1 + max(stack[-n:], default=0)
+            del stack[-n:]
+            stack.append(depth)
+            deepest = max(deepest, depth)
+        elif name in ("PUT", "BINPUT", "LONG_BINPUT"):
+            memo[int(arg)] = stack[-1] if stack else 0
+        elif name == "MEMOIZE":
+            memo[len(memo)] = stack[-1] if stack else 0
+        elif name in ("GET", "BINGET", "LONG_BINGET"):
+            stack.append(memo.get(int(arg), 0))
+        elif name == "DUP":
+            stack.append(stack[-1] if stack else 0)
+        else:
+            if any(s is pickletools.markobject for s in op.stack_before):
+                del stack[marks.pop() if marks else 0:]
+                popped = len([s for s in op.stack_before if s is not pickletools.markobject and
+                              s is not pickletools.stackslice])
+            else:
+                popped = len(op.stack_before)
+            if popped:
+                del stack[-popped:]
+            stack.extend(0 for _ in op.stack_after)
+    return deepest
+
+
+def _unpickle_on_big_stack(raw: bytes, allowance: int) -> Any:
+    """Unpickle on a thread whose C stack outlasts any tuple ``raw`` can nest (see STACK_PER_LEVEL)."""
+    need = STACK_PER_LEVEL * nesting_bound(raw) + STACK_FLOOR
+    if need > STACK_CAP:
+        need = STACK_PER_LEVEL * tuple_depth(raw) + STACK_FLOOR
+        if need > STACK_CAP:
+            raise _TooDeep
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            with limits.memory_bound(allowance) as bounded:
+                if not bounded and not _memo_indices_bounded(raw):
+                    raise MemoryError
+                box["data"] = _PlainDataUnpickler(io.BytesIO(raw)).load()
+        except BaseException as exc:  # re-raised on the caller's thread
+            box["error"] = exc
+
+    with _STACK_LOCK:  # stack_size is process-wide: set it only for this thread
+        old = threading.stack_size(need)
+        try:
+            worker = threading.Thread(target=work, name="memtune-unpickle")
+            worker.start()
+        finally:
+            threading.stack_size(old)
+    worker.join()
+    if "error" in box:
+        raise box["error"]
+    return box["data"]
+
+
+class _TooDeep(Exception):
+    """Tuples nested deeper than any stack this process can give the unpickler."""
+
+
+_STACK_LOCK = threading.Lock()
+
+
 def load_snapshot(path: str | Path) -> Any:
     """Unpickle ``path`` refusing every import and bounding its memory; the result is plain Python data."""
     path = Path(path)
     raw = limits.read_bytes(path, "a memory snapshot", limits.MAX_SNAPSHOT_BYTES)
     allowance = limits.SNAPSHOT_MEMORY_FLOOR + limits.SNAPSHOT_MEMORY_PER_BYTE * len(raw)
     try:
-        with limits.memory_bound(allowance) as bounded:
-            if not bounded and not _memo_indices_bounded(raw):
-                raise MemoryError
-            return _PlainDataUnpickler(io.BytesIO(raw)).load()
+        return _unpickle_on_big_stack(raw, allowance)
     except MemoryError:
         raise UserError(f"{path}: refused: unpickling would need more than {allowance // limits.MIB} MiB for a "
                         f"{len(raw)}-byte file (memo indices or sizes no real snapshot has); nothing in it was "
+                        "run") from None
+    except (_TooDeep, RecursionError):
+        raise UserError(f"{path}: refused: tuples nested deeper than any real snapshot has; nothing in it was "
                         "run") from None
     except _Refused as exc:
         raise UserError(
@@ -262,30 +367,75 @@ def _layout(data: Any, source: str) -> tuple[str, list[Any], list[Any], dict[str
 # --------------------------------------------------------------------------- frames
 
 
-def _frame_label(frame: Any) -> tuple[str, str | None] | None:
-    """``(site, module)`` for a Python frame worth naming, or None for internal/C++ frames."""
-    if not isinstance(frame, dict):
-        return None
-    filename = _text(frame.get("filename"))
+# A frame's file name is a path (PATH_MAX 4096) and its function a name; one 1 MiB string shared by
+# 1,500 frames (a 1 MB pickle) was split, searched and copied into a label per frame: 1.5 GB and 50 s.
+# Each distinct file-name object is now read once, and a label keeps at most this much of each part.
+MAX_PATH_CHARS = 4096
+MAX_LABEL_PART = 120
+
+
+def _clip(text: str, keep_end: bool = False) -> str:
+    if len(text) <= MAX_LABEL_PART:
+        return text
+    return "..." + text[-MAX_LABEL_PART:] if keep_end else text[:MAX_LABEL_PART] + "..."
+
+
+def _file_site(filename: str) -> tuple[str, str | None, bool] | None:
+    """(label prefix, module, third-party) for a Python file worth naming, else None."""
+    filename = filename[-MAX_PATH_CHARS:]
     if not filename.endswith(".py") or _INTERNAL_FRAME.search(filename):
         return None
-    name, line = frame.get("name", "?"), frame.get("line", 0)
     parts = re.split(r"[/\\]", filename[:-3])
+    third_party = bool(_THIRD_PARTY.search(filename))
     for pkg in _NAMED_PACKAGES:
         if pkg in parts:
-            module = ".".join(parts[len(parts) - 1 - parts[::-1].index(pkg):])
-            return f"{module}:{name}:{line}", module
-    return f"{parts[-1]}.py:{name}:{line}", None
+            module = _clip(".".join(parts[len(parts) - 1 - parts[::-1].index(pkg):]), keep_end=True)
+            return module, module, third_party
+    return _clip(f"{parts[-1]}.py", keep_end=True), None, third_party
 
 
-def _site(frames: list[Any]) -> tuple[str, str | None] | None:
-    """Innermost Megatron/TE frame, else innermost frame of the user's own code, else of any library."""
-    labelled = [(lab, _text(fr.get("filename"))) for fr in frames if (lab := _frame_label(fr))]
-    if not labelled:
-        return None
-    named = [lab for lab, _ in labelled if lab[1]]
-    own = [lab for lab, fname in labelled if not _THIRD_PARTY.search(fname)]
-    return (named or own or [labelled[0][0]])[0]
+class SiteNamer:
+    """Names allocation sites; each distinct file-name string is analysed once (by identity, so the data
+    must outlive the namer, as it does within one summary)."""
+
+    def __init__(self) -> None:
+        self._files: dict[int, tuple[str, tuple[str, str | None, bool] | None]] = {}
+
+    def _file(self, filename: str) -> tuple[str, str | None, bool] | None:
+        hit = self._files.get(id(filename))
+        if hit is None or hit[0] is not filename:
+            hit = self._files[id(filename)] = (filename, _file_site(filename))
+        return hit[1]
+
+    def label(self, frame: Any) -> tuple[tuple[str, str | None], bool] | None:
+        """``((site, module), third_party)`` for a Python frame worth naming, or None."""
+        if not isinstance(frame, dict):
+            return None
+        filename = frame.get("filename")
+        found = self._file(filename) if isinstance(filename, str) else None
+        if found is None:
+            return None
+        prefix, module, third_party = found
+        name, line = frame.get("name", "?"), frame.get("line", 0)
+        name = _clip(name) if isinstance(name, str) else "?"
+        line = line if isinstance(line, int) and not isinstance(line, bool) and abs(line) < 2**63 else "?"
+        return (f"{prefix}:{name}:{line}", module), third_party
+
+    def site(self, frames: list[Any]) -> tuple[str, str | None] | None:
+        """Innermost Megatron/TE frame, else innermost frame of the user's own code, else of any library."""
+        own = first = None
+        for frame in frames:
+            found = self.label(frame)
+            if found is None:
+                continue
+            lab, third_party = found
+            if lab[1]:
+                return lab
+            if own is None and not third_party:
+                own = lab
+            if first is None:
+                first = lab
+        return own or first
 
 
 # --------------------------------------------------------------------------- timeline
@@ -365,6 +515,7 @@ def summarize(data: Any, source: str = "<snapshot>", top: int = 10, file_bytes: 
     pending = inactive = requested = free_blocks = largest_free = 0
     sites: dict[str, list[Any]] = {}
     sited_bytes = 0
+    namer = SiteNamer()
     for seg in segments:
         totals.add(seg)
         by_type[seg.segment_type].add(seg)
@@ -379,7 +530,7 @@ def summarize(data: Any, source: str = "<snapshot>", top: int = 10, file_bytes: 
             else:
                 requested += blk.requested if blk.requested is not None else blk.size
                 budget.spend(len(blk.frames), source)
-                site = _site(blk.frames)
+                site = namer.site(blk.frames)
                 if site:
                     entry = sites.setdefault(site[0], [site[1], 0, 0])
                     entry[1] += blk.size

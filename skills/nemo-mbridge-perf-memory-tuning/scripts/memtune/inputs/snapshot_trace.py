@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from .snapshot import _int_or_none, _site, load_snapshot, summarize
+from .snapshot import SiteNamer, _int_or_none, load_snapshot, summarize
 
 LIVE_ACTIONS = ("alloc", "free_completed")  # what the timeline peak counts, as snapshot._timeline does
 SEGMENT_ACTIONS = {"segment_alloc": 1, "segment_map": 1, "segment_free": -1, "segment_unmap": -1}
@@ -72,19 +72,21 @@ def load_trace(path: str | Path, top: int = 10) -> SnapshotTrace:
 def _events(trace: list[Any]) -> list[TraceEvent]:
     """Events that change live or reserved memory, plus OOMs; a frame list shared by many events is read once."""
     sites: dict[int, str | None] = {}
+    namer = SiteNamer()
     out: list[TraceEvent] = []
     for raw_index, ev in enumerate(trace):
         if not isinstance(ev, dict):
             continue
         action, size = ev.get("action"), _int_or_none(ev.get("size"))
-        if size is None or not (action in LIVE_ACTIONS or action in SEGMENT_ACTIONS or action == "oom"):
+        if size is None or not isinstance(action, str) or not (
+                action in LIVE_ACTIONS or action in SEGMENT_ACTIONS or action == "oom"):
             continue
         site = None
         if action == "alloc":
             frames = ev.get("frames")
             if isinstance(frames, list):
                 if id(frames) not in sites:
-                    found = _site(frames)
+                    found = namer.site(frames)
                     sites[id(frames)] = found[0] if found else None
                 site = sites[id(frames)]
         out.append(TraceEvent(index=len(out), trace_index=raw_index, action=action, addr=_int_or_none(ev.get("addr")),
@@ -96,6 +98,7 @@ def _step_ends(annotations: Any, device: int) -> list[int]:
     if not isinstance(annotations, list):
         return []
     ends = [_int_or_none(a.get("time_us")) for a in annotations
-            if isinstance(a, dict) and a.get("stage") == "END" and str(a.get("name", "")).startswith(STEP_ANNOTATION)
+            if isinstance(a, dict) and a.get("stage") == "END" and isinstance(a.get("name"), str)
+            and a["name"].startswith(STEP_ANNOTATION)
             and a.get("device", device) == device]
     return sorted(t for t in ends if t is not None)

@@ -23,9 +23,16 @@ MAX_DEPTH = 100  # a Bridge config dump nests 4-6 deep
 MAX_NODES = 40_000
 
 
+def line_breaks(text: str) -> int:
+    """Every YAML line break (\\r\\n once, \\r, \\n, NEL, LS, PS): counting only \\n let a \\r-separated file
+    parse 3x the node cap."""
+    return (text.count("\n") + text.count("\r") - text.count("\r\n") + text.count("\x85") + text.count("\u2028")
+            + text.count("\u2029"))
+
+
 def check_size(text: str, path: str) -> None:
     """Refuse, before parsing, a document that may hold more nodes than MAX_NODES."""
-    bound = text.count("\n") + text.count(",") + text.count("[") + text.count("{") + 1
+    bound = line_breaks(text) + text.count(",") + text.count("[") + text.count("{") + 1
     if bound > MAX_NODES:
         raise UserError(f"{path}: refused: up to {bound} YAML values (lines, commas, brackets); a training config "
                         f"has a few thousand, at most {MAX_NODES} are read")

@@ -358,13 +358,16 @@ def compare_snapshots_view(r: Any, traces: Sequence[Any], t: Mapping[str, str]) 
 
 def compare_logs_view(r: Any, t: Mapping[str, str], max_legend: int = 16) -> dict[str, Any]:
     """Peak allocated per step, one line per rank and log (A solid, B dashed, a rank keeps its colour)."""
-    ranks = sorted({p.rank for p in r.points}, key=lambda v: (v is None, v or 0))
+    by_rank: dict[Any, list[Any]] = {}
+    for p in r.points:  # grouped once: a scan of every point per rank was quadratic in the ranks
+        by_rank.setdefault(p.rank, []).append(p)
+    ranks = sorted(by_rank, key=lambda v: (v is None, v or 0))
     iters = sorted({p.iteration for p in r.points}, key=lambda v: (v is None, v or 0))
     x_of = {it: (float(it) if it is not None else float(len(iters))) for it in iters}
     series = []
     for n, rank in enumerate(ranks):
         colour = PALETTE[n % len(PALETTE)]
-        rows = [p for p in r.points if p.rank == rank]
+        rows = by_rank[rank]
         for side, dash in (("a", ""), ("b", "6 3")):
             pts = [(x_of[p.iteration], vars_of(p, side)) for p in rows if vars_of(p, side) is not None]
             if pts:
