@@ -186,6 +186,9 @@ def test_gzip_bomb_is_refused_in_one_line(tmp_path):
     started = time.perf_counter()
     err = _one_line_error(_memtune("compare", str(path), str(path)))
     assert "gunzip it" in err and time.perf_counter() - started < 3
+    started = time.perf_counter()  # diagnose --log reads .gz through its own opener: bounded the same way
+    err = _one_line_error(_memtune("diagnose", "--log", str(path)))
+    assert "gunzip it" in err and time.perf_counter() - started < 3
 
 
 def test_one_huge_line_is_read_in_bounded_memory(tmp_path):
@@ -201,7 +204,11 @@ def test_one_huge_line_is_read_in_bounded_memory(tmp_path):
     assert max(map(len, pieces)) <= 2**20 + 2**20 + 2 and sum(p.count("\n") for p in pieces) == 2
     from memtune.inputs.memory_steps import read_memory_steps
 
-    assert [(r.rank, r.line) for r in read_memory_steps(path, kb)] == [(0, 1), (1, 2)]  # numbering kept
+    # the cut line still holds a million-digit figure no counter can: refused with its line number, in one line
+    with pytest.raises(UserError, match=r"line\.log:1: cannot read this line"):
+        read_memory_steps(path, kb)
+    path.write_text("x" * (3 * 2**20) + "\n" + REPORT.format(rank=1, it=1, peak=1.0), encoding="utf-8")
+    assert [(r.rank, r.line) for r in read_memory_steps(path, kb)] == [(1, 2)]  # numbering kept past the cut
 
 
 # --------------------------------------------------------------------------- compare: configs, YAML

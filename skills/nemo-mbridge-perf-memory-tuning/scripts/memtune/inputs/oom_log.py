@@ -18,7 +18,6 @@ knowledge/vocabulary.yaml ``env``; this module holds no message text.
 
 from __future__ import annotations
 
-import gzip
 import re
 import sys
 import zlib
@@ -32,6 +31,7 @@ from typing import IO, Any
 from ..errors import UserError
 from ..facts import LogFacts, MemoryReport, OomEvent
 from ..knowledge import Knowledge, KnowledgeError
+from . import limits
 from .units import OutOfRange, checked, parse_size, unit_factor
 
 # Named regex groups that carry a size; the group name plus "_bytes" is the OomEvent field.
@@ -409,8 +409,8 @@ def _open_log(path: Path | None) -> Iterator[IO[str]]:
         yield sys.stdin
         return
     try:
-        if path.suffix == ".gz":
-            fh: IO[str] = gzip.open(path, "rt", encoding="utf-8", errors="replace", newline="")
+        if path.suffix == ".gz":  # bounded: a small .gz must not expand into minutes of reading
+            fh: IO[str] = limits.gzip_text(path, "a training log", newline="")
         else:
             fh = open(path, encoding="utf-8", errors="replace", newline="")  # noqa: SIM115
     except FileNotFoundError:
