@@ -18,10 +18,11 @@ knowledge/vocabulary.yaml ``env``; this module holds no message text.
 
 from __future__ import annotations
 
+import heapq
 import re
 import sys
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from functools import partial
@@ -340,17 +341,19 @@ def report_pairs(sig: Signature, text: str | None) -> dict[str, float]:
     values: dict[str, float] = {}
     if sig.pair_item is None or not text:
         return values
+    keys = sig.pair_keys
+    has_unit = "unit" in sig.pair_item.groupindex
     for pair in sig.pair_item.finditer(text):
-        spec = sig.pair_keys.get(pair.group("key").strip())
+        spec = keys.get(pair.group("key").strip())
         if not spec:
             continue
-        printed = pair.groupdict().get("unit")
+        printed = pair.group("unit") if has_unit else None
         unit = spec.get("unit") or (sig.pair_units.get(printed) if printed else None) or sig.number_unit
         if printed and unit is None:
             continue  # a unit the table does not map: better no number than a wrong one
         raw = pair.group("value")
         try:
-            value = parse_size(raw, unit) if unit else checked(float(raw), raw)
+            value = _figure(raw, unit) if unit else checked(float(raw), raw)
         except OutOfRange:
             raise  # a corrupt figure: refused with its line (parse_log / read_memory_steps), never a wrong number
         except ValueError:
@@ -359,13 +362,27 @@ def report_pairs(sig: Signature, text: str | None) -> dict[str, float]:
     return values
 
 
-def parse_log(source: str | Path | Iterable[str], kb: Knowledge) -> LogFacts:
+def _figure(raw: str, unit: str) -> float:
+    """``parse_size(raw, unit)`` with a fast path for the plain numbers report lines print (360k a big log)."""
+    try:
+        number = float(raw)
+    except ValueError:
+        return parse_size(raw, unit)
+    if number != number or "_" in raw or raw.strip() != raw:  # NaN, or what float() takes and a size may not
+        return parse_size(raw, unit)
+    return checked(number * unit_factor(unit), raw)
+
+
+def parse_log(source: str | Path | Iterable[str], kb: Knowledge,
+              on_report: Callable[[MemoryReport], None] | None = None, name: str | None = None) -> LogFacts:
     """Read a whole training log and return what it says about memory failures.
 
     ``source`` is a path (``str`` without a newline or ``Path``; ``.gz`` is decompressed,
     ``"-"`` is stdin), log text (a ``str`` containing newlines) or an iterable of lines.
+    ``on_report`` receives every memory report line as it is read (the facts keep the latest per rank);
+    ``name`` is what error messages call an iterable source (default ``<lines>``).
     """
-    scanner = _Scanner(compile_signatures(kb))
+    scanner = _Scanner(compile_signatures(kb), on_report)
     if isinstance(source, (str, Path)) and not (isinstance(source, str) and "\n" in source):
         name = str(source)
         with _open_log(Path(source) if str(source) != "-" else None) as fh:
@@ -374,7 +391,7 @@ def parse_log(source: str | Path | Iterable[str], kb: Knowledge) -> LogFacts:
         name = "<text>"
         _scan_chunks((source[i : i + _CHUNK_CHARS] for i in range(0, len(source), _CHUNK_CHARS)), scanner, name)
     else:
-        name = "<lines>"
+        name = name or "<lines>"
         _scan_chunks(_batched_lines(source), scanner, name)
     try:
         return scanner.finish()  # the last block's message is read here
@@ -424,36 +441,38 @@ def _open_log(path: Path | None) -> Iterator[IO[str]]:
 class _Finder:
     """Next pre-filter hit in a chunk, at C speed.
 
-    Each trigger literal is searched with str.find and each constraint pattern with its regex;
-    the next position of each is cached, so every needle scans a chunk about once however
-    many hits there are (one alternation regex over all triggers is ~10x slower).
+    Each trigger literal is searched with str.find and each constraint pattern with its regex; the next
+    position of each is kept in a heap, so a call re-searches only the needles the scan has moved past
+    (a report-dense log hits one trigger a line) and every needle scans a chunk about once however many
+    hits there are (one alternation regex over all triggers is ~10x slower).
     """
 
     def __init__(self, patterns: Patterns) -> None:
         # a trigger that contains another trigger adds nothing to the search
         self.literals = tuple(t for t in patterns.triggers if not any(o != t and o in t for o in patterns.triggers))
         self.regexes = tuple(rx for _, rx, literals in patterns.constraints if literals is None)
-        self._next: list[int] = []
+        self._heap: list[tuple[int, int]] | None = None
 
     def reset(self) -> None:
-        self._next = [-1] * (len(self.literals) + len(self.regexes))
+        self._heap = None
+
+    def _search(self, i: int, buf: str, pos: int, end: int) -> int:
+        if i < len(self.literals):
+            at = buf.find(self.literals[i], pos, end)
+            return end if at < 0 else at
+        m = self.regexes[i - len(self.literals)].search(buf, pos, end)
+        return m.start() if m else end
 
     def first(self, buf: str, pos: int, end: int) -> int:
-        best = end
-        nxt = self._next
-        for i, needle in enumerate(self.literals):
-            at = nxt[i]
-            if at < pos:
-                at = buf.find(needle, pos, end)
-                nxt[i] = at = end if at < 0 else at
-            best = min(best, at)
-        offset = len(self.literals)
-        for j, regex in enumerate(self.regexes):
-            at = nxt[offset + j]
-            if at < pos:
-                m = regex.search(buf, pos, end)
-                nxt[offset + j] = at = m.start() if m else end
-            best = min(best, at)
+        heap = self._heap
+        if heap is None:
+            heap = [(self._search(i, buf, pos, end), i) for i in range(len(self.literals) + len(self.regexes))]
+            heapq.heapify(heap)
+            self._heap = heap
+        while heap and heap[0][0] < pos:
+            i = heap[0][1]
+            heapq.heapreplace(heap, (self._search(i, buf, pos, end), i))
+        best = heap[0][0] if heap else end
         return best if best < end else -1
 
 
@@ -503,6 +522,40 @@ class _Traceback:
     expect_code: bool = False
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What a line holding exactly these triggers can match: every group filtered once per trigger set, since a
+    log repeats a few kinds of line (a report-dense log: one set for 360k lines)."""
+
+    alloc: bool
+    line: tuple[Signature, ...]
+    reports: tuple[Signature, ...]
+    footprints: tuple[Signature, ...]
+    env: bool
+    phases: tuple[Any, ...]
+    rank_hints: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...]
+    constraints: tuple[tuple[str, re.Pattern[str], Any], ...]
+
+
+def _plan(p: Patterns, present: frozenset[str]) -> _Plan:
+    def hit(triggers: Iterable[str]) -> bool:
+        return not present.isdisjoint(triggers)
+
+    return _Plan(
+        alloc=hit(p.alloc_triggers),
+        line=tuple(sig for sig in p.line if hit(sig.triggers)),
+        reports=tuple(sig for sig in p.reports if hit(sig.triggers) and sig.regex is not None),
+        footprints=tuple(sig for sig in p.footprints if hit(sig.triggers) and sig.regex is not None),
+        env=hit(p.env_triggers),
+        phases=tuple(rule for rule in p.phases if rule.log_start is not None and hit(rule.triggers)),
+        rank_hints=tuple(h for h in p.rank_hints if hit(h[0])),
+        constraints=tuple(c for c in p.constraints if c[2] is None or hit(c[2])),
+    )
+
+
+_PLANS_KEPT = 4096  # distinct trigger sets remembered per scan
+
+
 def _entry(tb: _Traceback) -> str | None:
     """The file of the traceback's outermost frame when it is a program's top level ('<module>')."""
     if tb.frames and tb.frames[0][0] == "<module>":
@@ -538,9 +591,11 @@ _MEMORY_WORDS = re.compile(r"OutOfMemory|out of memory|\bOOM\b", re.I)
 class _Scanner:
     """Line-at-a-time state machine; ``finish`` turns what it saw into LogFacts."""
 
-    def __init__(self, patterns: Patterns) -> None:
+    def __init__(self, patterns: Patterns, on_report: Callable[[MemoryReport], None] | None = None) -> None:
         self.p = patterns
         self.prm = patterns.params
+        self.on_report = on_report
+        self._plans: dict[frozenset[str], _Plan] = {}
         self.lineno = 0
         self._piece_open = False
         self.pending: _Block | None = None
@@ -637,7 +692,7 @@ class _Scanner:
                 tb = None
             elif self._traceback_line(tb, text):
                 return
-        present = {t for t in p.triggers if t in text}
+        present = frozenset(t for t in p.triggers if t in text)
         hit = self._match_line(text, rank, present)
         if tb is None and not hit and present and "Error: " in present and len(self.loose) < 8:
             exc = p.tb_exception.match(text)
@@ -678,12 +733,21 @@ class _Scanner:
         tb.expect_code = False
         return not text.strip() or bool(self.p.tb_ignore.match(text))
 
-    def _match_line(self, text: str, rank: int | None, present: set[str]) -> bool:
+    def _plan_for(self, present: frozenset[str]) -> _Plan:
+        plan = self._plans.get(present)
+        if plan is None:
+            if len(self._plans) >= _PLANS_KEPT:
+                self._plans.clear()
+            plan = self._plans[present] = _plan(self.p, present)
+        return plan
+
+    def _match_line(self, text: str, rank: int | None, present: frozenset[str]) -> bool:
         """Run the line signatures; True when a memory failure or timeout starts on this line."""
         p = self.p
         if not present:
             return False
-        if not present.isdisjoint(p.alloc_triggers) and p.alloc_start.search(text):
+        plan = self._plan_for(present)
+        if plan.alloc and p.alloc_start.search(text):
             effective = rank if rank is not None else self._hint()
             self.pending = _Block(self.lineno, effective, rank, self._phase_for(rank), [text],
                                   frames=self._open_frames(rank), entry=self._open_entry(rank))
@@ -691,15 +755,14 @@ class _Scanner:
                 self._finish_block()
             return True
         hit = False
-        for sig in p.line:
-            if not present.isdisjoint(sig.triggers):
-                m = sig.regex.search(text) if sig.regex else None
-                if m:
-                    event = self._event(sig, m, text, rank, self.lineno, self._phase_for(rank))
-                    event.frames = self._open_frames(rank)
-                    event.entry = self._open_entry(rank)
-                    self._add(event)
-                    hit = hit or sig.kind in p.memory_kinds or sig.kind == "timeout"
+        for sig in plan.line:
+            m = sig.regex.search(text) if sig.regex else None
+            if m:
+                event = self._event(sig, m, text, rank, self.lineno, self._phase_for(rank))
+                event.frames = self._open_frames(rank)
+                event.entry = self._open_entry(rank)
+                self._add(event)
+                hit = hit or sig.kind in p.memory_kinds or sig.kind == "timeout"
         return hit
 
     def _offer(self, block: _Block, text: str, rank: int | None) -> str:
@@ -730,34 +793,31 @@ class _Scanner:
                         self._add(event)
                         return
 
-    def _side_facts(self, text: str, rank: int | None, present: set[str]) -> None:
+    def _side_facts(self, text: str, rank: int | None, present: frozenset[str]) -> None:
         """Memory reports, footprints, exported variables, checkpoint progress, rank hints, constraint errors."""
         p = self.p
-        for sig in p.reports if present else ():
-            if not present.isdisjoint(sig.triggers) and sig.regex is not None:
-                for m in sig.regex.finditer(text):  # loggers sometimes glue two ranks' reports together
-                    self._report(sig, m, rank)
-        for sig in p.footprints if present else ():
-            if not present.isdisjoint(sig.triggers) and sig.regex is not None:
-                m = sig.regex.search(text)
-                if m:
-                    self.theoretical = report_pairs(sig, m.group("pairs")) or self.theoretical
-        if present and not present.isdisjoint(p.env_triggers):
+        plan = self._plan_for(present)
+        for sig in plan.reports:
+            for m in sig.regex.finditer(text):  # loggers sometimes glue two ranks' reports together
+                self._report(sig, m, rank)
+        for sig in plan.footprints:
+            m = sig.regex.search(text)
+            if m:
+                self.theoretical = report_pairs(sig, m.group("pairs")) or self.theoretical
+        if plan.env:
             self._env_line(text)
-        for rule in p.phases if present else ():
-            if rule.log_start is not None and not present.isdisjoint(rule.triggers):
-                if rule.log_end is not None and rule.log_end.search(text):
-                    if self.log_phase == rule.id:
-                        self.log_phase = None
-                elif rule.log_start.search(text):
-                    self.log_phase = rule.id
-        for triggers, regex in p.rank_hints if present else ():
-            if not present.isdisjoint(triggers):
-                m = regex.search(text)
-                if m:
-                    self.rank_hint = (int(m.group("rank")), self.lineno + self.prm["rank_hint_lines"])
-        for cid, regex, literals in p.constraints:
-            if (literals is None or not present.isdisjoint(literals)) and regex.search(text):
+        for rule in plan.phases:
+            if rule.log_end is not None and rule.log_end.search(text):
+                if self.log_phase == rule.id:
+                    self.log_phase = None
+            elif rule.log_start.search(text):
+                self.log_phase = rule.id
+        for _, regex in plan.rank_hints:
+            m = regex.search(text)
+            if m:
+                self.rank_hint = (int(m.group("rank")), self.lineno + self.prm["rank_hint_lines"])
+        for cid, regex, _ in plan.constraints:
+            if regex.search(text):
                 self.constraint_ids.setdefault(cid, None)
                 if p.constraint_signature:
                     ev = OomEvent(signature=p.constraint_signature, kind="config-error", line=self.lineno,
@@ -813,18 +873,24 @@ class _Scanner:
         return _derive_event_numbers(out, others), msg_rank
 
     def _report(self, sig: Signature, m: re.Match[str], prefix_rank: int | None) -> None:
-        """Keep the latest report of the rank the line names (else its prefix's), for a bounded set of ranks."""
+        """Keep the latest report of the rank the line names (else its prefix's), for a bounded set of ranks;
+        every report goes to ``on_report`` when a caller wants them all (compare's per-step reader)."""
         groups = m.groupdict()
         rank = int(groups["rank"]) if groups.get("rank") else prefix_rank
-        if rank not in self.reports and len(self.reports) >= self.prm["max_report_ranks"]:
+        kept = rank in self.reports or len(self.reports) < self.prm["max_report_ranks"]
+        if not kept and self.on_report is None:
             return
         values = report_pairs(sig, m.group("pairs"))
         if not values:
             return
         iteration = int(groups["iteration"]) if groups.get("iteration") else None
         counts = {k: int(v) for k, v in values.items() if not k.endswith("_bytes")}
-        self.reports[rank] = MemoryReport(rank=rank, line=self.lineno, iteration=iteration, **{**values, **counts})
-        self._track(rank, iteration, values.get("allocated_bytes"))
+        report = MemoryReport(rank=rank, line=self.lineno, iteration=iteration, **{**values, **counts})
+        if self.on_report is not None:
+            self.on_report(report)
+        if kept:
+            self.reports[rank] = report
+            self._track(rank, iteration, values.get("allocated_bytes"))
 
     def _track(self, rank: int | None, iteration: int | None, allocated: float | None) -> None:
         """Allocated memory over iterations of the first rank that reports it: whether memory grows per step.
