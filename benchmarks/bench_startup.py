@@ -18,8 +18,8 @@ Cases (``--config`` / ``--log`` change the inputs):
 Before timing, every command runs once untimed (and memtune's output is checked to be JSON): that
 warms the OS file cache and, unless PYTHONDONTWRITEBYTECODE is set, writes ``__pycache__``, as any
 earlier run of an installed skill would have.  The report says whether bytecode writing was off
-and whether ``knowledge/compiled.json`` is current (a stale one means every run parses the YAML;
-regenerate with ``python3 scripts/memtune.py kb compile``).
+and whether the knowledge cache (``$HOME/.cache/memtune``) is current (the warm-up run fills it; a
+stale one means a run parses the YAML and refreshes it).
 
 ``--python`` (default ``python3``, looked up on PATH) is timed for both sides.  Under pyenv or asdf,
 a shell's ``python3`` is a shim script that adds ~45 ms to every start, bare or not, which makes

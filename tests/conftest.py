@@ -11,9 +11,10 @@ SHARED = ROOT.parent / "shared"
 sys.path.insert(0, str(SKILL / "scripts"))
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def private_home(tmp_path_factory, monkeypatch):
-    """apply's backup journal lives under the user's home (~/.local/state): give every test its own home."""
+    """A home of the test's own: for apply's backup journal ($HOME/.local/state) and the knowledge cache
+    ($HOME/.cache) when a test looks at them (the rest share the user's cache, filled once)."""
     home = tmp_path_factory.mktemp("home")
     home.chmod(0o700)
     monkeypatch.setenv("HOME", str(home))

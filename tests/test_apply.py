@@ -16,6 +16,8 @@ from memtune.actions import apply as actions
 from memtune.actions import launch
 from memtune.errors import UserError
 
+pytestmark = pytest.mark.usefixtures("private_home")  # the backup journal lives in $HOME
+
 PATTERNS = yaml.safe_load((SKILL / "knowledge" / "validations.yaml").read_text())[
     "launch_script"]["command_patterns"]
 ENV_FIX = {"id": "t-env", "apply": {"env": ["PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"]}}

@@ -19,7 +19,7 @@ PACKAGE = SKILL / "scripts" / "memtune"
 RENDER = PACKAGE / "render"
 # json.dumps outside render/ that encode files, never output, each with why.
 FILE_ENCODERS = {
-    "knowledge.py": "knowledge/compiled.json, the tables every command loads",
+    "knowledge.py": "the cache of the parsed tables every command loads ($HOME/.cache/memtune)",
     "actions/journal.py": "the private record of the backups apply made",
     "actions/apply.py": "a value written into a launch script or YAML config",
 }

@@ -22,6 +22,8 @@ from memtune.actions import apply as actions
 from memtune.actions import safewrite
 from memtune.errors import UserError
 
+pytestmark = pytest.mark.usefixtures("private_home")  # the backup journal lives in $HOME
+
 ROOT = Path(__file__).resolve().parents[1]
 SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
 PATTERNS = yaml.safe_load((SKILL / "knowledge" / "validations.yaml").read_text())["launch_script"]["command_patterns"]

@@ -106,7 +106,7 @@ def test_one_shared_long_string_is_read_once(tmp_path, what):
     assert path.stat().st_size < 1.1 * 2**20
     started = time.perf_counter()
     summary = analyze_snapshot(path)
-    assert time.perf_counter() - started < 1.5
+    assert time.perf_counter() - started < 4  # was 3 s / 1.56 GB; ~0.15 s now (room for a loaded machine)
     site = summary["top_sites"][0]["site"]
     assert len(site) <= 2 * snap.MAX_LABEL_PART + 20
     done = _memtune("compare", str(path), str(path), "--html", str(tmp_path / "c.html"))
@@ -155,7 +155,8 @@ def test_many_ranks_compare_in_linear_time(tmp_path):
         runs.append((scan_log(path, kb, series.add), series))
     result = compare_logs(*runs, parse_tolerance("2%"))
     view = compare_logs_view(result, labels(kb, "en"))
-    assert time.perf_counter() - started < 3.0
+    # linear: ~1.5 s on a quiet 2-core machine; the quadratic version needed minutes (the bound leaves room for load)
+    assert time.perf_counter() - started < 8.0
     assert len(result.ranks) == len(result.points) == 20_000 and view["more"] > 0
     assert (result.divergence.rank, result.divergence.metric) == (0, "peak_allocated")
     assert result.ranks[7].b["peak_allocated"] == pytest.approx(53000 * 2**20)
@@ -185,10 +186,10 @@ def test_gzip_bomb_is_refused_in_one_line(tmp_path):
             fh.write(b"\n" * 2**20)  # 100 MiB of text, ~100 KB on disk
     started = time.perf_counter()
     err = _one_line_error(_memtune("compare", str(path), str(path)))
-    assert "gunzip it" in err and time.perf_counter() - started < 3
+    assert "gunzip it" in err and time.perf_counter() - started < 6  # 48 s before
     started = time.perf_counter()  # diagnose --log reads .gz through its own opener: bounded the same way
     err = _one_line_error(_memtune("diagnose", "--log", str(path)))
-    assert "gunzip it" in err and time.perf_counter() - started < 3
+    assert "gunzip it" in err and time.perf_counter() - started < 6  # 48 s before
 
 
 def test_one_huge_line_is_read_in_bounded_memory(tmp_path):

@@ -1,11 +1,13 @@
-"""Start-up path: the compiled knowledge base (knowledge/compiled.json) and the lazy command imports.
+"""Start-up path: the cache of the parsed knowledge base ($HOME/.cache/memtune) and the lazy command imports.
 
 Timing itself is benchmarks/bench_startup.py (not a test: it depends on the machine); these tests
-check what keeps it fast stays correct: the committed compiled file is current, loading it gives
-exactly the tables the YAML gives, an edited YAML file still wins, and ``diagnose --format json``
-imports no validation, templating or other command's modules.
+check what keeps it fast stays correct: the skill ships no generated file, the first load fills the
+cache, loading it gives exactly the tables the YAML gives, an edited YAML file still wins, a cache
+another user could have written is ignored, and ``diagnose --format json`` imports no validation,
+templating or other command's modules.
 """
 
+import os
 import shutil
 import subprocess
 import sys
@@ -34,45 +36,46 @@ def _same(a, b, where="") -> None:
 
 
 @pytest.fixture
-def compiled_copy(tmp_path):
-    """A copy of knowledge/ with a freshly compiled file (independent of whether the committed one is current)."""
+def compiled_copy(tmp_path, private_home):
+    """A copy of knowledge/ whose cache (in this test's own home) was just written."""
     dst = tmp_path / "knowledge"
     shutil.copytree(KB_DIR, dst)
-    kb = knowledge.load(str(dst), compiled=False)
-    (dst / knowledge.COMPILED_NAME).write_text(knowledge.compile_text(kb), encoding="utf-8")
+    knowledge.store_compiled(knowledge.load(str(dst), compiled=False))
     knowledge.load.cache_clear()
     yield dst
     knowledge.load.cache_clear()
 
 
-def test_committed_compiled_file_is_current():
-    status = knowledge.compiled_status(KB_DIR)
-    assert status == "current", (f"knowledge/{knowledge.COMPILED_NAME} is {status}; run: "
-                                 f"{knowledge.COMPILE_COMMAND}")
+def test_the_skill_ships_no_generated_knowledge_file():
+    assert not (KB_DIR / "compiled.json").exists()
+    assert {p.suffix for p in KB_DIR.iterdir() if p.is_file()} == {".yaml"}
+
+
+def test_the_first_load_fills_the_cache_and_the_next_uses_it(tmp_path, private_home):
+    dst = tmp_path / "knowledge"
+    shutil.copytree(KB_DIR, dst)
+    assert knowledge.compiled_status(dst) == "missing"
+    knowledge.load.cache_clear()
+    slow = knowledge.load(str(dst))
+    assert knowledge.compiled_status(dst) == "current"
+    path = knowledge.compiled_path(dst)
+    assert path.is_relative_to(private_home) and oct(path.stat().st_mode & 0o777) == oct(0o600)
+    knowledge.load.cache_clear()
+    _same(knowledge.load(str(dst)).tables, slow.tables)
+    knowledge.load.cache_clear()
 
 
 def test_compiled_load_equals_yaml_load_table_by_table(compiled_copy):
     assert knowledge.compiled_status(compiled_copy) == "current"
     fast = knowledge.load(str(compiled_copy))
     slow = knowledge.load(str(compiled_copy), compiled=False)
-    assert fast is not slow and fast.root == slow.root
-    _same(fast.index, slow.index, "index")
-    assert list(fast.tables) == list(slow.tables) == list(slow.index["tables"])
-    for name in slow.tables:
+    assert list(fast.tables) == list(slow.tables)
+    for name in fast.tables:
         _same(fast.tables[name], slow.tables[name], name)
-    _same(fast.by_id, slow.by_id, "by_id")
+    _same(fast.index, slow.index, "index")
 
 
-def test_committed_compiled_file_holds_the_yaml_tables():
-    if knowledge.compiled_status(KB_DIR) != "current":
-        pytest.skip("compiled file is stale (test_committed_compiled_file_is_current reports it)")
-    fast, slow = knowledge._read_compiled(KB_DIR), knowledge._read_sources(KB_DIR)
-    _same(fast[0], slow[0], "index")
-    for name in slow[1]:
-        _same(fast[1][name], slow[1][name], name)
-
-
-def test_edited_yaml_makes_the_compiled_file_stale_and_takes_effect(compiled_copy):
+def test_edited_yaml_makes_the_cache_stale_and_takes_effect(compiled_copy):
     path = compiled_copy / "ui.yaml"
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     data["test_marker"] = "edited"
@@ -90,10 +93,34 @@ def test_added_or_removed_source_file_makes_it_stale(compiled_copy):
     assert knowledge.compiled_status(compiled_copy) == "stale"
 
 
-def test_corrupt_compiled_file_is_ignored(compiled_copy):
-    (compiled_copy / knowledge.COMPILED_NAME).write_text('{"format": 1, "tables": ', encoding="utf-8")
+def test_corrupt_cache_is_ignored(compiled_copy):
+    knowledge.compiled_path(compiled_copy).write_text('{"format": 1, "tables": ', encoding="utf-8")
     assert knowledge.compiled_status(compiled_copy) == "stale"
     assert knowledge.load(str(compiled_copy)).entries("fixes")
+
+
+def test_a_cache_others_could_have_written_is_ignored(compiled_copy):
+    """A planted or world-writable cache could change every answer: it is never read."""
+    path = knowledge.compiled_path(compiled_copy)
+    path.chmod(0o666)
+    assert knowledge.compiled_status(compiled_copy) == "stale"
+    path.chmod(0o600)
+    path.parent.chmod(0o777)
+    assert knowledge.compiled_status(compiled_copy) == "stale"
+    path.parent.chmod(0o700)
+    assert knowledge.compiled_status(compiled_copy) == "current"
+
+
+def test_no_home_to_write_to_costs_time_not_an_answer(tmp_path, monkeypatch):
+    dst = tmp_path / "knowledge"
+    shutil.copytree(KB_DIR, dst)
+    home = tmp_path / "readonly-home"
+    home.mkdir(mode=0o500)
+    monkeypatch.setenv("HOME", str(home))
+    knowledge.load.cache_clear()
+    assert knowledge.load(str(dst)).entries("fixes")
+    assert knowledge.compiled_status(dst) == "missing" or os.geteuid() == 0  # root writes where it likes
+    knowledge.load.cache_clear()
 
 
 def test_values_json_would_change_are_refused(compiled_copy):
@@ -104,15 +131,15 @@ def test_values_json_would_change_are_refused(compiled_copy):
 
 
 def test_kb_compile_check_and_write(compiled_copy, capsys):
-    target = compiled_copy / knowledge.COMPILED_NAME
+    target = knowledge.compiled_path(compiled_copy)
     assert cli.main(["kb", "compile", "--check", "--dir", str(compiled_copy)]) == 0
     target.unlink()
     assert cli.main(["kb", "compile", "--check", "--dir", str(compiled_copy)]) == 1
-    assert "missing; run: python3 scripts/memtune.py kb compile" in capsys.readouterr().out
+    assert "missing (the first command fills it); run: python3 scripts/memtune.py kb compile" in capsys.readouterr().out
     assert not target.exists()
     assert cli.main(["kb", "compile", "--dir", str(compiled_copy)]) == 0
     assert knowledge.compiled_status(compiled_copy) == "current"
-    target.write_text(target.read_text(encoding="utf-8").replace('"format":1', '"format": 1'), encoding="utf-8")
+    target.write_text(target.read_text(encoding="utf-8").replace('"format":1', '"format": 2'), encoding="utf-8")
     assert cli.main(["kb", "compile", "--check", "--dir", str(compiled_copy)]) == 1
     assert "stale" in capsys.readouterr().out
 
@@ -122,10 +149,10 @@ def test_kb_compile_refuses_an_invalid_knowledge_base(compiled_copy, capsys):
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     data["fixes"][0].pop("undo")
     path.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8")
-    before = (compiled_copy / knowledge.COMPILED_NAME).read_bytes()
+    before = knowledge.compiled_path(compiled_copy).read_bytes()
     assert cli.main(["kb", "compile", "--dir", str(compiled_copy)]) == 1
     assert "'undo' is a required property" in capsys.readouterr().out
-    assert (compiled_copy / knowledge.COMPILED_NAME).read_bytes() == before
+    assert knowledge.compiled_path(compiled_copy).read_bytes() == before
 
 
 def test_compiled_load_imports_neither_yaml_nor_jsonschema(compiled_copy):

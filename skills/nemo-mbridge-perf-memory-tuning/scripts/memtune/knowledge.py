@@ -1,20 +1,23 @@
 """Load the knowledge base once, index it by id, and validate it on request.
 
-``load()`` is cheap and cached per process: it reads ``knowledge/compiled.json`` (the tables as
-``memtune kb compile`` wrote them after validating them) when the hash of every source file
-(``*.yaml`` and ``schema/*.json``) still matches the hashes recorded in it, and otherwise parses
-the YAML sources, so an edited table takes effect at once.  Either way the Knowledge is the same.
-``validate()`` adds the JSON-Schema checks and the cross-reference checks that ``memtune kb
-validate`` and CI run.  The KB directory is found next to this package in a skill folder, or in
-the installed data path after ``pip install``; no environment variable moves it.
+``load()`` is cheap and cached per process: it reads the tables parsed on an earlier run from the user's
+cache (``$HOME/.cache/memtune/kb-<folder key>.json``, a private folder) when the hash of every source file
+(``*.yaml`` and ``schema/*.json``) still matches the hashes recorded in it, and otherwise parses the YAML
+sources and keeps them there for the next start, so an edited table takes effect at once and the
+installed skill ships no generated file.  Either way the Knowledge is the same.  ``validate()`` adds the
+JSON-Schema checks and the cross-reference checks that ``memtune kb validate`` and CI run.  The KB
+directory is found next to this package in a skill folder, or in the installed data path after
+``pip install``; no environment variable moves it.
 
-PyYAML and jsonschema are imported only on the paths that need them (a stale or missing compiled
-file, validation, compiling): a command whose compiled KB is current never loads either.
+PyYAML and jsonschema are imported only on the paths that need them (a missing or stale cache,
+validation, compiling): a command whose cache is current never loads either.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,7 +28,6 @@ from typing import Any
 from .conditions import referenced_facts
 from .facts import Facts
 
-COMPILED_NAME = "compiled.json"
 COMPILED_FORMAT = 1
 COMPILE_COMMAND = "python3 scripts/memtune.py kb compile"
 
@@ -97,7 +99,7 @@ def _read_yaml(path: Path) -> Any:
 
 @lru_cache(maxsize=4)
 def load(root: str | None = None, *, compiled: bool = True) -> Knowledge:
-    """The knowledge base in ``root`` (default: ``knowledge_dir()``), from its compiled file when current.
+    """The knowledge base in ``root`` (default: ``knowledge_dir()``), from the cache when it is current.
 
     ``compiled=False`` always parses the YAML sources (``kb validate`` and ``kb compile`` do).
     """
@@ -109,7 +111,10 @@ def load(root: str | None = None, *, compiled: bool = True) -> Knowledge:
         rows = data.get(name) if isinstance(data, dict) else None
         if isinstance(rows, list) and rows and isinstance(rows[0], dict) and "id" in rows[0]:
             by_id[name] = {row["id"]: row for row in rows if isinstance(row, dict) and "id" in row}
-    return Knowledge(root=base, index=index, tables=tables, by_id=by_id)
+    kb = Knowledge(root=base, index=index, tables=tables, by_id=by_id)
+    if compiled and tables_in is None:  # parsed from YAML: keep the tables for the next start
+        _store_quietly(kb)
+    return kb
 
 
 def _read_sources(base: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -136,10 +141,39 @@ def source_hashes(base: Path) -> dict[str, str]:
             for path in source_files(base)}
 
 
-def _read_compiled(base: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """``(index, tables)`` from ``base/compiled.json`` when it matches the sources byte for byte, else None."""
+def cache_dir() -> Path:
+    """``$HOME/.cache/memtune``: where the parsed tables are kept between runs (the helper reads no environment
+    variable; a home directory that cannot be found means no cache, never a failure)."""
+    return Path(os.path.expanduser("~")) / ".cache" / "memtune"
+
+
+def compiled_path(base: Path) -> Path:
+    """The cache file of the knowledge base in ``base``: one per knowledge folder, checked against its sources."""
     try:
-        data = json.loads((base / COMPILED_NAME).read_bytes())
+        from _blake2 import blake2b
+    except ImportError:  # pragma: no cover
+        from hashlib import blake2b
+    key = blake2b(str(base.resolve()).encode("utf-8", "surrogateescape"), digest_size=12).hexdigest()
+    return cache_dir() / f"kb-{key}.json"
+
+
+def _private(path: Path, want_dir: bool) -> bool:
+    """Only this user (or root) can have written it: a cache another user could plant is ignored."""
+    try:
+        info = path.lstat()
+    except OSError:
+        return False
+    kind_ok = stat.S_ISDIR(info.st_mode) if want_dir else stat.S_ISREG(info.st_mode)
+    return kind_ok and info.st_uid in (os.geteuid(), 0) and not info.st_mode & 0o022
+
+
+def _read_compiled(base: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """``(index, tables)`` from the cache when it matches the sources byte for byte, else None."""
+    path = compiled_path(base)
+    if not (_private(path.parent, want_dir=True) and _private(path, want_dir=False)):
+        return None
+    try:
+        data = json.loads(path.read_bytes())
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("format") != COMPILED_FORMAT or data.get("hash") != "blake2b-256":
@@ -156,14 +190,34 @@ def _read_compiled(base: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
 
 
 def compiled_status(base: Path) -> str:
-    """``current``, ``stale`` (sources changed since ``kb compile``) or ``missing``."""
-    if not (base / COMPILED_NAME).is_file():
+    """``current``, ``stale`` (sources changed since the cache was written) or ``missing``."""
+    if not compiled_path(base).is_file():
         return "missing"
     return "current" if _read_compiled(base) is not None else "stale"
 
 
+def store_compiled(kb: Knowledge) -> Path:
+    """Write the cache of ``kb`` (private folder, atomic); raises OSError or KnowledgeError when it cannot."""
+    from .actions.safewrite import write_new
+
+    path = compiled_path(kb.root)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not _private(path.parent, want_dir=True):
+        raise KnowledgeError(f"{path.parent}: not a private folder of this user; the knowledge cache is not kept there")
+    write_new(path, compile_text(kb).encode("utf-8"), mode=0o600)
+    return path
+
+
+def _store_quietly(kb: Knowledge) -> None:
+    """A cache that cannot be written (no home, read-only, full disk) costs start-up time, never an answer."""
+    try:
+        store_compiled(kb)
+    except (OSError, KnowledgeError, RuntimeError):
+        pass
+
+
 def compile_text(kb: Knowledge) -> str:
-    """The text of ``compiled.json`` for ``kb`` (loaded from its YAML sources and already validated).
+    """The text of the cache file for ``kb`` (its tables as loaded from the YAML sources).
 
     Raises KnowledgeError for a value JSON cannot carry unchanged (a YAML date, a non-string key,
     NaN/inf): the loaded tables must equal the YAML ones exactly, types included.

@@ -3,7 +3,7 @@
 A backup beside the target proves nothing: anyone who can write the target's folder can
 plant a file with the backup's name (and, before, a manifest beside it). So every backup
 ``apply`` makes is also recorded here, in a private directory of the user running it
-(``~/.local/state/memtune/journal``; mode 0700,
+(``$HOME/.local/state/memtune/journal``; mode 0700,
 owned by that user, checked on every use). ``rollback`` restores only a backup this journal
 lists for this very target, with the recorded size and SHA-256; anything else beside the
 file is ignored, so a planted or far-future backup neither wins nor blocks.
@@ -24,6 +24,7 @@ from ..errors import UserError
 MAX_JOURNAL_BYTES = 1024 * 1024  # one target's records; thousands of applies fit
 MAX_ENTRIES = 1000  # the oldest records go first past this (their backups stay, unrecorded)
 PERMISSION_BITS = 0o777  # set-id and sticky bits are never restored
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # a link planted in place of a record is never followed
 
 
 @dataclass(frozen=True)
@@ -58,10 +59,10 @@ def sha256(data: bytes) -> str:
 
 
 def state_dir() -> Path:
-    """``~/.local/state/memtune/journal`` (the XDG state location; the helper reads no environment variable)."""
+    """``$HOME/.local/state/memtune/journal`` (the XDG state location; the helper reads no environment variable)."""
     home = os.path.expanduser("~")
     if not os.path.isabs(home):
-        raise UserError("no home directory: memtune keeps the record of its backups in ~/.local/state/memtune")
+        raise UserError("no home directory: memtune keeps the record of its backups in $HOME/.local/state/memtune")
     return Path(home) / ".local" / "state" / "memtune" / "journal"
 
 
@@ -74,7 +75,7 @@ def _private(directory: Path) -> None:
         if info.st_uid not in (os.geteuid(), 0) or info.st_mode & 0o022:
             raise UserError(f"{path}: memtune's backup journal is writable by another user "
                             f"(owner {info.st_uid}, mode {stat.filemode(info.st_mode)}); nothing written. "
-                            "Fix its owner and mode (chmod 700) first")
+                            "Make it yours with mode 0700 first")
 
 
 def _ensure(directory: Path) -> Path:
@@ -104,7 +105,7 @@ def entries(path: Path) -> list[Entry]:
     target = target_key(path)
     record = _record_path(directory, target)
     try:
-        fd = os.open(record, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(record, os.O_RDONLY | _NOFOLLOW)
     except FileNotFoundError:
         return []
     except OSError as exc:

@@ -35,7 +35,7 @@ ROLLBACK_EPILOG = """examples:
                                               the edited text is saved as launch.sh.memtune-saved-<stamp>)
 
 Only a backup that apply made as this user is restored: it is recorded, with its SHA-256, in
-~/.local/state/memtune/journal (mode 0700). Files
+$HOME/.local/state/memtune/journal (mode 0700). Files
 beside FILE that merely look like backups (planted, tampered, truncated) are never restored,
 and set-id or sticky bits are never written.
 

@@ -1,9 +1,8 @@
-"""``memtune kb validate`` / ``memtune kb compile``: checks of knowledge/, and its compiled form."""
+"""``memtune kb validate`` / ``memtune kb compile``: checks of knowledge/, and the cache of its parsed tables."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from .. import knowledge
 from ..errors import UserError
@@ -18,17 +17,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     val.add_argument("--lang", choices=["en", "zh"], default="en", help="language of the status lines")
     val.set_defaults(func=run_validate)
     comp = kb_sub.add_parser(
-        "compile", help=f"validate knowledge/ and write {knowledge.COMPILED_NAME}, the tables every command loads",
-        description=f"Validate the YAML tables (as 'kb validate' does) and write them, with a hash of every "
-        f"source file, to knowledge/{knowledge.COMPILED_NAME}. Commands load that file instead of parsing the YAML "
-        "while the hashes match, and parse the YAML when a source changed, so a stale file is slower, never wrong. "
-        "Run it after editing knowledge/ and commit the result.",
+        "compile", help="validate knowledge/ and keep its parsed tables in the user's cache (start-up speed)",
+        description="Validate the YAML tables (as 'kb validate' does) and write them, with a hash of every "
+        "source file, to the cache file this command names ($HOME/.cache/memtune, a private folder). Commands "
+        "load that file instead of parsing the YAML while the hashes match, and parse the YAML (and refresh the "
+        "cache) when a source changed, so a stale or missing cache is slower, never wrong. The skill ships no "
+        "generated file; any command fills the cache on first use, this one only after validating.",
         epilog="exit codes: 0 written (or current with --check), 1 stale or missing with --check, "
         "or the KB is invalid.")
     comp.add_argument("--dir", help="knowledge directory (default: the skill's knowledge/)")
     comp.add_argument("--check", action="store_true",
-                      help=f"write nothing; exit 1 when {knowledge.COMPILED_NAME} is missing or differs from what "
-                      "compile would write")
+                      help="write nothing; exit 1 when the cache is missing or differs from what compile would write")
     comp.add_argument("--lang", choices=["en", "zh"], default="en", help="language of the status lines")
     comp.set_defaults(func=run_compile)
 
@@ -49,38 +48,26 @@ def run_compile(args: argparse.Namespace) -> int:
 
     if problems:
         out.emit_lines(list(problems))
-        say("kb-compile-refused", file=knowledge.COMPILED_NAME,
+        say("kb-compile-refused", file=knowledge.compiled_path(kb.root),
             action=messages.line(kb, args.lang, "kb-action-checked" if args.check else "kb-action-written"))
         return 1
-    text = knowledge.compile_text(kb)
-    target = kb.root / knowledge.COMPILED_NAME
-    shown = _shown(target)
-    data = text.encode("utf-8")
-    try:
-        current = target.read_bytes()
-    except FileNotFoundError:
-        current = None
+    target = knowledge.compiled_path(kb.root)
+    shown = str(target)
+    status = knowledge.compiled_status(kb.root)
     if args.check:
-        if current == data:
+        if status == "current":
             say("kb-current", file=shown)
             return 0
-        say("kb-missing" if current is None else "kb-stale", file=shown, command=knowledge.COMPILE_COMMAND)
+        say("kb-missing" if status == "missing" else "kb-stale", file=shown, command=knowledge.COMPILE_COMMAND)
         return 1
-    if current == data:
+    if status == "current":
         say("kb-already-current", file=shown)
         return 0
-    from ..actions.safewrite import write_new
-
     try:
-        write_new(target, data)
+        knowledge.store_compiled(kb)
     except OSError as exc:
         raise UserError(f"{shown}: cannot write ({exc.strerror})") from None
+    except knowledge.KnowledgeError as exc:
+        raise UserError(str(exc)) from None
     say("kb-wrote", file=shown)
     return 0
-
-
-def _shown(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
