@@ -495,7 +495,18 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
     nothing = not ranked.causes  # no rule matched anything given: an answer still says what to check first
     if (ranked.generic_only or nothing) and not diag.facts.get("log.requested_bytes"):
         ranked = _check_first(ranked, kb)
+    elif not ranked.fixes:  # causes with nothing to do about them (a broken constraint alone): the check leads
+        ranked = _lead_with_check(ranked, kb)
     return ranked
+
+
+def _lead_with_check(diag: Diagnosis, kb: Knowledge) -> Diagnosis:
+    from .ledger import policy
+
+    check = (policy(kb).get("candidates") or {}).get("check_fix")
+    if not check or check in {a.id for a in diag.avoid}:
+        return diag
+    return replace(diag, fixes=[FixAdvice(check, 1, ["thin-evidence"])])
 
 
 def cause_fixes(cause_id: str, kb: Knowledge) -> list[str]:

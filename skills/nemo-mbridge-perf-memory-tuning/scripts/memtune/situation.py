@@ -128,8 +128,9 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
 
     sit.failed, sit.failed_bytes = _failed(facts, table)
     sit.failed_batch = _batch_of(sit.failed)
-    sit.phase = (_stated(stated.phase, "phase") or _phase_from_log(facts, words, log_text)
-                 or _one("phases", clauses, words) or _phase_from_question_frames(text, words))
+    said_phase = _one("phases", clauses, words, order=words.phase_order)
+    sit.phase = (_stated(stated.phase, "phase") or _refined(_phase_from_log(facts, words, log_text), said_phase)
+                 or said_phase or _phase_from_question_frames(text, words))
     sit.step = (_stated(stated.step, "step") or _step_from_log(facts)
                 or _one("steps", clauses, words, failing_only=False))
     sit.where = _stated(stated.where, "where") or _where_from_log(facts) or _one("places", clauses, words)
@@ -364,6 +365,17 @@ def _gib(value: float) -> str:
 # --------------------------------------------------------------------------- when: frames and log phases
 
 
+# A log knows it failed while the model was set up; the user's words can say which part of set-up it was.
+_REFINES = {"model-build": ("conversion", "checkpoint-load")}
+
+
+def _refined(from_log: Reading | None, said: Reading | None) -> Reading | None:
+    """The log's phase, or the user's more specific one inside it (set-up that was a conversion)."""
+    if from_log is not None and said is not None and said.value in _REFINES.get(from_log.value, ()):
+        return Reading(said.value, [*from_log.clues, *said.clues])
+    return from_log
+
+
 def _phase_from_log(facts: Facts, words: _Words, log_text: str | None) -> Reading | None:
     """The program the traceback starts in (a converter is a conversion throughout), else the failing traceback's
     frames (most specific phase first), else the parser's phase, else frame names in a pasted log."""
@@ -480,6 +492,7 @@ class _Words:
     lists: dict[str, list[tuple[str, _Literals]]]
     frames: list[tuple[str, frozenset[str], tuple[str, ...]]]  # (phase, frame names, unless) in priority order
     scripts: list[tuple[str, tuple[str, ...]]]  # (phase, name parts of its programs) in priority order
+    phase_order: tuple[str, ...]  # situation.yaml phase_priority: the most telling phase first
     log_phase: dict[str, str]  # parser phase -> situation phase
     failure: _Literals
     gpu_memory: _Literals
@@ -487,6 +500,7 @@ class _Words:
     tried: _Literals
     no_effect: _Literals
     removed: _Literals
+    upgraded: _Literals
     worked_before: _Literals
     expected_release: _Literals
     versions: _Literals
@@ -529,10 +543,11 @@ def _compile(kb: Knowledge) -> _Words:
     scripts = [(pid, tuple(phases[pid]["scripts"])) for pid in order if phases.get(pid, {}).get("scripts")]
     log_phase = {lp: e["id"] for e in phases.values() for lp in e.get("log_phases") or []}
     changes = table.get("changes") or {}
-    return _Words(lists, frames, scripts, log_phase, _Literals(_both(table.get("failure_words"))),
+    return _Words(lists, frames, scripts, tuple(order), log_phase, _Literals(_both(table.get("failure_words"))),
                   _Literals(_both(table.get("gpu_memory_words"))), _Literals(_both(changes.get("changed"))),
                   _Literals(_both(changes.get("tried"))),
                   _Literals(_both(changes.get("no_effect"))), _Literals(_both(changes.get("removed"))),
+                  _Literals(_both(changes.get("upgraded"))),
                   _Literals(_both(changes.get("worked_before"))),
                   _Literals(_both(changes.get("expected_release"))),
                   _Literals(_both(changes.get("versions"))))
@@ -606,19 +621,25 @@ def _sentences(text: str) -> list[str]:
     return [c for c in _SENTENCE.split(text) if c and c.strip()]
 
 
-def _one(key: str, clauses: list[str], words: _Words, *, failing_only: bool = True) -> Reading | None:
+def _one(key: str, clauses: list[str], words: _Words, *, failing_only: bool = True,
+         order: tuple[str, ...] = ()) -> Reading | None:
     """The value the words name: the one named in the same clause as a failure word; else the only one named
-    (with ``failing_only=False``, else the first one named)."""
+    (with ``failing_only=False``, else the first one named).  With an ``order`` (phases: the most telling
+    first), several candidates resolve to the earliest in it: "the update ends, then vLLM wakes up and it
+    OOMs" is a wake-up failure, whichever clause carries the failure word."""
     hits: list[tuple[str, str, bool]] = []  # (value, the words, in a clause that says something failed)
     for clause in clauses:
         failing = bool(words.failure.search(clause))
         hits += [(value, said, failing) for value, said in _hits(key, clause, words)]
     near = list(dict.fromkeys(v for v, _, f in hits if f))
     named = list(dict.fromkeys(v for v, _, _ in hits))
+    ranked = {v: i for i, v in enumerate(order)}
     if len(near) == 1:
         value = near[0]
     elif len(named) == 1 or (named and not failing_only):
         value = named[0]
+    elif order and named and not near:  # none said to fail: the most telling of those named
+        value = min(named, key=lambda v: ranked.get(v, len(ranked)))
     else:
         return None
     said = next(w for v, w, _ in hits if v == value)
@@ -654,8 +675,8 @@ _ENV_NAME = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
 
 def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = False
              ) -> tuple[list[Reading], list[Reading], list[Reading], list[Reading]]:
-    """Settings named in a clause that says they were changed, tried, did nothing, or were taken out; a version
-    word in a changed clause says the software stack moved.  A setting the user took out is not one they tried:
+    """Settings named in a clause that says they were changed, tried, did nothing, or were taken out; an upgrade
+    word with a version word says the software stack moved.  A setting the user took out is not one they tried:
     it is what held the memory down before, and the first thing to put back."""
     changed: dict[str, Reading] = {}
     tried: dict[str, Reading] = {}
@@ -663,9 +684,9 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
     removed: dict[str, Reading] = {}
     source = "agent" if agent else "words"
     for clause in clauses:
-        is_change, is_try, useless, took_out = (bool(rx.search(clause)) for rx in (
-            words.changed, words.tried, words.no_effect, words.removed))
-        if not (is_change or is_try or useless or took_out):
+        is_change, is_try, useless, took_out, moved = (bool(rx.search(clause)) for rx in (
+            words.changed, words.tried, words.no_effect, words.removed, words.upgraded))
+        if not (is_change or is_try or useless or took_out or moved):
             continue
         quote = clause.strip()[:120]
         from .recognize import fix_recognizer  # only where a sentence says something was changed or tried
@@ -681,6 +702,6 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
                 changed.setdefault(fix_id, reading)
             if useless:
                 no_effect.setdefault(fix_id, reading)
-        if is_change and words.versions.search(_ENV_NAME.sub(" ", clause)):
+        if moved and words.versions.search(_ENV_NAME.sub(" ", clause)):
             changed.setdefault("stack", Reading("stack", [Clue(f"“{quote}”", source)]))
     return list(changed.values()), list(tried.values()), list(no_effect.values()), list(removed.values())
