@@ -73,6 +73,7 @@ class Signature:
     pair_keys: dict[str, dict[str, str]] = field(default_factory=dict)
     pair_units: dict[str, str] = field(default_factory=dict)  # printed unit -> units.py unit
     pair_counts: bool = False  # some key gives a count (an int field), not bytes
+    pair_groups: tuple[int, int, int | None] = (0, 1, None)  # findall positions of pair_item's key, value, unit
     # printed key (, printed unit) -> (field, unit, bytes per unit) or () to skip: resolved once, not per item
     pair_memo: dict[Any, _PairHow] = field(default_factory=dict, compare=False, repr=False)
 
@@ -220,6 +221,7 @@ def _signature(entry: dict[str, Any], rx: Any, kinds: dict[str, bool]) -> Signat
     if entry["kind"] not in kinds:
         raise KnowledgeError(f"signatures.yaml: {sid}: kind {entry['kind']!r} is not listed under kinds")
     pairs = entry.get("pairs") or {}
+    item = rx(pairs["item"], f"{sid}.pairs.item") if pairs else None
     return Signature(
         id=sid,
         kind=entry["kind"],
@@ -235,11 +237,20 @@ def _signature(entry: dict[str, Any], rx: Any, kinds: dict[str, bool]) -> Signat
         echo=bool(entry.get("echo")),
         number_unit=entry.get("number_unit"),
         fields=tuple((name, rx(text, f"{sid}.fields.{name}")) for name, text in (entry.get("fields") or {}).items()),
-        pair_item=rx(pairs["item"], f"{sid}.pairs.item") if pairs else None,
+        pair_item=item,
         pair_keys=dict(pairs.get("keys", {})),
         pair_units=dict(pairs.get("units", {})),
+        pair_groups=_pair_groups(item),
         pair_counts=any(not spec["field"].endswith("_bytes") for spec in (pairs.get("keys") or {}).values()),
     )
+
+
+def _pair_groups(item: re.Pattern[str] | None) -> tuple[int, int, int | None]:
+    """Where ``findall`` puts the key, value and unit of an item (checked by _check_side_signature)."""
+    groups = item.groupindex if item is not None else {}
+    if "key" not in groups or "value" not in groups:
+        return 0, 1, None
+    return groups["key"] - 1, groups["value"] - 1, groups["unit"] - 1 if "unit" in groups else None
 
 
 def _check_side_signature(sig: Signature, key: str) -> None:
@@ -253,6 +264,8 @@ def _check_side_signature(sig: Signature, key: str) -> None:
         return
     if sig.pair_item is None or sig.regex is None or "pairs" not in sig.regex.groupindex:
         raise KnowledgeError(f"{where}: needs a 'pairs' group and a pairs.item regex")
+    if not {"key", "value"} <= set(sig.pair_item.groupindex):
+        raise KnowledgeError(f"{where}: pairs.item needs the groups 'key' and 'value'")
     for printed, spec in sig.pair_keys.items():
         if key == "report" and spec["field"] not in _REPORT_FIELDS:
             raise KnowledgeError(f"{where}: pairs key {printed!r}: {spec['field']!r} is not a MemoryReport field")
@@ -351,9 +364,7 @@ def report_pairs(sig: Signature, text: str | None) -> dict[str, float]:
     values: dict[str, float] = {}
     if sig.pair_item is None or not text:
         return values
-    groups = sig.pair_item.groupindex
-    key_at, value_at = groups["key"] - 1, groups["value"] - 1
-    unit_at = groups["unit"] - 1 if "unit" in groups else None
+    key_at, value_at, unit_at = sig.pair_groups
     memo = sig.pair_memo
     for item in sig.pair_item.findall(text):
         printed = item[unit_at] if unit_at is not None else None
@@ -638,9 +649,10 @@ class _Scanner:
         self.prm = patterns.params
         self.on_report = on_report
         self._plans: dict[frozenset[str], _Plan] = {}
-        self._shapes: dict[str, frozenset[str]] = {}
+        self._shapes: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {}
         self._plain_triggers = tuple(t for t in patterns.triggers if _NUMBER_CHARS.isdisjoint(t))
-        self._digit_triggers = tuple(t for t in patterns.triggers if not _NUMBER_CHARS.isdisjoint(t))
+        self._digit_triggers = tuple((t, tuple(filter(None, _NUMBER_RUNS.split(t.replace(".", "0")))))
+                                     for t in patterns.triggers if not _NUMBER_CHARS.isdisjoint(t))
         self.lineno = 0
         self._piece_open = False
         self.pending: _Block | None = None
@@ -789,17 +801,20 @@ class _Scanner:
 
         A trigger without a digit or dot occurs in a line exactly when it occurs in its shape, so the lines of
         one kind (360k report lines in a report-dense log) test the 98 triggers once; the few triggers with a
-        digit or dot are tested on the line itself."""
+        digit or dot are tested on the line itself when the shape holds each of their other parts."""
         if len(text) > _SHAPE_MAX_CHARS:
             return frozenset(t for t in self.p.triggers if t in text)
         shape = _NUMBER_RUNS.sub("0", text)
-        found = self._shapes.get(shape)
-        if found is None:
+        known = self._shapes.get(shape)
+        if known is None:
             if len(self._shapes) >= _SHAPES_KEPT:
                 self._shapes.clear()
-            found = self._shapes[shape] = frozenset(t for t in self._plain_triggers if t in shape)
-        if self._digit_triggers:
-            extra = [t for t in self._digit_triggers if t in text]
+            known = self._shapes[shape] = (
+                frozenset(t for t in self._plain_triggers if t in shape),
+                tuple(t for t, parts in self._digit_triggers if all(part in shape for part in parts)))
+        found, maybe = known
+        if maybe:
+            extra = [t for t in maybe if t in text]
             if extra:
                 return found.union(extra)
         return found
