@@ -597,8 +597,8 @@ def _plan(p: Patterns, present: frozenset[str]) -> _Plan:
         rank_hints=tuple(h for h in p.rank_hints if hit(h[0])),
         constraints=tuple(c for c in p.constraints if c[2] is None or hit(c[2])),
     )
-    alone = (plan.reports and not (plan.alloc or plan.line or plan.footprints or plan.env or plan.phases
-                                   or plan.rank_hints or plan.constraints) and "Error: " not in present)
+    others = (plan.alloc, plan.line, plan.footprints, plan.env, plan.phases, plan.rank_hints, plan.constraints)
+    alone = bool(plan.reports) and not any(others) and "Error: " not in present
     return replace(plan, reports_only=True) if alone else plan
 
 
