@@ -18,6 +18,8 @@ def bar(value: float, scale: float, width: int = BAR_WIDTH) -> str:
 
 def width(text: str) -> int:
     """Terminal columns: CJK characters take two."""
+    if text.isascii():  # every ASCII character is one column: the common case, without a lookup per character
+        return len(text)
     return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
