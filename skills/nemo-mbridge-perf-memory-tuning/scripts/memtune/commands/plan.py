@@ -77,7 +77,7 @@ def base_config(args: argparse.Namespace, kb: knowledge.Knowledge) -> TrainingCo
     if not given:
         raise UserError("plan: give the model with --model NAME, --hf-config FILE or --config FILE")
     if args.config:
-        cfg = apply_sets(read_config(args.config, [], kb), args.overrides, kb)
+        cfg = apply_sets(read_config(args.config, [], kb=kb), args.overrides, kb)
         if args.model:
             cfg = replace(cfg, model_name=_find(find, args.model, kb)["id"])
     else:
