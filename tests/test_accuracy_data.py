@@ -343,7 +343,7 @@ def test_a_plan_keeps_free_what_its_class_is_estimated_within(kb):
     """Without --headroom a plan keeps the band of its model's class free, and says so; with it, the user's."""
     from memtune.estimator.models import preset
     from memtune.inputs.gpu import lookup_gpu
-    from memtune.planner import PlanRequest, plan
+    from memtune.planner.search import PlanRequest, plan
 
     stored = kb.get("estimator", "estimate-error-band")["value"]
     gpu = lookup_gpu("H100", kb)

@@ -13,11 +13,10 @@ from memtune.estimator.models import preset
 from memtune.facts import GpuFacts, TrainingConfig
 from memtune.inputs.config import apply_overrides
 from memtune.inputs.gpu import lookup_gpu
-from memtune.planner import PlanRequest, plan
 from memtune.planner import costs as cost_model
 from memtune.planner import traffic as traffic_model
 from memtune.planner.options import field_of, load, split
-from memtune.planner.search import Planner
+from memtune.planner.search import Planner, PlanRequest, plan
 
 GIB = 2**30
 

@@ -22,7 +22,7 @@ from typing import Any
 from .derive import derive
 from .engine import check_constraints
 from .errors import UserError
-from .facts import Facts, TrainingConfig
+from .facts import ARCHITECTURE_FIELDS, Facts, TrainingConfig
 from .knowledge import Knowledge
 from .ledger import Ledger
 
@@ -421,8 +421,6 @@ def _product(cfg: TrainingConfig, names: Iterable[str]) -> int:
 
 
 def _estimate(cfg: TrainingConfig, facts: Facts, kb: Knowledge) -> Any:
-    from .pipeline import ARCHITECTURE_FIELDS
-
     if not all(vars(cfg)[f] for f in ARCHITECTURE_FIELDS) or not cfg.seq_length:
         return None
     from .estimator import estimate
