@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import functools
 import inspect
 import json
 import math
@@ -213,6 +214,7 @@ def _rel(path: Path) -> str:
 
 
 def _megatron_reader() -> Callable[..., TrainingConfig]:
+    """The Megatron-args reader bound to the knowledge base (its vocabulary decides which variables are kept)."""
     try:
         from memtune.inputs.megatron_args import read_megatron_args
     except ImportError:
@@ -220,7 +222,9 @@ def _megatron_reader() -> Callable[..., TrainingConfig]:
             "memtune.inputs.megatron_args.read_megatron_args is not available yet; "
             "cases with megatron_args cannot be converted"
         ) from None
-    return read_megatron_args
+    from memtune import knowledge
+
+    return functools.partial(read_megatron_args, kb=knowledge.load())
 
 
 def to_training_config(case: Case, reader: Callable[..., TrainingConfig] | None = None) -> TrainingConfig:
@@ -297,10 +301,10 @@ def _estimator() -> Estimator:
     from memtune import knowledge
 
     try:
-        knowledge.load()  # a broken KB would fail every case the same way: say it once
+        kb = knowledge.load()  # a broken KB would fail every case the same way: say it once
     except knowledge.KnowledgeError as exc:
         raise UserError(f"the knowledge base does not load: {exc}") from None
-    return estimate
+    return functools.partial(estimate, kb=kb)
 
 
 def _as_dict(result: Any) -> dict[str, Any]:

@@ -60,7 +60,7 @@ from memtune.estimator.models import preset  # noqa: E402
 from memtune.estimator.static import clear_caches  # noqa: E402
 from memtune.inputs.config import apply_overrides  # noqa: E402
 from memtune.inputs.gpu import lookup_gpu  # noqa: E402
-from memtune.planner import PlanRequest, plan  # noqa: E402
+from memtune.planner.search import PlanRequest, plan  # noqa: E402
 
 FP8_CS = ["mixed_precision=bf16_with_fp8_current_scaling_mixed", "mixed_precision.grad_reduce_in_fp32=false"]
 SCENARIOS: list[dict[str, Any]] = [

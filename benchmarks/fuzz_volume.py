@@ -149,7 +149,7 @@ def _yaml(rnd, tmp):
 
 def _launch(rnd, tmp):
     text = _mutate(rnd, rnd.choice(LAUNCH))
-    _holds(lambda: read_megatron_args(text, "launch.sh", KB), TrainingConfig)
+    _holds(lambda: read_megatron_args(text, "launch.sh", kb=KB), TrainingConfig)
 
 
 def _hf(rnd, tmp):

@@ -95,8 +95,8 @@ def evaluate(recipe: dict[str, Any]) -> dict[str, Any]:
     would cost more than planning them) and find the recipe's layout among the fitting ones."""
     from memtune.commands.plan import request_from_args
     from memtune.errors import UserError
-    from memtune.planner import plan
     from memtune.planner.costs import differences
+    from memtune.planner.search import plan
 
     lay = recipe["layout"]
     want = _layout_key(lay["tensor_model_parallel_size"], lay["pipeline_model_parallel_size"],

@@ -4,8 +4,9 @@
 model, so this scores it where NVIDIA publishes throughput for a run whose settings are known: every Megatron-Bridge
 performance recipe measured with its own layout (benchmarks/recipes/bridge-perf-recipes.yaml, the newest such row)
 and the runs of benchmarks/recipes/measured-throughput.yaml (a recipe's config with one change, the figure from
-knowledge/measurements.yaml).  Each run's own config is scored with ``memtune.planner.score`` (the factors its layout
-pays, times the achieved FLOP/s, over its FLOPs per token) and compared with the published tokens per second per GPU.
+knowledge/measurements.yaml).  Each run's own config is scored with ``memtune.planner.search.score`` (the factors
+its layout pays, times the achieved FLOP/s, over its FLOPs per token) and compared with the published tokens per
+second per GPU.
 
 Cases a costs.yaml constant was solved on (its ``fitted_on``) are reported apart from the held-out ones.  Besides the
 absolute error, the pairs of runs that differ in one setting show whether the model moves the right way.
@@ -82,7 +83,7 @@ def evaluate(case: dict[str, Any], kb: Any, fitted: dict[str, list[str]]) -> dic
     from memtune import cli
     from memtune.commands.plan import request_from_args
     from memtune.errors import UserError
-    from memtune.planner import score
+    from memtune.planner.search import score
 
     row = {"id": case["id"], "moe": case["moe"], "measured": case["tokens"], "predicted": None, "error_pct": None,
            "fit": fitted.get(case["id"], []), "options": None, "reasons": [], "status": "ok", "source": case["source"]}

@@ -7,6 +7,7 @@ arithmetic is consistent, and the runner's error / MAPE / gate logic is right wi
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import sys
@@ -297,20 +298,20 @@ def test_data_only_needs_no_estimator(monkeypatch, capsys):
     assert [c["measured_bytes"] for c in listed][:2] == [47_545_000_000, 42_814_000_000]
 
 
-def test_every_case_converts_when_the_reader_exists(cases):
+def test_every_case_converts_when_the_reader_exists(cases, kb):
     reader_mod = pytest.importorskip("memtune.inputs.megatron_args")
     for c in cases:
-        cfg = acc.to_training_config(c, reader_mod.read_megatron_args)
+        cfg = acc.to_training_config(c, functools.partial(reader_mod.read_megatron_args, kb=kb))
         assert cfg.pipeline_model_parallel_size and cfg.micro_batch_size and cfg.seq_length, c.id
         if not c.stretch:  # the architecture is stated, or named by a knowledge/models.yaml preset
             assert cfg.model_name or (cfg.num_layers and cfg.hidden_size and cfg.num_attention_heads), c.id
 
 
-def test_every_case_is_estimated_when_the_estimator_exists(cases):
+def test_every_case_is_estimated_when_the_estimator_exists(cases, kb):
     """A smoke run of the real benchmark: no case may crash or be refused (accuracy itself is not asserted)."""
     estimator = pytest.importorskip("memtune.estimator")
     reader = pytest.importorskip("memtune.inputs.megatron_args").read_megatron_args
-    report = acc.run(cases, estimator.estimate, reader)
+    report = acc.run(cases, functools.partial(estimator.estimate, kb=kb), functools.partial(reader, kb=kb))
     failed = [(r["id"], r["status"]) for r in report["rows"] if r["status"] != "ok" and not r["stretch"]]
     assert not failed
     for row in report["rows"]:
@@ -342,7 +343,7 @@ def test_a_plan_keeps_free_what_its_class_is_estimated_within(kb):
     """Without --headroom a plan keeps the band of its model's class free, and says so; with it, the user's."""
     from memtune.estimator.models import preset
     from memtune.inputs.gpu import lookup_gpu
-    from memtune.planner import PlanRequest, plan
+    from memtune.planner.search import PlanRequest, plan
 
     stored = kb.get("estimator", "estimate-error-band")["value"]
     gpu = lookup_gpu("H100", kb)

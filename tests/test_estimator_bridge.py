@@ -10,10 +10,13 @@ test needs no network.
 from __future__ import annotations
 
 import pytest
+from memtune import knowledge
 from memtune.errors import UserError
 from memtune.estimator import estimate
 from memtune.estimator.bridge_compat import format_line
 from memtune.facts import TrainingConfig
+
+KB = knowledge.load()
 
 # _make_config() of Bridge's test module (research §1.4 "Base config")
 BASE = dict(
@@ -28,7 +31,7 @@ BASE = dict(
 
 def bridge(nmb: int | None = None, **over):
     cfg = TrainingConfig(provided=True, source="test", **{**BASE, **over})
-    return estimate(cfg, mode="bridge", num_microbatches=nmb).bridge
+    return estimate(cfg, mode="bridge", num_microbatches=nmb, kb=KB).bridge
 
 
 def comps(b):
@@ -112,7 +115,7 @@ def test_llama3_70b_sft_layout():
         share_embeddings_and_output_weights=False, gated_linear_unit=True, activation_func="silu",
         tensor_model_parallel_size=4, pipeline_model_parallel_size=4, virtual_pipeline_model_parallel_size=5,
         micro_batch_size=1, use_distributed_optimizer=True, data_parallel_size=2)
-    b = estimate(cfg, mode="bridge", num_microbatches=16).bridge
+    b = estimate(cfg, mode="bridge", num_microbatches=16, kb=KB).bridge
     assert b["weight_and_optimizer_bytes"] == 54498570240
     assert b["activation_bytes"] == pytest.approx(24734687232, abs=1)
     assert b["total_parameters"] == 70559219712
@@ -126,7 +129,7 @@ def test_qwen3_30b_a3b_layout():
         tensor_model_parallel_size=2, pipeline_model_parallel_size=2, expert_model_parallel_size=4,
         num_moe_experts=128, moe_ffn_hidden_size=768, moe_router_topk=8, moe_layer_freq=1, micro_batch_size=1,
         use_distributed_optimizer=True, data_parallel_size=4)
-    b = estimate(cfg, mode="bridge", num_microbatches=8).bridge
+    b = estimate(cfg, mode="bridge", num_microbatches=8, kb=KB).bridge
     assert comps(b)[0][1:] == (382305280, 9, 3440747520)
     assert comps(b)[1][1:] == (3623878656, 12, 43486543872)
     assert b["activation_bytes"] == 6048219136

@@ -24,9 +24,8 @@ from memtune.estimator.memory import estimate_ours
 from memtune.estimator.models import names, preset
 from memtune.facts import EnvFacts, TrainingConfig
 from memtune.inputs.gpu import lookup_gpu
-from memtune.planner import PlanRequest
 from memtune.planner.options import load
-from memtune.planner.search import Planner
+from memtune.planner.search import Planner, PlanRequest
 
 ENV = EnvFacts(provided=True, expandable_segments=True)
 

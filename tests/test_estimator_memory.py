@@ -107,7 +107,7 @@ def layer(kb, **over):
     c = constants(kb)
     s = resolve(cfg, c, [])
     ctx = _act_context(cfg, s, c, act_inputs(cfg, cfg.micro_batch_size))
-    return layer_activations(arch_from_config(cfg, s.tp), ctx)["T"].saved
+    return layer_activations(arch_from_config(cfg, s.tp, c["megatron-defaults"]), ctx)["T"].saved
 
 
 def test_layer_activations_hand_computed(kb):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from memtune.estimator import estimate
+from memtune.estimator.constants import constants
 from memtune.estimator.models import fill_from_preset, find, preset
 from memtune.estimator.params import active_params, arch_from_config, total_params
 from memtune.facts import TrainingConfig
@@ -23,7 +24,7 @@ PUBLISHED = {
 
 @pytest.mark.parametrize("ident", sorted(PUBLISHED))
 def test_preset_parameter_counts(kb, ident):
-    a = arch_from_config(preset(ident, kb), tp=1)
+    a = arch_from_config(preset(ident, kb), tp=1, defaults=constants(kb)["megatron-defaults"])
     total, active = PUBLISHED[ident]
     assert total_params(a) / 1e9 == pytest.approx(total, rel=0.01)
     if active is not None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from memtune import knowledge
 from memtune.errors import UserError
+from memtune.estimator.constants import constants
 from memtune.estimator.params import (
     Counts,
     arch_from_config,
@@ -22,10 +24,11 @@ TINY = dict(num_layers=4, hidden_size=16, num_attention_heads=4, num_query_group
             ffn_hidden_size=32, vocab_size=64, should_pad_vocab=False, gated_linear_unit=True,
             activation_func="silu", normalization="RMSNorm", add_bias_linear=False,
             share_embeddings_and_output_weights=False, position_embedding_type="rope", seq_length=8)
+DEFAULTS = constants(knowledge.load())["megatron-defaults"]
 
 
 def arch(**over):
-    return arch_from_config(TrainingConfig(**{**TINY, **over}), tp=1)
+    return arch_from_config(TrainingConfig(**{**TINY, **over}), tp=1, defaults=DEFAULTS)
 
 
 def test_gqa_attention_and_swiglu_mlp():
@@ -44,7 +47,8 @@ def test_layernorm_and_biases():
 def test_tied_embedding_and_padding():
     tied = arch(share_embeddings_and_output_weights=True)
     assert total_params(arch()) - total_params(tied) == 64 * 16
-    padded = arch_from_config(TrainingConfig(**{**TINY, "vocab_size": 50257, "should_pad_vocab": True}), tp=4)
+    padded = arch_from_config(TrainingConfig(**{**TINY, "vocab_size": 50257, "should_pad_vocab": True}), tp=4,
+                              defaults=DEFAULTS)
     assert padded.vocab == 50688  # next multiple of 128 x TP 4
 
 

@@ -344,7 +344,7 @@ MLM_SEEDS = [p for p in CONFIGS if p.suffix == ".sh"] + [p for p in YAMLS if p.n
 @FUZZ
 @given(text=st.one_of(mutants(MLM_SEEDS).map(argv_text), _arg_lines, st.text(max_size=200)))
 def test_megatron_args_survive_random_and_mutated_text(text):
-    holds(lambda: read_megatron_args(text, "<args>", KB), TrainingConfig)
+    holds(lambda: read_megatron_args(text, "<args>", kb=KB), TrainingConfig)
 
 
 @FUZZ
@@ -366,7 +366,7 @@ HOSTILE_ARGS = ["--num-layers " + "9" * 5000, "--moe-layer-freq " + "9" * 5000, 
 
 @pytest.mark.parametrize("text", HOSTILE_ARGS, ids=range(len(HOSTILE_ARGS)))
 def test_megatron_args_hostile_inputs(text):
-    holds(lambda: read_megatron_args(text, "<args>", KB), TrainingConfig)
+    holds(lambda: read_megatron_args(text, "<args>", kb=KB), TrainingConfig)
 
 
 # --------------------------------------------------------------------------- HF config.json

@@ -271,7 +271,7 @@ def test_layout_stage_count(layout, stages):
 def test_args_mapping_skips_false_and_reads_bracket_lists(vkb):
     cfg = args_from_mapping({"sequence-parallel": False, "recompute-modules": "[mlp, moe_act]",
                              "num-layers-per-virtual-pipeline-stage": 2, "num-layers": 8,
-                             "pipeline-model-parallel-size": 2})
+                             "pipeline-model-parallel-size": 2}, kb=vkb)
     assert cfg.sequence_parallel is False  # a run-level default, not the False flag value
     assert cfg.recompute_modules == ["mlp", "moe_act"]
     assert cfg.virtual_pipeline_model_parallel_size == 2
@@ -377,7 +377,7 @@ def test_read_config_dispatches_on_content(name, source, vkb):
 
 
 def test_read_config_applies_overrides_last(vkb):
-    cfg = read_config(FIX / "hf_deepseek_v3_config.json", ["model.tensor_model_parallel_size=8"], vkb)
+    cfg = read_config(FIX / "hf_deepseek_v3_config.json", ["model.tensor_model_parallel_size=8"], kb=vkb)
     assert cfg.source == "hf-config" and cfg.tensor_model_parallel_size == 8 and cfg.num_layers == 61
 
 
@@ -435,11 +435,11 @@ def test_real_launch_script_values(shared_dir, vkb):
     assert dsv3.moe_layer_freq == [0] * 3 + [1] * 58 and dsv3.env_vars.get("TORCH_NCCL_AVOID_RECORD_STREAMS") == "1"
 
 
-def test_every_mlm_ci_record_converts(shared_dir):
+def test_every_mlm_ci_record_converts(shared_dir, kb):
     records = json.loads((shared_dir / "fixtures/mlm-ci/public.json").read_text(encoding="utf-8"))
     assert len(records) == 46
     for rec in records:
-        cfg = read_megatron_args(rec["args"], rec["name"])
+        cfg = read_megatron_args(rec["args"], rec["name"], kb=kb)
         flags = rec["flags"]
         assert cfg.tensor_model_parallel_size == flags["tp"], rec["name"]
         assert cfg.pipeline_model_parallel_size == flags["pp"], rec["name"]

@@ -54,7 +54,7 @@ def test_rows_read_from_the_walk_equal_the_layouts_built_from_it(kb):
     the layout built for it (the one a --top plan details), peak included."""
     from memtune.cli import build_parser
     from memtune.commands.plan import request_from_args
-    from memtune.planner import plan
+    from memtune.planner.search import plan
     from memtune.render.plan import ROW_COLUMNS, LayoutRows, _row
 
     result = plan(request_from_args(build_parser().parse_args(ARGS), kb), kb)

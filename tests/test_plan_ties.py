@@ -11,7 +11,7 @@ from memtune import knowledge
 from memtune.cli import main
 from memtune.estimator.models import preset
 from memtune.inputs.gpu import lookup_gpu
-from memtune.planner import PlanRequest, plan
+from memtune.planner.search import PlanRequest, plan
 from memtune.render.plan import to_markdown
 
 # Llama3-8B on one GB200 NVL72 tray: every cost the model charges hides (DP inside NVLink, short layers graphed or

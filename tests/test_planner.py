@@ -13,11 +13,10 @@ from memtune.estimator.models import preset
 from memtune.facts import GpuFacts, TrainingConfig
 from memtune.inputs.config import apply_overrides
 from memtune.inputs.gpu import lookup_gpu
-from memtune.planner import PlanRequest, plan
 from memtune.planner import costs as cost_model
 from memtune.planner import traffic as traffic_model
 from memtune.planner.options import field_of, load, split
-from memtune.planner.search import Planner
+from memtune.planner.search import Planner, PlanRequest, plan
 
 GIB = 2**30
 
@@ -96,14 +95,14 @@ def _pr3107_score(kb, tp, pp, m, recompute):
     space = load(kb)
     gpu = lookup_gpu("H100", kb)
     hw = traffic_model.hardware(gpu, "fp8-tensorwise", space.costs)
-    counts = traffic_model.counts_of(preset("llama3-70b", kb))
+    counts = traffic_model.counts_of(preset("llama3-70b", kb), kb)
     ctx = cost_model.ShapeContext(hidden_size=8192, num_layers=80, seq_length=4096, gpus_per_node=8, moe=False,
                                   tp_overlap=True, eager_share=0.5, fp8=True)
     t = traffic_model.traffic(counts, hw, tp=tp, pp=pp, cp=1, ep=1, etp=tp, dp=32 // (tp * pp), mbs=1, seq=4096,
                               microbatches=m, gpus_per_domain=8, **BRIDGE_DENSE)
     cfg = preset("llama3-70b", kb)
     load_ = traffic_model.StageLoad(4096, tp, tp, False, 2)
-    balance = traffic_model.stage_balance(traffic_model.arch_of(cfg), cfg, pp, 5, 4096, hw=hw, load=load_)
+    balance = traffic_model.stage_balance(traffic_model.arch_of(cfg, kb), cfg, pp, 5, 4096, hw=hw, load=load_)
     parallel = cost_model.parallel_reasons(space.costs, ctx, tp=tp, pp=pp, vpp=5, cp=1,
                                            microbatches=m, traffic=t, balance=balance)
     return cost_model.product(parallel + cost_model.option_reasons(space.costs, recompute))
@@ -130,7 +129,7 @@ def test_host_bound_constant_reproduces_the_cuda_graph_measurement(kb):
     space = load(kb)
     gpu = lookup_gpu("H100", kb)
     hw = traffic_model.hardware(gpu, "bf16", space.costs)
-    counts = traffic_model.counts_of(preset("qwen3-30b-a3b", kb))
+    counts = traffic_model.counts_of(preset("qwen3-30b-a3b", kb), kb)
     t = traffic_model.traffic(counts, hw, tp=2, pp=2, cp=1, ep=4, etp=2, dp=4, mbs=1, seq=4096, microbatches=8,
                               gpus_per_domain=8, **{**BRIDGE_DENSE, "dispatcher": "alltoall"})
 
@@ -154,7 +153,7 @@ def test_tp_and_launch_costs_fall_with_work_per_layer(kb):
         c = preset(model, kb)
         ctx = cost_model.ShapeContext(hidden_size=c.hidden_size, num_layers=c.num_layers, seq_length=4096,
                                       gpus_per_node=8, moe=False, fp8=True)
-        t = traffic_model.traffic(traffic_model.counts_of(c), hw, tp=8, pp=1, cp=1, ep=1, etp=8, dp=1, mbs=1,
+        t = traffic_model.traffic(traffic_model.counts_of(c, kb), hw, tp=8, pp=1, cp=1, ep=1, etp=8, dp=1, mbs=1,
                                   seq=4096, microbatches=8, gpus_per_domain=8, **BRIDGE_DENSE)
         reasons = cost_model.parallel_reasons(space.costs, ctx, tp=8, pp=1, vpp=1, cp=1,
                                               microbatches=8, traffic=t)
@@ -167,7 +166,7 @@ def _qwen3_30b_ep(kb, *, ep, overlap, dispatcher="flex", gpu="H100", mbs=1, prec
     """Qwen3-30B-A3B TP1 PP1 EP``ep`` on ``gpu``: the factor the token dispatch costs, and the dispatch bytes."""
     space = load(kb)
     hw = traffic_model.hardware(lookup_gpu(gpu, kb), precision, space.costs)
-    counts = traffic_model.counts_of(preset("qwen3-30b-a3b", kb))
+    counts = traffic_model.counts_of(preset("qwen3-30b-a3b", kb), kb)
     t = traffic_model.traffic(counts, hw, tp=1, pp=1, cp=1, ep=ep, etp=1, dp=16, mbs=mbs, seq=4096, microbatches=64,
                               gpus_per_domain=lookup_gpu(gpu, kb).nvlink_domain,
                               **{**BRIDGE_DENSE, "dispatcher": dispatcher})
@@ -196,7 +195,7 @@ def test_dispatch_costs_follow_the_bytes_and_the_link(kb):
     across, t_out = _qwen3_30b_ep(kb, ep=16, overlap=False, dispatcher="alltoall")
     flex, t_flex = _qwen3_30b_ep(kb, ep=16, overlap=False, dispatcher="flex")
     assert across < flex < inside < 1.0
-    counts = traffic_model.counts_of(preset("qwen3-30b-a3b", kb))
+    counts = traffic_model.counts_of(preset("qwen3-30b-a3b", kb), kb)
     assert traffic_model.dispatch_bytes(counts, "alltoall", 8, 1, 8)[1] == 0.0  # nothing leaves the domain
     near, far = traffic_model.dispatch_bytes(counts, "alltoall", 16, 1, 8)
     assert far == pytest.approx(near * 8 / 7)  # 8 of the 15 other EP ranks sit in the other node
@@ -496,7 +495,7 @@ def test_recompute_costs_follow_the_flops_the_module_replays(kb):
     from memtune.planner.traffic import arch_of
 
     costs = load_space(kb).costs
-    ref = lambda m: arch_of(preset(m, kb))  # noqa: E731
+    ref = lambda m: arch_of(preset(m, kb), kb)  # noqa: E731
     llama = cost_model.for_model(costs, ref("llama3-70b"), 4096, ref)
     for cid in ("recompute-mlp", "recompute-core-attn"):
         assert llama[cid]["value"] == pytest.approx(costs[cid]["value"])
@@ -517,7 +516,7 @@ def test_a_recompute_cost_measured_on_an_unknown_model_is_a_knowledge_error(kb):
     from memtune.planner.traffic import arch_of
 
     costs = dict(load_space(kb).costs)
-    ref = lambda m: arch_of(preset(m, kb))  # noqa: E731
+    ref = lambda m: arch_of(preset(m, kb), kb)  # noqa: E731
     bad = {**costs, "recompute-mlp": {**costs["recompute-mlp"], "measured_on": {"model": "no-such", "seq_length": 4}}}
     with pytest.raises(KnowledgeError, match="recompute-mlp"):
         cost_model.for_model(bad, ref("llama3-70b"), 4096, ref)

@@ -24,7 +24,7 @@ def _costs(kb):
 def _setup(kb, gpu_name, model="llama3-70b", precision="fp8-tensorwise"):
     gpu = lookup_gpu(gpu_name, kb)
     hw = traffic_model.hardware(gpu, precision, _costs(kb))
-    counts = traffic_model.counts_of(preset(model, kb))
+    counts = traffic_model.counts_of(preset(model, kb), kb)
     return gpu, hw, counts
 
 
@@ -110,7 +110,7 @@ def test_fp8_compute_makes_the_same_traffic_more_exposed(kb):
 
 
 def test_moe_experts_count_in_the_shard_but_only_top_k_in_the_compute(kb):
-    counts = traffic_model.counts_of(preset("qwen3-30b-a3b", kb))
+    counts = traffic_model.counts_of(preset("qwen3-30b-a3b", kb), kb)
     assert counts.experts > 0
     assert counts.experts_active < counts.experts / 10  # top-8 of 128 experts
 
@@ -147,7 +147,7 @@ def test_estimate_reads_a_recipe_precision_string(capsys):
 
 def test_stage_balance_sees_the_output_layer_on_the_last_stage(kb):
     cfg = preset("llama3-70b", kb)
-    arch = traffic_model.arch_of(cfg)
+    arch = traffic_model.arch_of(cfg, kb)
     pp4, pp8 = (traffic_model.stage_balance(arch, cfg, pp, 5, 4096) for pp in (4, 8))
     assert traffic_model.stage_balance(arch, cfg, 1, 1, 4096) == 1.0
     assert pp8 < pp4 < 1.0
@@ -157,8 +157,8 @@ def test_stage_balance_sees_the_output_layer_on_the_last_stage(kb):
     split = replace(cfg, num_layers=78, account_for_embedding_in_pipeline_split=True,
                     account_for_loss_in_pipeline_split=True)
     even = replace(cfg, num_layers=80)
-    assert traffic_model.stage_balance(traffic_model.arch_of(split), split, 4, 5, 4096) > pp4
-    assert traffic_model.stage_balance(traffic_model.arch_of(even), even, 4, 5, 4096) == pytest.approx(pp4)
+    assert traffic_model.stage_balance(traffic_model.arch_of(split, kb), split, 4, 5, 4096) > pp4
+    assert traffic_model.stage_balance(traffic_model.arch_of(even, kb), even, 4, 5, 4096) == pytest.approx(pp4)
 
 
 def test_cp_exchange_hides_better_on_longer_sequences_and_inside_the_domain(kb):

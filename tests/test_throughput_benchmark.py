@@ -1,4 +1,4 @@
-"""benchmarks/throughput.py: the planner's throughput model against published runs, and ``planner.score``."""
+"""benchmarks/throughput.py: the planner's throughput model against published runs, and ``planner.search.score``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import yaml
 from memtune import cli
 from memtune.commands.plan import request_from_args
-from memtune.planner import score
+from memtune.planner.search import score
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -52,7 +52,7 @@ def test_score_is_the_factor_the_plan_ranks_the_layout_by(kb, recipes):
     case = next(c for c in throughput.measured_cases(recipes, kb) if c["id"] == "pr3107-baseline")
     args = cli.build_parser().parse_args([*throughput.plan_args(case), "--top", "1"])
     request = request_from_args(args, kb)
-    from memtune.planner import plan
+    from memtune.planner.search import plan
 
     ref = plan(request, kb).reference
     scored = score(request, kb)
@@ -101,7 +101,7 @@ def test_score_and_the_plans_reference_agree_when_vpp_is_unset(kb, recipes):
     assert not recipe["layout"]["virtual_pipeline_model_parallel_size"]
     case = {"id": recipe["id"], "recipe": recipe, "set": [], "tokens": 1.0, "source": "", "moe": True}
     request = request_from_args(cli.build_parser().parse_args([*throughput.plan_args(case), "--top", "1"]), kb)
-    from memtune.planner import plan
+    from memtune.planner.search import plan
 
     ref, scored = plan(request, kb).reference, score(request, kb)
     assert ref is not None and scored is not None and ref.vpp == 1

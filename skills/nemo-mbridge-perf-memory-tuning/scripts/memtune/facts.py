@@ -274,6 +274,10 @@ class TrainingConfig:
     from_preset: list[str] = field(default_factory=list)  # architecture fields taken from a models.yaml preset
 
 
+# The fields without which a config has no model shape to estimate (a model name fills them from its preset).
+ARCHITECTURE_FIELDS = ("num_layers", "hidden_size", "num_attention_heads")
+
+
 @dataclass
 class GpuFacts:
     """The GPU the run used, from knowledge/gpus.yaml or the OOM message."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from .defaults import fill_unstated
 from .engine import Diagnosis, diagnose
-from .facts import EnvFacts, Facts, GpuFacts, LogFacts, QuestionFacts, TrainingConfig
+from .facts import ARCHITECTURE_FIELDS, EnvFacts, Facts, GpuFacts, LogFacts, QuestionFacts, TrainingConfig
 from .knowledge import Knowledge
 
 
@@ -34,9 +34,6 @@ class Inputs:
     num_microbatches: int | None = None
     ranking: str | None = None  # None = knowledge/ledger.yaml ranking
     stated: Any = None  # situation.Stated: what the agent read in the user's message (--phase, --trend, ...)
-
-
-ARCHITECTURE_FIELDS = ("num_layers", "hidden_size", "num_attention_heads")
 
 
 def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:

@@ -22,7 +22,7 @@ from typing import Any
 from .derive import derive
 from .engine import check_constraints
 from .errors import UserError
-from .facts import Facts, TrainingConfig
+from .facts import ARCHITECTURE_FIELDS, Facts, TrainingConfig
 from .knowledge import Knowledge
 from .ledger import Ledger
 
@@ -421,8 +421,6 @@ def _product(cfg: TrainingConfig, names: Iterable[str]) -> int:
 
 
 def _estimate(cfg: TrainingConfig, facts: Facts, kb: Knowledge) -> Any:
-    from .pipeline import ARCHITECTURE_FIELDS
-
     if not all(vars(cfg)[f] for f in ARCHITECTURE_FIELDS) or not cfg.seq_length:
         return None
     from .estimator import estimate
@@ -464,7 +462,7 @@ def _phase_saving(before: Any, after: Any, phase: str | None, kb: Knowledge) -> 
     return total
 
 
-def _traffic(cfg: TrainingConfig, gpu: Any, space: Any, *, per_step: bool = True) -> Any:
+def _traffic(cfg: TrainingConfig, gpu: Any, space: Any, kb: Knowledge, *, per_step: bool = True) -> Any:
     """Compute time and traffic bytes of ``cfg`` on ``gpu`` (planner/traffic.py), or None when unknown.
 
     ``per_step=False`` is for the per-layer costs (TP, CP, host-bound), which need no global batch: the
@@ -472,7 +470,7 @@ def _traffic(cfg: TrainingConfig, gpu: Any, space: Any, *, per_step: bool = True
     from .planner import traffic as traffic_model
 
     hw = traffic_model.hardware(gpu, traffic_model.precision_of(cfg), space.costs) if gpu else None
-    counts = traffic_model.counts_of(cfg)
+    counts = traffic_model.counts_of(cfg, kb)
     if hw is None or counts is None or not cfg.seq_length or (per_step and not cfg.global_batch_size):
         return None
     tp, pp = cfg.tensor_model_parallel_size or 1, cfg.pipeline_model_parallel_size or 1
@@ -484,13 +482,14 @@ def _traffic(cfg: TrainingConfig, gpu: Any, space: Any, *, per_step: bool = True
         gpus_per_domain=gpu.nvlink_domain or 8, **traffic_model.workload(cfg))
 
 
-def _balance(cfg: TrainingConfig, costs: Any = None, ctx: Any = None, traffic: Any = None, hw: Any = None) -> float:
+def _balance(cfg: TrainingConfig, kb: Knowledge, costs: Any = None, ctx: Any = None, traffic: Any = None,
+             hw: Any = None) -> float:
     """traffic.stage_balance of the config's pipeline split (1.0 when the architecture is incomplete), a MoE layer
     weighing the token dispatch it waits for when the traffic is known, as the planner weighs it."""
     from .planner import costs as cost_model
     from .planner import traffic as traffic_model
 
-    arch = traffic_model.arch_of(cfg)
+    arch = traffic_model.arch_of(cfg, kb)
     tp, pp, vpp = cfg.tensor_model_parallel_size or 1, cfg.pipeline_model_parallel_size or 1, \
         cfg.virtual_pipeline_model_parallel_size or 1
     if arch is None or pp <= 1:
@@ -538,16 +537,17 @@ def _throughput(old: TrainingConfig, new: TrainingConfig, option_costs: tuple[st
                                       ep_overlap=bool(cfg.overlap_moe_expert_parallel_comm),
                                       tp_overlap=bool(cfg.tp_comm_overlap),
                                       eager_share=traffic_model.eager_share(cfg, moe), fp8=bool(cfg.fp8))
-        traffic = _traffic(cfg, gpu, space, per_step=False)
+        traffic = _traffic(cfg, gpu, space, kb, per_step=False)
         return (cost_model.parallel_reasons(
             space.costs, ctx, tp=cfg.tensor_model_parallel_size or 1, pp=cfg.pipeline_model_parallel_size or 1,
             vpp=cfg.virtual_pipeline_model_parallel_size or 1, cp=cfg.context_parallel_size or 1,
-            microbatches=m, traffic=traffic, balance=_balance(cfg, space.costs, ctx, traffic, traffic_model.hardware(
-                gpu, traffic_model.precision_of(cfg), space.costs))))
+            microbatches=m, traffic=traffic, balance=_balance(
+                cfg, kb, space.costs, ctx, traffic,
+                traffic_model.hardware(gpu, traffic_model.precision_of(cfg), space.costs))))
 
     before, after = parallel(old), parallel(new)
     factor = cost_model.product(after) / cost_model.product(before)
-    traffic = _traffic(new, gpu, space) if cost_model.scaled(space.costs, option_costs) else None
+    traffic = _traffic(new, gpu, space, kb) if cost_model.scaled(space.costs, option_costs) else None
     if cost_model.scaled(space.costs, option_costs) and traffic is None:
         return None  # a traffic cost (FSDP, offload) cannot be priced without the batch and the GPU's speeds
     options_applied = cost_model.option_reasons(space.costs, option_costs, traffic)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from .facts import Facts
@@ -126,7 +127,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit = Situation()
     stated = stated or Stated()
 
-    sit.failed, sit.failed_bytes = _failed(facts, table)
+    sit.failed, sit.failed_bytes = _failed(facts, table, kb)
     sit.failed_batch = _batch_of(sit.failed)
     said_phase = _one("phases", clauses, words, order=words.phase_order)
     sit.phase = (_stated(stated.phase, "phase") or _refined(_phase_from_log(facts, words, log_text), said_phase)
@@ -207,7 +208,7 @@ def known_values(kb: Knowledge) -> dict[str, list[str]]:
 # --------------------------------------------------------------------------- what failed: the request's shape
 
 
-def _failed(facts: Facts, table: Mapping[str, Any]) -> tuple[Reading | None, float | None]:
+def _failed(facts: Facts, table: Mapping[str, Any], kb: Knowledge) -> tuple[Reading | None, float | None]:
     """What the failed allocation is, from its size against the GPU and the shapes the config implies.
 
     Only shapes of a model the user named count (a stand-in preset's vocabulary proves nothing), and a logits
@@ -227,7 +228,7 @@ def _failed(facts: Facts, table: Mapping[str, Any]) -> tuple[Reading | None, flo
         return Reading("impossible", [clue, *([extra] if extra else [])]), request
     if facts.config.approximate_shape:
         return None, request
-    for kind, match in (("logits", _logits_match), ("parameters", _parameters_match),
+    for kind, match in (("logits", _logits_match), ("parameters", partial(_parameters_match, kb=kb)),
                         ("attention-scores", _attention_match)):
         clue = match(request, facts, tol)
         if clue is not None:
@@ -296,9 +297,9 @@ def _logits_match(request: float, facts: Facts, tol: float) -> Clue | None:
     return None
 
 
-def _parameters_match(request: float, facts: Facts, tol: float) -> Clue | None:
+def _parameters_match(request: float, facts: Facts, tol: float, kb: Knowledge) -> Clue | None:
     """request = a whole model's (or one GPU's share of) parameters x bytes: a weight / gradient / master copy."""
-    counts = _param_counts(facts)
+    counts = _param_counts(facts, kb)
     for label, params in counts:
         for nbytes, what in ((4, "an fp32 copy (main gradients or master weights)"), (2, "a bf16 copy of the weights"),
                              (8, "the two fp32 Adam moments")):
@@ -308,7 +309,7 @@ def _parameters_match(request: float, facts: Facts, tol: float) -> Clue | None:
     return None
 
 
-def _param_counts(facts: Facts) -> list[tuple[str, float]]:
+def _param_counts(facts: Facts, kb: Knowledge) -> list[tuple[str, float]]:
     est = facts.estimate.get("table") or {}
     params = est.get("parameters") or {}
     out = []
@@ -317,20 +318,21 @@ def _param_counts(facts: Facts) -> list[tuple[str, float]]:
     if params.get("total") and params.get("total") != params.get("per_gpu_peak_stage"):
         out.append(("the whole model", float(params["total"])))
     if not out:
-        total = _total_params(facts)
+        total = _total_params(facts, kb)
         if total:
             out.append(("the whole model", total))
     return out
 
 
-def _total_params(facts: Facts) -> float | None:
+def _total_params(facts: Facts, kb: Knowledge) -> float | None:
     cfg = facts.config
     if not (cfg.num_layers and cfg.hidden_size and cfg.num_attention_heads):
         return None
+    from .estimator.constants import constants
     from .estimator.params import arch_from_config, total_params
 
     try:
-        return float(total_params(arch_from_config(cfg, 1)))
+        return float(total_params(arch_from_config(cfg, 1, constants(kb)["megatron-defaults"])))
     except (ValueError, ZeroDivisionError, TypeError, KeyError):
         return None
 

@@ -21,7 +21,7 @@ def run(args: argparse.Namespace) -> int:
     from ..render import check, out
 
     kb = knowledge.load()
-    facts = pipeline.collect_facts(inputs_from_args(args), kb)
+    facts = pipeline.collect_facts(inputs_from_args(args, kb), kb)
     found = check.rows((v.id for v in check_constraints(facts.flatten(), kb)), kb, args.lang)
     if args.format == "json":
         out.emit(out.json_text(check.to_json(found, kb)))

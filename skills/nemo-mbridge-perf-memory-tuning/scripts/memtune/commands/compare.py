@@ -144,7 +144,7 @@ def _configs(args: argparse.Namespace, kb: knowledge.Knowledge) -> Any:
     def read(path: Path, overrides: list[str]) -> Any:
         """What estimate's build_config makes of --config PATH --set OVERRIDES and the shared sizes."""
         if path not in parsed:
-            parsed[path] = merge(TrainingConfig(provided=True, source="overrides"), read_config(path, [], kb))
+            parsed[path] = merge(TrainingConfig(provided=True, source="overrides"), read_config(path, [], kb=kb))
         cfg = apply_sets(parsed[path], overrides, kb)
         sizes = {"data_parallel_size": args.dp, "world_size": args.world_size,
                  "global_batch_size": args.global_batch_size}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .. import knowledge, pipeline, report
 from ..errors import UserError
+from ..knowledge import Knowledge
 from ..render import out
 from . import htmlopt
 
@@ -89,7 +90,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def inputs_from_args(args: argparse.Namespace) -> pipeline.Inputs:
+def inputs_from_args(args: argparse.Namespace, kb: Knowledge) -> pipeline.Inputs:
     log = args.log
     stdin = log is not None and str(log) == "-"
     for label, path in (("--log", None if stdin else log), ("--config", args.config),
@@ -101,10 +102,10 @@ def inputs_from_args(args: argparse.Namespace) -> pipeline.Inputs:
     return pipeline.Inputs(log=log, config=args.config, overrides=args.overrides, env=args.env, gpu=args.gpu,
                            question=args.question, snapshot=args.snapshot, stats=args.stats,
                            num_microbatches=args.num_microbatches, ranking=getattr(args, "ranking", None),
-                           stated=stated_from_args(args))
+                           stated=stated_from_args(args, kb))
 
 
-def stated_from_args(args: argparse.Namespace):
+def stated_from_args(args: argparse.Namespace, kb: Knowledge):
     """The --phase / --trend / ... values, each checked against knowledge/situation.yaml (a one-line error names
     the option and the names it takes)."""
     from ..situation import Stated, known_values
@@ -113,7 +114,7 @@ def stated_from_args(args: argparse.Namespace):
     changed = [t for t in vars(args).get("situation_changed") or [] if t.strip()]
     if not any(given.values()) and not changed:
         return None
-    names = known_values(knowledge.load())
+    names = known_values(kb)
     for flag, dest, _ in SITUATION_OPTIONS:
         values = given[dest] if isinstance(given[dest], list) else [given[dest]] if given[dest] else []
         for value in values:
@@ -137,7 +138,7 @@ def positive_int(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     kb = knowledge.load()
-    facts, flat, diag = pipeline.run(inputs_from_args(args), kb)
+    facts, flat, diag = pipeline.run(inputs_from_args(args, kb), kb)
     lang = args.lang or facts.question.lang or "en"
     rep = report.build(diag, flat, kb, lang, estimate=facts.estimate.get("table"))
     if args.format == "json":

@@ -71,7 +71,7 @@ def build_config(args: argparse.Namespace, kb: knowledge.Knowledge) -> TrainingC
 
         layers.append(read_hf_config(_existing(args.hf_config, "--hf-config"), kb))
     if args.config:
-        layers.append(read_config(_existing(args.config, "--config"), [], kb))
+        layers.append(read_config(_existing(args.config, "--config"), [], kb=kb))
     cfg = TrainingConfig(provided=True, source="overrides")
     for layer in layers:
         cfg = merge(cfg, layer)

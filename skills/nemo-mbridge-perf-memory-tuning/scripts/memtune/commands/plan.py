@@ -77,7 +77,7 @@ def base_config(args: argparse.Namespace, kb: knowledge.Knowledge) -> TrainingCo
     if not given:
         raise UserError("plan: give the model with --model NAME, --hf-config FILE or --config FILE")
     if args.config:
-        cfg = apply_sets(read_config(args.config, [], kb), args.overrides, kb)
+        cfg = apply_sets(read_config(args.config, [], kb=kb), args.overrides, kb)
         if args.model:
             cfg = replace(cfg, model_name=_find(find, args.model, kb)["id"])
     else:
@@ -96,7 +96,7 @@ def _find(find, name: str, kb: knowledge.Knowledge) -> dict:
 def request_from_args(args: argparse.Namespace, kb: knowledge.Knowledge):
     from ..inputs.gpu import GIB, lookup_gpu
     from ..inputs.launch_env import read_env
-    from ..planner import PlanRequest
+    from ..planner.search import PlanRequest
 
     base = base_config(args, kb)
     gpu = lookup_gpu(args.gpu, kb)
@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..planner import plan
+    from ..planner.search import plan
     from ..render import out
     from ..render.plan import json_chunks, markdown_chunks, to_dict
 

@@ -1,6 +1,6 @@
 """Per-GPU training memory for a layout: ``estimate`` (ours or Bridge 0.6.2 mode) and ``summarize``.
 
-``estimate`` is pure and cheap (the knowledge base is read once per process, and
+``estimate`` is pure and cheap (the caller passes the knowledge base it loaded once, and
 the part of an estimate that only the layout shape decides is cached, see
 static.py), so the planner can score many layouts per second.  ``summarize`` reduces an
 estimate to the ``estimate.*`` facts declared in knowledge/facts.yaml.
@@ -22,14 +22,6 @@ from .models import fill_from_preset
 MODES = ("ours", "bridge")
 
 __all__ = ["MODES", "Estimate", "StageEstimate", "estimate", "summarize"]
-
-
-def _kb(kb: Knowledge | None) -> Knowledge:
-    if kb is not None:
-        return kb
-    from .. import knowledge
-
-    return knowledge.load()
 
 
 def _expandable(env: EnvFacts | Mapping[str, Any] | None) -> bool | None:
@@ -69,14 +61,13 @@ def with_gpu_arch(cfg: TrainingConfig, gpu: GpuFacts | str | None, kb: Knowledge
 
 
 def estimate(cfg: TrainingConfig, *, gpu: GpuFacts | str | None = None, mode: str = "ours",
-             num_microbatches: int | None = None, kb: Knowledge | None = None,
+             num_microbatches: int | None = None, kb: Knowledge,
              env: EnvFacts | Mapping[str, Any] | None = None) -> Estimate:
     """Memory per pipeline stage for ``cfg``; raises UserError when the layout is incomplete or invalid.
 
     ``gpu`` gives ``summarize`` its capacity and the estimate the GPU's architecture, where the config names
     none (Transformer Engine keeps a transposed FP8 weight only on GPUs whose FP8 GEMMs are TN-only).
     """
-    kb = _kb(kb)
     c = constants(kb)
     cfg = fill_from_preset(with_gpu_arch(cfg, gpu, kb), kb)
     if mode == "ours":

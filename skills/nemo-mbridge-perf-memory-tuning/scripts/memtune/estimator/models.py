@@ -79,13 +79,16 @@ def nearest_preset(size_b: float, moe: bool | None, kb: Knowledge) -> str | None
     A stated approximation for a model the presets lack ("GPT-30B"): layer count, width and heads of a real model
     of that size, so the estimate and every simulated fix have a shape to work on.
     """
+    from .constants import constants
     from .params import arch_from_config, total_params
 
     if id(kb) not in _SIZES:
+        defaults = constants(kb)["megatron-defaults"]
         rows = []
         for entry in kb.entries("models"):
             cfg = preset(entry["id"], kb)
-            rows.append((total_params(arch_from_config(cfg, 1)) / 1e9, bool(cfg.num_moe_experts), entry["id"]))
+            params = total_params(arch_from_config(cfg, 1, defaults))
+            rows.append((params / 1e9, bool(cfg.num_moe_experts), entry["id"]))
         _SIZES[id(kb)] = rows
     if size_b <= 0:
         return None

@@ -161,9 +161,10 @@ def _parse_freq(text: str) -> Any:
     return tuple(total)
 
 
-def arch_from_config(cfg: TrainingConfig, tp: int, defaults: Mapping[str, Any] | None = None) -> Arch:
-    """Resolve defaults the way Megatron-Core's TransformerConfig does (values from ``megatron-defaults``)."""
-    d = defaults if defaults is not None else _kb_defaults()
+def arch_from_config(cfg: TrainingConfig, tp: int, defaults: Mapping[str, Any]) -> Arch:
+    """Resolve defaults the way Megatron-Core's TransformerConfig does (``defaults``: the estimator constants'
+    ``megatron-defaults``)."""
+    d = defaults
     if not cfg.hidden_size or not cfg.num_attention_heads:
         raise UserError("config: hidden_size and num_attention_heads are required (give --model or --hf-config)")
     hidden = int(cfg.hidden_size)
@@ -217,13 +218,6 @@ def arch_from_config(cfg: TrainingConfig, tp: int, defaults: Mapping[str, Any] |
         mamba_kernel=int(d["mamba_conv_kernel"]),
         pattern=pattern,
     )
-
-
-def _kb_defaults() -> Mapping[str, Any]:
-    from .. import knowledge
-    from .constants import constants
-
-    return constants(knowledge.load())["megatron-defaults"]
 
 
 # --- counts per module ---------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..facts import TrainingConfig
+from ..knowledge import Knowledge
 from ..textfmt import brief as _brief
 from . import limits
 
@@ -452,15 +453,11 @@ def _class_name(target: Any) -> str | None:
     return str(target).rsplit(".", 1)[-1] if target else None
 
 
-def _vocab(kb: Any) -> dict[str, Any]:
-    if kb is None:
-        from .. import knowledge
-
-        kb = knowledge.load()
+def _vocab(kb: Knowledge) -> dict[str, Any]:
     return kb.tables.get("vocabulary") or {}
 
 
-def read_bridge_config(path: str | Path, kb: Any = None) -> TrainingConfig:
+def read_bridge_config(path: str | Path, kb: Knowledge) -> TrainingConfig:
     """A Bridge ConfigContainer dump (or a partial override YAML) -> TrainingConfig."""
     path = Path(path)
     text = _read_text(path)
@@ -468,7 +465,7 @@ def read_bridge_config(path: str | Path, kb: Any = None) -> TrainingConfig:
     return bridge_from_tree(tree, lines, str(path), kb)
 
 
-def bridge_from_tree(tree: Any, lines: Mapping[tuple[str, ...], int], path: str, kb: Any = None) -> TrainingConfig:
+def bridge_from_tree(tree: Any, lines: Mapping[tuple[str, ...], int], path: str, kb: Knowledge) -> TrainingConfig:
     if not isinstance(tree, Mapping):
         raise UserError(f"{path}:1: expected a mapping of Bridge config sections (model:, train:, ...)")
     b = Builder("bridge-yaml", path)
@@ -581,7 +578,7 @@ def _apply_peft_name(b: Builder, name: str, where: str, vocab: Mapping[str, Any]
 _OVERRIDE = re.compile(r"^(?P<op>\+\+|\+|~)?(?P<key>[A-Za-z_][\w.]*)(?:=(?P<value>.*))?$", re.S)
 
 
-def apply_overrides(cfg: TrainingConfig, overrides: list[str], kb: Any = None, hints: bool = True) -> TrainingConfig:
+def apply_overrides(cfg: TrainingConfig, overrides: list[str], kb: Knowledge, hints: bool = True) -> TrainingConfig:
     """Apply Bridge/Hydra ``section.key=value`` overrides (``+key=v`` adds, ``~key`` removes).
 
     ``hints=False`` for the knowledge base's own override lines: keys memtune does not read (Bridge keys with no
@@ -641,7 +638,7 @@ def apply_overrides(cfg: TrainingConfig, overrides: list[str], kb: Any = None, h
     return b.build(cfg)
 
 
-def apply_sets(cfg: TrainingConfig, overrides: list[str], kb: Any = None) -> TrainingConfig:
+def apply_sets(cfg: TrainingConfig, overrides: list[str], kb: Knowledge) -> TrainingConfig:
     """``--set`` items of ``estimate`` and ``plan``, later items winning: Bridge overrides (``section.key=value``)
     and bare TrainingConfig field names (``tensor_model_parallel_size=4``), except the two Bridge sections a recipe
     string names (``mixed_precision=bf16_with_fp8_current_scaling_mixed``, ``peft=lora``), read as overrides."""
@@ -672,7 +669,7 @@ def _read_text(path: Path) -> str:
     return limits.read_text(path, "a training config")
 
 
-def read_config(path: str | Path, overrides: list[str] | None = None, kb: Any = None) -> TrainingConfig:
+def read_config(path: str | Path, overrides: list[str] | None = None, *, kb: Knowledge) -> TrainingConfig:
     """Any supported config file, recognised by its content, then ``overrides`` on top."""
     path = Path(path)
     text = _read_text(path)
@@ -696,28 +693,28 @@ def _dispatch(text: str, path: Path, kb: Any) -> TrainingConfig:
     if stripped.startswith("{"):
         data = parse_json(text, path)
         if isinstance(data, Mapping) and hf_config().looks_like_hf(data):
-            return hf_config().hf_from_mapping(data, str(path), kb)
+            return hf_config().hf_from_mapping(data, str(path), kb=kb)
         if isinstance(data, Mapping) and isinstance(data.get("args"), Mapping):
-            return megatron_args().args_from_mapping(data["args"], str(path))
+            return megatron_args().args_from_mapping(data["args"], str(path), kb=kb)
         if isinstance(data, Mapping):
-            return megatron_args().args_from_mapping(data, str(path))
+            return megatron_args().args_from_mapping(data, str(path), kb=kb)
         raise UserError(f"{path}:1: expected a JSON object (HF config.json or Megatron args)")
     yaml_suffix = path.suffix in (".yaml", ".yml")
     if not yaml_suffix and (path.suffix in (".sh", ".bash", ".slurm", ".sbatch") or _looks_like_shell(text)):
-        return megatron_args().read_megatron_args(text, str(path), kb)
+        return megatron_args().read_megatron_args(text, str(path), kb=kb)
     tree, lines = load_yaml_tree(_embedded_dump(text) or text, str(path))
     if isinstance(tree, Mapping):
         if isinstance(tree.get("MODEL_ARGS"), Mapping):
             env = tree.get("ENV_VARS") if isinstance(tree.get("ENV_VARS"), Mapping) else None
-            return megatron_args().args_from_mapping(tree["MODEL_ARGS"], str(path), env, kb)
+            return megatron_args().args_from_mapping(tree["MODEL_ARGS"], str(path), env, kb=kb)
         if tree and all(str(k).startswith("--") for k in tree):
-            return megatron_args().args_from_mapping(tree, str(path))
+            return megatron_args().args_from_mapping(tree, str(path), kb=kb)
         if any(k in BRIDGE_SECTIONS for k in tree):
             return bridge_from_tree(tree, lines, str(path), kb)
         if hf_config().looks_like_hf(tree):
-            return hf_config().hf_from_mapping(tree, str(path), kb)
+            return hf_config().hf_from_mapping(tree, str(path), kb=kb)
     if not yaml_suffix and "--" in text:
-        return megatron_args().read_megatron_args(text, str(path), kb)
+        return megatron_args().read_megatron_args(text, str(path), kb=kb)
     raise UserError(f"{path}:1: not a Bridge config YAML, Megatron-LM launch script/args or HF config.json")
 
 

@@ -14,19 +14,16 @@ from typing import Any
 
 from ..errors import UserError
 from ..facts import GpuFacts
+from ..knowledge import Knowledge
 
 GIB = 2**30
 
 
-def _table(kb: Any) -> Mapping[str, Any]:
-    if kb is None:
-        from .. import knowledge
-
-        kb = knowledge.load()
+def _table(kb: Knowledge) -> Mapping[str, Any]:
     return kb.tables.get("gpus") or {}
 
 
-def _entries(kb: Any) -> list[Mapping[str, Any]]:
+def _entries(kb: Knowledge) -> list[Mapping[str, Any]]:
     return list(_table(kb).get("gpus") or [])
 
 
@@ -41,7 +38,7 @@ def alias_regex(alias: str) -> re.Pattern[str]:
     return re.compile(rf"{ALIAS_LEFT}(?:{alias})(?![0-9])", re.I | re.A)
 
 
-def find_gpus(text: str, kb: Any = None) -> Iterator[tuple[int, int, Mapping[str, Any]]]:
+def find_gpus(text: str, kb: Knowledge) -> Iterator[tuple[int, int, Mapping[str, Any]]]:
     """Every (start, end, gpus.yaml entry) mention in ``text``; overlapping mentions keep the longest."""
     hits = []
     for entry in _entries(kb):
@@ -56,7 +53,7 @@ def find_gpus(text: str, kb: Any = None) -> Iterator[tuple[int, int, Mapping[str
             yield start, end, entry
 
 
-def gpu_pattern(kb: Any = None) -> str:
+def gpu_pattern(kb: Knowledge) -> str:
     """One alternation of every alias, for patterns that embed ``{gpu}``."""
     aliases = sorted((a for e in _entries(kb) for a in e.get("aliases") or []), key=len, reverse=True)
     return "(?:" + "|".join(f"(?:{a})" for a in aliases) + r")(?![0-9])"
@@ -76,7 +73,7 @@ def facts_for(entry: Mapping[str, Any], inferred_from: str, candidates: list[str
     )
 
 
-def lookup_gpu(name_or_capacity: str | float | int, kb: Any = None) -> GpuFacts:
+def lookup_gpu(name_or_capacity: str | float | int, kb: Knowledge) -> GpuFacts:
     """A GPU as people type it, or by reported capacity in bytes (nearest GPU).
 
     "H100", "8x H800", "H100*8", "80GB", "GH200 96GB", "RTX 4090 24GB", "8张A800": a count is kept, a known name
@@ -171,7 +168,7 @@ def _capacity_note(name: str, size_gb: float, typed: bool, kb: Any) -> str:
             "(the median usable share of the GPUs in knowledge/gpus.yaml)")
 
 
-def gpu_from_capacity(capacity_bytes: float, kb: Any = None) -> GpuFacts:
+def gpu_from_capacity(capacity_bytes: float, kb: Knowledge) -> GpuFacts:
     """The GPU whose usable capacity is nearest ``capacity_bytes``; unnamed if none is close enough."""
     table = _table(kb)
     tol = float(table.get("capacity_match_tolerance_gib") or 0) * GIB

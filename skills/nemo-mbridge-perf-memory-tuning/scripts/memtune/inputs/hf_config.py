@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..facts import TrainingConfig
+from ..knowledge import Knowledge
 from . import limits
 from .config import Builder
 from .jsontext import parse_json
@@ -58,17 +59,17 @@ def looks_like_hf(data: Mapping[str, Any]) -> bool:
     return any(k in data for k in _MARKERS) and "model" not in data
 
 
-def read_hf_config(path: str | Path, kb: Any = None) -> TrainingConfig:
+def read_hf_config(path: str | Path, kb: Knowledge) -> TrainingConfig:
     """An HF ``config.json`` -> TrainingConfig with the architecture fields set."""
     path = Path(path)
     text = limits.read_text(path, "a Hugging Face config.json")
     data = parse_json(text, path)
     if not isinstance(data, Mapping):
         raise UserError(f"{path}:1: expected a JSON object")
-    return hf_from_mapping(data, str(path), kb)
+    return hf_from_mapping(data, str(path), kb=kb)
 
 
-def hf_from_mapping(data: Mapping[str, Any], path: str = "<config.json>", kb: Any = None) -> TrainingConfig:
+def hf_from_mapping(data: Mapping[str, Any], path: str = "<config.json>", *, kb: Knowledge) -> TrainingConfig:
     b = Builder("hf-config", path)
     root = data
     text_cfg = data.get("text_config")
@@ -136,11 +137,7 @@ def _moe_layers(cfg: Mapping[str, Any], num_layers: int | None) -> Any:
     return 1 if all(pattern) else pattern
 
 
-def _vocab(kb: Any) -> Mapping[str, Any]:
-    if kb is None:
-        from .. import knowledge
-
-        kb = knowledge.load()
+def _vocab(kb: Knowledge) -> Mapping[str, Any]:
     return (kb.tables.get("vocabulary") or {}).get("hf_config") or {}
 
 

@@ -17,13 +17,10 @@ from typing import Any
 
 from ..errors import UserError
 from ..facts import EnvFacts
+from ..knowledge import Knowledge
 
 
-def _vocab(kb: Any) -> Mapping[str, Any]:
-    if kb is None:
-        from .. import knowledge
-
-        kb = knowledge.load()
+def _vocab(kb: Knowledge) -> Mapping[str, Any]:
     return (kb.tables.get("vocabulary") or {}).get("env") or {}
 
 
@@ -46,7 +43,7 @@ def parse_pairs(pairs: list[str], label: str = "--env") -> dict[str, str]:
 
 
 def read_env(pairs: list[str], log_text_env: Mapping[str, str] | None = None,
-             config_env: Mapping[str, Any] | None = None, kb: Any = None) -> EnvFacts:
+             config_env: Mapping[str, Any] | None = None, *, kb: Knowledge) -> EnvFacts:
     """Merge the environment sources and read the allocator and NCCL settings from them."""
     vocab = _vocab(kb)
     sources: dict[str, Mapping[str, Any]] = {}

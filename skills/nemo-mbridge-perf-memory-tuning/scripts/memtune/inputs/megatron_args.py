@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..facts import TrainingConfig
+from ..knowledge import Knowledge
 from . import limits
 from .config import BRIDGE_SECTIONS, FIELD_KINDS, Builder, apply_overrides
 from .megatron_names import NOT_FLAGS, RENAMED  # noqa: F401  (re-exported: the flag spellings)
@@ -328,7 +329,7 @@ def shell_args(text: str, path: str) -> ShellArgs:
 
 
 class _Reader:
-    def __init__(self, source: str, path: str, kb: Any = None) -> None:
+    def __init__(self, source: str, path: str, kb: Knowledge) -> None:
         self.b = Builder(source, path)
         self.path = path
         self.kb = kb
@@ -470,14 +471,14 @@ def _is_override(text: str) -> bool:
 
 
 def read_megatron_args(text_or_path: str | Path | Mapping[str, Any], path: str | None = None,
-                       kb: Any = None) -> TrainingConfig:
+                       *, kb: Knowledge) -> TrainingConfig:
     """Megatron-LM args from a launch script, a pasted command line, a file path, or a mapping.
 
     Variables the script exports (PYTORCH_CUDA_ALLOC_CONF, NCCL_*) land in ``env_vars``, filtered by
     vocabulary.yaml ``env.process_prefixes`` / ``env.never_read`` so no secret is carried along.
     """
     if isinstance(text_or_path, Mapping):
-        return args_from_mapping(text_or_path, path or "<args>")
+        return args_from_mapping(text_or_path, path or "<args>", kb=kb)
     if isinstance(text_or_path, Path) or _is_file(text_or_path):
         p = Path(text_or_path)
         text = limits.read_text(p, "a launch script", limits.MAX_LAUNCH_SCRIPT_BYTES)
@@ -530,12 +531,8 @@ def read_megatron_args(text_or_path: str | Path | Mapping[str, Any], path: str |
     return reader.finish(task)
 
 
-def relevant_env(variables: Mapping[str, str], kb: Any = None) -> dict[str, str]:
+def relevant_env(variables: Mapping[str, str], kb: Knowledge) -> dict[str, str]:
     """The variables worth keeping: memory-relevant prefixes, nothing that looks like a secret."""
-    if kb is None:
-        from .. import knowledge
-
-        kb = knowledge.load()
     vocab = (kb.tables.get("vocabulary") or {}).get("env") or {}
     prefixes = tuple(vocab.get("process_prefixes") or ())
     secret = [w.upper() for w in vocab.get("never_read") or ()]
@@ -544,7 +541,7 @@ def relevant_env(variables: Mapping[str, str], kb: Any = None) -> dict[str, str]
 
 
 def args_from_mapping(args: Mapping[str, Any], path: str = "<args>", env: Mapping[str, Any] | None = None,
-                      kb: Any = None) -> TrainingConfig:
+                      *, kb: Knowledge) -> TrainingConfig:
     """Megatron args given as a mapping (Megatron-LM CI model_config.yaml MODEL_ARGS, or JSON)."""
     reader = _Reader("megatron-args", path, kb)
     kept = relevant_env(env, kb) if env else {}

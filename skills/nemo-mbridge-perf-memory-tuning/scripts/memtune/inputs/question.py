@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..facts import QuestionFacts, TrainingConfig
+from ..knowledge import Knowledge
 from .gpu import ALIAS_LEFT, find_gpus, gpu_pattern
 
 FLAGS = re.I | re.A
@@ -49,17 +50,13 @@ _ABSURD_DIGITS = re.compile(r"\d{100,}")  # no figure in a question is this long
 MAX_QUESTION_CHARS = 16 * 1024
 
 
-def parse_question(text: str | None, kb: Any = None) -> QuestionFacts:
+def parse_question(text: str | None, kb: Knowledge) -> QuestionFacts:
     """Read what a question states; anything it does not state stays unknown."""
     if not text or not text.strip():
         return QuestionFacts()
     if len(text) > MAX_QUESTION_CHARS:
         raise UserError(f"question: {len(text)} characters is more than the {MAX_QUESTION_CHARS} a question needs; "
                         "pass a pasted log with --log FILE (or --log - for stdin) and a config with --config")
-    if kb is None:
-        from .. import knowledge
-
-        kb = knowledge.load()
     vocab = _vocab(kb)
     q = QuestionFacts(provided=True, text=text, lang=_language(text, vocab))
     text = _ABSURD_DIGITS.sub(lambda m: "#" * len(m.group()), text)  # int() refuses > 4300 digits

@@ -1,20 +1,8 @@
 """``memtune plan``: the layouts of a model on a cluster that fit in memory, best expected throughput first.
 
-``plan(PlanRequest(...), kb) -> PlanResult``; see search.py for the order of work, costs.py for the
-throughput model and knowledge/costs.yaml for every factor and its source.  The search is imported on first
-use only: ``diagnose`` reads the options and costs tables of this package without it.
+``search.plan(PlanRequest(...), kb) -> PlanResult``; see search.py for the order of work, costs.py for the
+throughput model and knowledge/costs.yaml for every factor and its source.  Nothing is imported here:
+``diagnose`` reads the options and costs tables of this package without loading the search, and the search,
+which imports those modules, is imported from its own module (re-exporting it here made the package and its
+search import each other).
 """
-
-from __future__ import annotations
-
-from typing import Any
-
-__all__ = ["PlanRequest", "PlanResult", "PlanStats", "PlannedLayout", "Scored", "StagePeak", "plan", "score"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        from . import search
-
-        return vars(search)[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -385,12 +385,12 @@ class Planner:
         self.hw = traffic_model.hardware(request.gpu, traffic_model.precision_of(self.base), self.space.costs)
         self._base_split = any(vars(self.base)[n] for n in SPLIT_FIELDS)
         self.layers, self.mtp = int(self.base.num_layers), int(self.base.mtp_num_layers or 0)
-        self.arch = traffic_model.arch_of(self.base)
+        self.arch = traffic_model.arch_of(self.base, kb)
         self.workload = traffic_model.workload(self.base)  # what the traffic reads of the run besides its layout
         self.model_counts = traffic_model.counts(self.arch) if self.arch is not None else None
         # recompute factors carried to this model by the FLOP share of the module each replays
         self.costs = self.space.costs if self.arch is None else cost_model.for_model(
-            self.space.costs, self.arch, request.seq_length, lambda m: traffic_model.arch_of(preset(m, kb)))
+            self.space.costs, self.arch, request.seq_length, lambda m: traffic_model.arch_of(preset(m, kb), kb))
         self._balances: dict[tuple, float] = {}
         if self.model_counts is None:
             self.hw = None

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UserError
+from ..estimator.constants import constants
 from ..estimator.params import (
     ATTN,
     DENSE,
@@ -38,6 +39,7 @@ from ..estimator.params import (
 from ..estimator.stages import place
 from ..estimator.static import graph_scope_names
 from ..facts import GpuFacts, TrainingConfig
+from ..knowledge import Knowledge
 
 GB = 1e9
 TFLOPS = 1e12
@@ -153,17 +155,17 @@ def fp8_cast_bytes(precision: str, gpu_arch: str | None, cast: Mapping[str, floa
     return out
 
 
-def arch_of(cfg: TrainingConfig) -> Any:
+def arch_of(cfg: TrainingConfig, kb: Knowledge) -> Any:
     """The estimator's ``Arch`` of a config at TP 1, or None when it is incomplete (no vocabulary size, say)."""
     try:
-        return arch_from_config(cfg, 1)
+        return arch_from_config(cfg, 1, constants(kb)["megatron-defaults"])
     except UserError:
         return None
 
 
-def counts_of(cfg: TrainingConfig) -> ModelCounts | None:
+def counts_of(cfg: TrainingConfig, kb: Knowledge) -> ModelCounts | None:
     """The counts of a config's model, or None when its architecture is incomplete."""
-    arch = arch_of(cfg)
+    arch = arch_of(cfg, kb)
     return None if arch is None else counts(arch)
 
 
