@@ -130,14 +130,12 @@ def kind_of(path: Path, kb: knowledge.Knowledge) -> str:
 
 
 def _configs(args: argparse.Namespace, kb: knowledge.Knowledge) -> Any:
-    from dataclasses import replace
 
     from ..compare.configs import changed_fields, compare_configs
-    from ..defaults import fill_unstated
     from ..facts import TrainingConfig
     from ..inputs.config import apply_sets, read_config
     from ..inputs.launch_env import parse_pairs
-    from .estimate import merge
+    from .estimate import finish_config, merge
 
     parsed: dict[Path, TrainingConfig] = {}  # each file parsed once: 40 --set on a 300 KB config re-parsed it 41x
 
@@ -145,13 +143,7 @@ def _configs(args: argparse.Namespace, kb: knowledge.Knowledge) -> Any:
         """What estimate's build_config makes of --config PATH --set OVERRIDES and the shared sizes."""
         if path not in parsed:
             parsed[path] = merge(TrainingConfig(provided=True, source="overrides"), read_config(path, [], kb=kb))
-        cfg = apply_sets(parsed[path], overrides, kb)
-        sizes = {"data_parallel_size": args.dp, "world_size": args.world_size,
-                 "global_batch_size": args.global_batch_size}
-        cfg = replace(cfg, **{k: v for k, v in sizes.items() if v is not None})
-        if args.world_size is not None and args.dp is None:
-            cfg = replace(cfg, data_parallel_size=None)
-        return fill_unstated(cfg, kb)
+        return finish_config(apply_sets(parsed[path], overrides, kb), args, kb)
 
     a = read(args.a, [])
     base_b = args.b or args.a

@@ -56,7 +56,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def build_config(args: argparse.Namespace, kb: knowledge.Knowledge) -> TrainingConfig:
     """The layout from every source the user gave, later ones winning."""
-    from ..defaults import fill_unstated
     from ..estimator.models import preset
     from ..inputs.config import apply_sets, read_config
 
@@ -75,7 +74,14 @@ def build_config(args: argparse.Namespace, kb: knowledge.Knowledge) -> TrainingC
     cfg = TrainingConfig(provided=True, source="overrides")
     for layer in layers:
         cfg = merge(cfg, layer)
-    cfg = apply_sets(cfg, args.overrides, kb)
+    return finish_config(apply_sets(cfg, args.overrides, kb), args, kb)
+
+
+def finish_config(cfg: TrainingConfig, args: argparse.Namespace, kb: knowledge.Knowledge) -> TrainingConfig:
+    """The sizes given on the command line (``--dp`` / ``--world-size`` / ``--global-batch-size``) over the
+    config, then the defaults for what nothing stated; ``compare CONFIG --set`` builds its sides the same way."""
+    from ..defaults import fill_unstated
+
     sizes = {"data_parallel_size": args.dp, "world_size": args.world_size,
              "global_batch_size": args.global_batch_size}
     cfg = replace(cfg, **{k: v for k, v in sizes.items() if v is not None})
