@@ -33,7 +33,8 @@ def test_every_cause_and_fix_is_reachable_from_a_rule_or_a_situation(kb):
 
 
 @pytest.fixture
-def kb_copy(tmp_path):
+def kb_copy(tmp_path, private_home):
+    """An editable copy of knowledge/ (its start-up cache goes to the test's own home, not the user's)."""
     dst = tmp_path / "knowledge"
     shutil.copytree(SKILL / "knowledge", dst)
     knowledge.load.cache_clear()

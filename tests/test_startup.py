@@ -93,6 +93,18 @@ def test_added_or_removed_source_file_makes_it_stale(compiled_copy):
     assert knowledge.compiled_status(compiled_copy) == "stale"
 
 
+def test_old_caches_are_pruned(tmp_path, private_home):
+    """A knowledge folder that moved or was deleted (a test's copy, an old install) leaves no cache behind."""
+    made = []
+    for i in range(knowledge.CACHES_KEPT + 3):
+        dst = tmp_path / f"kb{i}"
+        shutil.copytree(KB_DIR, dst)
+        made.append(knowledge.store_compiled(knowledge.load(str(dst), compiled=False)))
+    left = sorted(knowledge.cache_dir().glob("kb-*.json"))
+    assert len(left) == knowledge.CACHES_KEPT and made[-1] in left
+    knowledge.load.cache_clear()
+
+
 def test_corrupt_cache_is_ignored(compiled_copy):
     knowledge.compiled_path(compiled_copy).write_text('{"format": 1, "tables": ', encoding="utf-8")
     assert knowledge.compiled_status(compiled_copy) == "stale"

@@ -205,7 +205,22 @@ def store_compiled(kb: Knowledge) -> Path:
     if not _private(path.parent, want_dir=True):
         raise KnowledgeError(f"{path.parent}: not a private folder of this user; the knowledge cache is not kept there")
     write_new(path, compile_text(kb).encode("utf-8"), mode=0o600)
+    _prune(path)
     return path
+
+
+CACHES_KEPT = 8  # knowledge folders whose tables stay cached; an older one is simply rebuilt when used again
+
+
+def _prune(keep: Path) -> None:
+    """Only the most recently written caches stay: a folder that moved or was deleted leaves no garbage behind."""
+    try:
+        others = sorted((p for p in keep.parent.glob("kb-*.json") if p != keep),
+                        key=lambda p: p.stat().st_mtime, reverse=True)
+        for stale in others[CACHES_KEPT - 1:]:
+            stale.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def _store_quietly(kb: Knowledge) -> None:
