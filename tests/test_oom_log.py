@@ -550,3 +550,30 @@ def test_pasted_traceback_excerpt_without_header_still_gives_the_phase(kb):
     )
     facts = parse_log(excerpt, kb)
     assert facts.phase == "loss" and not facts.crash and not facts.has_memory_failure
+
+
+def test_a_run_of_report_lines_reads_as_line_by_line(kb):
+    """Plain report lines are read a run at a time (report_run); line numbers, reports, the series and what
+    follows the run must be what reading each line alone gives: the same log, once with every report line
+    prefixed (the slow path) and once plain."""
+    def report(rank, it, mib):
+        return (f"[Rank {rank}] (after {it} iterations) memory (MB) | allocated: {mib} | max allocated: {mib + 10} | "
+                f"reserved: {mib + 20} | max reserved: {mib + 30}")
+
+    plain, prefixed = [], []
+    for it in (1, 2, 3):
+        plain.append(f" iteration {it}/ 10 | lm loss: 2.0 |")
+        prefixed.append(plain[-1])
+        for rank in range(4):
+            plain.append(report(rank, it, 1000 * it + rank))
+            prefixed.append(f"[default{rank}]:" + report(rank, it, 1000 * it + rank))
+    tail = ["Traceback (most recent call last):", '  File "train.py", line 9, in <module>',
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+            "79.11 GiB of which 1.00 GiB is free."]
+    fast = parse_log("\n".join(plain + tail) + "\n", kb)
+    slow = parse_log("\n".join(prefixed + tail) + "\n", kb)
+    assert [(r.rank, r.line, r.iteration, r.allocated_bytes) for r in fast.memory_reports] == \
+        [(r.rank, r.line, r.iteration, r.allocated_bytes) for r in slow.memory_reports]
+    assert fast.report_series == slow.report_series and len(fast.report_series) == 3
+    assert [e.line for e in fast.events] == [e.line for e in slow.events] == [len(plain) + 3]
+    assert fast.requested_bytes == slow.requested_bytes == 2 * 2**30

@@ -242,3 +242,19 @@ def test_yaml_node_cap_counts_every_line_break(tmp_path):
     path.write_bytes(("- 1\r" * (MAX_NODES + 10)).encode())
     err = _one_line_error(_memtune("estimate", "--config", str(path)))
     assert "refused" in err
+
+
+def test_json_answer_lists_a_bounded_number_of_points(tmp_path, monkeypatch, capsys):
+    """Two 50 MB logs made a 147 MB JSON answer in 1.4 GB; the answer lists the first points and says how many
+    it left out, while the per-rank peaks and the divergence still come from every point."""
+    import json
+
+    from memtune import cli
+    from memtune.render import compare as render
+
+    a, b = _rank_log(tmp_path / "a.log", 10), _rank_log(tmp_path / "b.log", 10, 3000)
+    monkeypatch.setattr(render, "MAX_JSON_POINTS", 4)
+    assert cli.main(["compare", str(a), str(b), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["points"]) == 4 and doc["points_left_out"] == 6 and len(doc["ranks"]) == 10
+    assert doc["divergence"] is not None

@@ -542,6 +542,10 @@ def _scan_chunks(chunks: Iterator[str], scanner: _Scanner, name: str) -> None:
                     start = buf.rfind("\n", pos, hit) + 1 or pos
                     scanner.skip(buf.count("\n", pos, start))
                     pos = start
+                    after = scanner.report_run(buf, pos, end)
+                    if after > pos:  # a run of plain report lines, read in one go
+                        pos = after
+                        continue
                 nl = buf.index("\n", pos, end)
                 scanner.feed(buf[pos:nl])
                 pos = nl + 1
@@ -682,6 +686,38 @@ class _Scanner:
     def idle(self) -> bool:
         """True when a line without a pre-filter hit cannot change anything."""
         return self.pending is None and not self.tracebacks and self.lineno >= self.window_until
+
+    def report_run(self, buf: str, pos: int, end: int) -> int:
+        """Read consecutive plain memory-report lines from ``pos`` exactly as ``feed`` would (the scanner is idle:
+        no block pending, no traceback open), without its per-line machinery; where the run stops.
+
+        A line qualifies when it has no carriage return, colour code or launcher prefix and holds a report's
+        triggers and nothing else (its plan is ``reports_only``): ``_process`` would only read its reports.
+        A report-dense log (64 ranks a step) is then read a step at a time instead of a line at a time."""
+        if self._piece_open:
+            return pos
+        find, prefix_match, present_of, plan_for, report = (
+            buf.find, self.p.prefix.match, self._present, self._plan_for, self._report)  # 360k lines a log
+        while pos < end:
+            nl = find("\n", pos, end)
+            if nl < 0:
+                break
+            line = buf[pos:nl]
+            if "\r" in line or "\x1b" in line:
+                break
+            prefix = prefix_match(line)
+            if prefix is not None and prefix.end():
+                break
+            present = present_of(line)
+            plan = plan_for(present) if present else None
+            if plan is None or not plan.reports_only:
+                break
+            self.lineno += 1
+            for sig in plan.reports:
+                for m in sig.regex.finditer(line):
+                    report(sig, m, None)
+            pos = nl + 1
+        return pos
 
     def skip(self, lines: int) -> None:
         if lines and self._piece_open:

@@ -7,6 +7,7 @@ from knowledge/ui.yaml (``compare-*`` ids, en and zh).
 from __future__ import annotations
 
 from dataclasses import asdict, is_dataclass, replace
+from itertools import islice
 from typing import Any
 
 from ..compare.logs import Point, Points
@@ -23,9 +24,16 @@ def to_json(result: Any) -> dict[str, Any]:
         return dict(result)
     if isinstance(getattr(result, "points", None), Points):  # logs: points are made on demand, not held
         doc = asdict(replace(result, points=[]))
-        doc["points"] = [_point_json(p) for p in result.points]
+        doc["points"] = [_point_json(p) for p in islice(result.points, MAX_JSON_POINTS)]
+        if len(result.points) > MAX_JSON_POINTS:
+            doc["points_left_out"] = len(result.points) - MAX_JSON_POINTS
         return doc
     return asdict(result)
+
+
+# Points a JSON answer lists: two 50 MB report-dense logs hold 726k (a 147 MB answer built in 1.4 GB, which no
+# agent reads); the per-rank peaks and the first divergence are computed from all of them either way.
+MAX_JSON_POINTS = 20_000
 
 
 def _point_json(p: Point) -> dict[str, Any]:
