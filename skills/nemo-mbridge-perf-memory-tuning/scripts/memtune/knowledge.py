@@ -131,12 +131,18 @@ def source_files(base: Path) -> list[Path]:
     return sorted([*base.glob("*.yaml"), *(base / "schema").glob("*.json")])
 
 
-def source_hashes(base: Path) -> dict[str, str]:
-    """``relative path -> BLAKE2b-256 of its bytes`` for ``source_files(base)``."""
-    try:  # the C module hashlib wraps: importing hashlib also loads OpenSSL, ~3 ms of every start-up
+def _blake2b() -> Callable[..., Any]:
+    """BLAKE2b from the C module hashlib wraps: importing hashlib also loads OpenSSL, ~3 ms of every start-up."""
+    try:
         from _blake2 import blake2b
     except ImportError:  # pragma: no cover - an interpreter without the builtin module
         from hashlib import blake2b
+    return blake2b
+
+
+def source_hashes(base: Path) -> dict[str, str]:
+    """``relative path -> BLAKE2b-256 of its bytes`` for ``source_files(base)``."""
+    blake2b = _blake2b()
     return {path.relative_to(base).as_posix(): blake2b(path.read_bytes(), digest_size=32).hexdigest()
             for path in source_files(base)}
 
@@ -149,11 +155,7 @@ def cache_dir() -> Path:
 
 def compiled_path(base: Path) -> Path:
     """The cache file of the knowledge base in ``base``: one per knowledge folder, checked against its sources."""
-    try:
-        from _blake2 import blake2b
-    except ImportError:  # pragma: no cover
-        from hashlib import blake2b
-    key = blake2b(str(base.resolve()).encode("utf-8", "surrogateescape"), digest_size=12).hexdigest()
+    key = _blake2b()(str(base.resolve()).encode("utf-8", "surrogateescape"), digest_size=12).hexdigest()
     return cache_dir() / f"kb-{key}.json"
 
 

@@ -696,8 +696,8 @@ class _Scanner:
         A report-dense log (64 ranks a step) is then read a step at a time instead of a line at a time."""
         if self._piece_open:
             return pos
-        find, prefix_match, present_of, plan_for, report = (
-            buf.find, self.p.prefix.match, self._present, self._plan_for, self._report)  # 360k lines a log
+        find, prefix_match, present_of, plan_for, reports = (
+            buf.find, self.p.prefix.match, self._present, self._plan_for, self._reports)  # 360k lines a log
         while pos < end:
             nl = find("\n", pos, end)
             if nl < 0:
@@ -713,9 +713,7 @@ class _Scanner:
             if plan is None or not plan.reports_only:
                 break
             self.lineno += 1
-            for sig in plan.reports:
-                for m in sig.regex.finditer(line):
-                    report(sig, m, None)
+            reports(plan, line, None)
             pos = nl + 1
         return pos
 
@@ -788,9 +786,7 @@ class _Scanner:
         present = self._present(text)
         plan = self._plan_for(present) if present else None
         if tb is None and plan is not None and plan.reports_only:
-            for sig in plan.reports:  # what _match_line and _side_facts would do, alone
-                for m in sig.regex.finditer(text):
-                    self._report(sig, m, rank)
+            self._reports(plan, text, rank)  # what _match_line and _side_facts would do, alone
             return
         hit = self._match_line(text, rank, present)
         if tb is None and not hit and present and "Error: " in present and len(self.loose) < 8:
@@ -919,9 +915,7 @@ class _Scanner:
         """Memory reports, footprints, exported variables, checkpoint progress, rank hints, constraint errors."""
         p = self.p
         plan = self._plan_for(present)
-        for sig in plan.reports:
-            for m in sig.regex.finditer(text):  # loggers sometimes glue two ranks' reports together
-                self._report(sig, m, rank)
+        self._reports(plan, text, rank)
         for sig in plan.footprints:
             m = sig.regex.search(text)
             if m:
@@ -993,6 +987,12 @@ class _Scanner:
             if found and f"{name}_bytes" not in out:
                 out[f"{name}_bytes"] = parse_size(found.group(1))
         return _derive_event_numbers(out, others), msg_rank
+
+    def _reports(self, plan: _Plan, text: str, prefix_rank: int | None) -> None:
+        """Every memory report on the line (loggers sometimes glue two ranks' reports together)."""
+        for sig in plan.reports:
+            for m in sig.regex.finditer(text):
+                self._report(sig, m, prefix_rank)
 
     def _report(self, sig: Signature, m: re.Match[str], prefix_rank: int | None) -> None:
         """Keep the latest report of the rank the line names (else its prefix's), for a bounded set of ranks;
