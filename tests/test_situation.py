@@ -244,3 +244,19 @@ def test_thin_evidence_names_candidates_with_their_checks(kb):
 def test_memory_growth_mentions_no_grad_among_its_mechanisms(kb):
     check = kb.get("causes", "memory-growth")["situation"]["check"]["en"]
     assert "torch.no_grad()" in check and "memtune compare" in check
+
+
+# --- words a phrase is made of, split by others ----------------------------------------------------------------------
+
+
+def test_a_gapped_word_reads_its_parts_in_order_within_the_gap():
+    from memtune.situation import _Literals
+
+    words = _Literals(["一直…上升", "保存…模型", "keeps…growing"])
+    said = lambda text: [w for _, _, w in words.spans(text)]  # noqa: E731
+    assert said("显存一直在缓慢地上升") == ["一直在缓慢地上升"]
+    assert said("在保存 Megatron 模型的时候") == ["保存 megatron 模型"]
+    assert said("memory keeps slowly growing") == ["keeps slowly growing"]
+    assert said("上升之后一直没变") == []  # order matters
+    assert said("一直" + "很" * (_Literals.GAP + 1) + "上升") == []  # too far apart
+    assert said("keepsake growing") == []  # a Latin part still ends on a word boundary

@@ -200,6 +200,9 @@ def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any
         parts.append(f"{say['changed']}: {', '.join(changed)}")
     if sit.tried:
         parts.append(f"{say['tried']}: {', '.join(kb.get('fixes', r.value)['title'][lang] for r in sit.tried)}")
+    if sit.no_effect:
+        parts.append(f"{say['no_effect']}: " + ", ".join(
+            say["setting"] if r.value == "setting" else kb.get("fixes", r.value)["title"][lang] for r in sit.no_effect))
     causes = kb.by_id.get("causes", {})
     ruled = [{"id": cid, "title": causes[cid]["title"][lang],
               "why": ((causes[cid].get("situation") or {}).get("why_ruled_out") or {}).get(lang, ""), "facts": said}

@@ -135,7 +135,10 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.step = (_stated(stated.step, "step") or _step_from_log(facts)
                 or _one("steps", clauses, words, failing_only=False))
     sit.where = _stated(stated.where, "where") or _where_from_log(facts) or _one("places", clauses, words)
-    sit.trend = _stated(stated.trend, "trend") or _trend_from_log(facts, table) or _one("trends", clauses, words)
+    # several trends named, none beside the failure: growth first, since measuring it per step is also the check
+    # that tells a leak from a spike ("memory keeps rising, then suddenly needs 21 GiB")
+    sit.trend = (_stated(stated.trend, "trend") or _trend_from_log(facts, table)
+                 or _one("trends", clauses, words, order=tuple(v for v, _ in words.lists.get("trends", []))))
     sit.process = _stated(stated.process, "process") or _process_from_words(clauses, words)
     sit.framework = (_stated(stated.framework, "framework")
                      or _one("frameworks", clauses, words, failing_only=False))
@@ -506,6 +509,7 @@ class _Words:
     worked_before: _Literals
     expected_release: _Literals
     versions: _Literals
+    settings: _Literals
 
     @staticmethod
     def of(kb: Knowledge) -> _Words:
@@ -552,7 +556,7 @@ def _compile(kb: Knowledge) -> _Words:
                   _Literals(_both(changes.get("upgraded"))),
                   _Literals(_both(changes.get("worked_before"))),
                   _Literals(_both(changes.get("expected_release"))),
-                  _Literals(_both(changes.get("versions"))))
+                  _Literals(_both(changes.get("versions"))), _Literals(_both(changes.get("settings"))))
 
 
 def _both(words: Mapping[str, Iterable[str]] | None) -> list[str]:
@@ -571,11 +575,28 @@ def _normal(text: str) -> str:
 
 class _Literals:
     """A list of literal words, matched by plain substring search in the normal form (no regex to compile: the
-    vocabulary has hundreds of words and a diagnosis reads a few sentences)."""
+    vocabulary has hundreds of words and a diagnosis reads a few sentences).  A word with '…' in it is its parts
+    in that order, each within ``GAP`` characters of the one before: "一直…上升" reads "显存一直在上升" and
+    "保存…模型" reads "保存 Megatron 模型", where Chinese puts the words a phrase is made of a few characters
+    apart."""
+
+    GAP = 16
 
     def __init__(self, words: list[str]):
         normal = {_normal(w).strip() for w in words}
-        self.words = sorted((w for w in normal if w), key=len, reverse=True)
+        normal = {" … ".join(p.strip() for p in w.split("…")) if "…" in w else w for w in normal}
+        self.words = sorted((w for w in normal if w and "…" not in w), key=len, reverse=True)
+        self.gapped = sorted(((w, tuple(p.strip() for p in w.split("…"))) for w in normal if "…" in w),
+                             key=lambda g: len(g[0]), reverse=True)
+
+    @staticmethod
+    def _bounded(norm: str, start: int, end: int, word: str) -> bool:
+        """A Latin word end must not run on into a letter or digit."""
+        head_ok = not (word[0].isascii() and word[0].isalnum() and norm[start - 1].isascii()
+                       and norm[start - 1].isalnum())
+        tail_ok = not (word[-1].isascii() and word[-1].isalnum() and end < len(norm)
+                       and norm[end].isascii() and norm[end].isalnum())
+        return head_ok and tail_ok
 
     def spans(self, text: str) -> list[tuple[int, int, str]]:
         """(start, end, word) of every match in ``_normal(text)``; a Latin word end must not run on into a letter
@@ -586,13 +607,27 @@ class _Literals:
             start = norm.find(word)
             while start >= 0:
                 end = start + len(word)
-                head_ok = not (word[0].isascii() and word[0].isalnum() and norm[start - 1].isascii()
-                               and norm[start - 1].isalnum())
-                tail_ok = not (word[-1].isascii() and word[-1].isalnum() and end < len(norm)
-                               and norm[end].isascii() and norm[end].isalnum())
-                if head_ok and tail_ok:
+                if self._bounded(norm, start, end, word):
                     out.append((start, end, word))
                 start = norm.find(word, start + 1)
+        for _, parts in self.gapped:
+            out += self._gapped_spans(norm, parts)
+        return out
+
+    def _gapped_spans(self, norm: str, parts: tuple[str, ...]) -> list[tuple[int, int, str]]:
+        out = []
+        start = norm.find(parts[0])
+        while start >= 0:
+            end = start + len(parts[0])
+            if self._bounded(norm, start, end, parts[0]):
+                for part in parts[1:]:
+                    at = norm.find(part, end, end + self.GAP + len(part))
+                    if at < 0 or not self._bounded(norm, at, at + len(part), part):
+                        break
+                    end = at + len(part)
+                else:
+                    out.append((start, end, norm[start:end]))  # the user's own words, gap included
+            start = norm.find(parts[0], start + 1)
         return out
 
     def search(self, text: str) -> bool:
@@ -704,6 +739,8 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
                 changed.setdefault(fix_id, reading)
             if useless:
                 no_effect.setdefault(fix_id, reading)
+        if useless and not took_out and not no_effect and words.settings.search(clause):
+            no_effect.setdefault("setting", Reading("setting", [Clue(f"“{quote}”", source)]))
         if moved and words.versions.search(_ENV_NAME.sub(" ", clause)):
             changed.setdefault("stack", Reading("stack", [Clue(f"“{quote}”", source)]))
     return list(changed.values()), list(tried.values()), list(no_effect.values()), list(removed.values())
