@@ -260,3 +260,20 @@ def test_a_gapped_word_reads_its_parts_in_order_within_the_gap():
     assert said("上升之后一直没变") == []  # order matters
     assert said("一直" + "很" * (_Literals.GAP + 1) + "上升") == []  # too far apart
     assert said("keepsake growing") == []  # a Latin part still ends on a word boundary
+
+
+def test_a_phase_said_to_come_later_is_not_where_it_failed(kb):
+    said = "It dies with a CUDA OOM right after generation, before the log-prob pass."
+    assert read_situation(Facts(question=parse_question(said, kb)), kb).phase is None
+    facts = Facts(question=parse_question("The log-prob pass dies with a CUDA OOM.", kb))
+    assert read_situation(facts, kb).phase.value == "rl-logprob"
+
+
+def test_host_memory_named_as_context_is_not_the_failure(kb):
+    """A CUDA OOM on a node with plenty of host RAM is a GPU failure; "it is not a CUDA OOM" is a host one."""
+    gpu = read_situation(Facts(question=parse_question(
+        "The workers die with a CUDA OOM during initialization; the nodes have 450 GB of host RAM.", kb)), kb)
+    assert gpu.gpu_memory_failed and (gpu.process is None or gpu.process.value != "host")
+    host = read_situation(Facts(question=parse_question(
+        "Host memory reaches the cgroup limit and the pod is killed. It is not a CUDA OOM.", kb)), kb)
+    assert not host.gpu_memory_failed and host.process.value == "host"

@@ -83,6 +83,7 @@ class Situation:
     waste_source: str | None = None  # number (the OOM message) or words (the question's figures)
     worked_before: bool = False  # the user says the same setup ran before
     expected_release: bool = False  # the user expects memory to have been released (offload, sleep) before it failed
+    gpu_memory_failed: bool = False  # a clause that says something failed names the GPU's memory ("CUDA OOM", "显存")
     headroom_bytes: float | None = None  # free + reserved-but-unallocated at the failure: all an allocator could use
 
     def flatten(self) -> dict[str, Any]:
@@ -99,6 +100,7 @@ class Situation:
         out["situation.waste_source"] = self.waste_source
         out["situation.worked_before"] = self.worked_before
         out["situation.expected_release"] = self.expected_release
+        out["situation.gpu_memory_failed"] = self.gpu_memory_failed
         out["situation.headroom_bytes"] = self.headroom_bytes
         out["situation.components"] = [r.value for r in self.components]
         out["situation.changed"] = [r.value for r in self.changed]
@@ -156,6 +158,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.capacity_bytes = facts.log.capacity_bytes or facts.gpu.capacity_bytes
     sit.worked_before = bool(words.worked_before.search(text))
     sit.expected_release = bool(words.expected_release.search(text))
+    sit.gpu_memory_failed = any(_says_gpu_failed(c, words) for c in clauses)
     log = facts.log
     if log.free_bytes is not None and log.reserved_unallocated_bytes is not None:
         sit.headroom_bytes = log.free_bytes + log.reserved_unallocated_bytes
@@ -634,11 +637,19 @@ class _Literals:
         return bool(self.spans(text))
 
 
+_NOT_YET = (" before", " prior to", " until", " ahead of")  # "it dies after generation, before the log-prob pass"
+_NOT_YET_ZH = ("之前", "以前")  # "在计算 log prob 之前就 OOM 了"
+
+
 def _hits(key: str, clause: str, words: _Words) -> list[tuple[str, str]]:
-    """(value, matched words) in one clause; a match inside a longer match of another value is not one."""
+    """(value, matched words) in one clause; a match inside a longer match of another value is not one, and a phase
+    said to come later ("before the log-prob pass") is not the one that failed."""
     spans = []
+    norm = _normal(clause) if key == "phases" else ""
     for value, literals in words.lists.get(key, []):
-        spans += [(start, end, value, said) for start, end, said in literals.spans(clause)]
+        spans += [(start, end, value, said) for start, end, said in literals.spans(clause)
+                  if not norm or not (norm[:start].rstrip().endswith(_NOT_YET)
+                                      or norm[end:].lstrip().startswith(_NOT_YET_ZH))]
     kept = [h for h in spans if not any(o[0] <= h[0] and h[1] <= o[1] and (o[1] - o[0]) > (h[1] - h[0])
                                         for o in spans)]
     return [(value, said) for _, _, value, said in sorted(kept)]
@@ -689,8 +700,20 @@ def _process_from_words(clauses: list[str], words: _Words) -> Reading | None:
     reading = _one("processes", clauses, words, failing_only=False)
     if reading is None or reading.value != "host":
         return reading
-    failing = [c for c in clauses if words.failure.search(c)]
-    return None if any(words.gpu_memory.search(c) for c in failing) else reading
+    return None if any(_says_gpu_failed(c, words) for c in clauses) else reading
+
+
+_NEGATED = (" not", " no", " isn't", " wasn't", " never", "不是", "并非", "没有", "不")
+
+
+def _says_gpu_failed(clause: str, words: _Words) -> bool:
+    """The clause says something failed and names the GPU's memory, not as a denial ("it is not a CUDA OOM",
+    "不是显存不够")."""
+    if not words.failure.search(clause):
+        return False
+    norm = _normal(clause)
+    return any(not norm[:start].rstrip().removesuffix(" a").endswith(_NEGATED)
+               for start, _, _ in words.gpu_memory.spans(clause))
 
 
 def _all(key: str, clauses: list[str], words: _Words) -> list[Reading]:
