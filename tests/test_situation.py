@@ -277,3 +277,15 @@ def test_host_memory_named_as_context_is_not_the_failure(kb):
     host = read_situation(Facts(question=parse_question(
         "Host memory reaches the cgroup limit and the pod is killed. It is not a CUDA OOM.", kb)), kb)
     assert not host.gpu_memory_failed and host.process.value == "host"
+
+
+def test_the_ledger_counts_the_phase_the_situation_read(kb):
+    """The GPU ledger takes its phase from the situation (frames, log, words), except where no GPU memory is in
+    play: config validation allocates nothing, and a host-memory failure is not the GPU's."""
+    def phase_of(text):
+        return read_situation(Facts(question=parse_question(text, kb)), kb).ledger_phase(kb)
+
+    assert phase_of("The first step dies in backward with a CUDA OOM.") == "backward"
+    assert phase_of("Config validation fails with an AssertionError.") is None
+    assert phase_of("While saving a checkpoint the host memory runs out and the job is killed.") is None
+    assert phase_of("While saving a checkpoint it runs out of GPU memory.") == "checkpoint-save"

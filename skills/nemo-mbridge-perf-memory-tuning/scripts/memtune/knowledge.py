@@ -454,7 +454,7 @@ def _situation_problems(kb: Knowledge) -> list[str]:
     phases = {p["id"] for p in table.get("phases") or []}
     ledger = {row["phase"] for row in (kb.tables.get("ledger") or {}).get("phases") or []}
     problems = [f"situation.yaml: phases {p['id']}: ledger_phase {p['ledger_phase']!r} is not a ledger.yaml phase"
-                for p in table.get("phases") or [] if p["ledger_phase"] not in ledger]
+                for p in table.get("phases") or [] if "ledger_phase" in p and p["ledger_phase"] not in ledger]
     order = table.get("phase_priority") or []
     problems += [f"situation.yaml: phase_priority: unknown phase {p!r}" for p in order if p not in phases]
     problems += [f"situation.yaml: phase_priority: phase {p!r} missing" for p in sorted(phases - set(order))]

@@ -82,12 +82,14 @@ def reliability(kb: Knowledge, source: str | None) -> float:
     return float(next((r["value"] for r in policy(kb).get("reliability") or [] if r["source"] == "assumed"), 0.4))
 
 
-def build(facts: Facts, kb: Knowledge) -> Ledger:
-    """The ledger of one diagnosis (every number from ``facts``; policies from knowledge/ledger.yaml)."""
+def build(facts: Facts, kb: Knowledge, phase: str | None = None) -> Ledger:
+    """The ledger of one diagnosis (every number from ``facts``; policies from knowledge/ledger.yaml).  ``phase``
+    is the situation's reading of when it failed (its ledger phase), which already weighs the log's own phase
+    against the traceback and the user's words."""
     pol = policy(kb)
     band = float(pol.get("estimate_error_band", 0.15))
     log = facts.log
-    led = Ledger(phase=log.phase or _question_phase(facts, pol))
+    led = Ledger(phase=phase or log.phase or _question_phase(facts, pol))
     led.capacity_bytes, led.capacity_source = _capacity(facts)
     stage_table, led.stage, led.stage_source = failing_stage(facts)
 

@@ -287,7 +287,7 @@ def run(inputs: Inputs, kb: Knowledge) -> tuple[Facts, dict[str, Any], Diagnosis
     flat = facts.flatten()
     flat.pop("estimate.table", None)
     flat.update(situation.flatten())
-    led = ledger.build(facts, kb)
+    led = ledger.build(facts, kb, situation.ledger_phase(kb))
     mode = ranking_mode(kb, inputs.ranking)
     diag = diagnose(flat, kb, led, mode)
     sims = simulate([f.id for f in diag.fixes if _simulated(f.id, flat, kb)], facts, led, kb)

@@ -111,6 +111,14 @@ class Situation:
                                  if reading is not None and reading.source != "words"]
         return out
 
+    def ledger_phase(self, kb: Knowledge) -> str | None:
+        """The GPU ledger's name for the phase read (situation.yaml ``ledger_phase``); None when no phase was read,
+        the phase moves no memory (config validation), or host memory is what ran out (the ledger counts the GPU's)."""
+        if self.phase is None or (self.process is not None and self.process.value == "host"):
+            return None
+        phases = (kb.tables.get("situation") or {}).get("phases") or []
+        return next((p.get("ledger_phase") for p in phases if p["id"] == self.phase.value), None)
+
     def readings(self) -> dict[str, Reading | None]:
         """The single-valued fields by name."""
         return {"failed": self.failed, "phase": self.phase, "step": self.step, "where": self.where,
