@@ -274,6 +274,10 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge, led: Any = None, ranking: s
         if fix.get("already_applied_when") and evaluate(fix["already_applied_when"], flat)
     ]
     tried = [f for f in flat.get("situation.tried") or [] if f not in applied and f in kb.by_id.get("fixes", {})]
+    # what the user says made it fit is the answer to confirm, although the layout they quote already has it
+    worked = set(flat.get("situation.worked_with") or [])
+    applied = [f for f in applied if f not in worked]
+    tried = [f for f in tried if f not in worked]
     rule_fixes = {rule["id"]: [*_named_fixes(rule, flat, kb), *rule.get("fixes", []),
                                *_constraint_alternatives(rule, flat, kb)]
                   for _, rule in fired}
@@ -457,8 +461,11 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
     avoid = list(diag.avoid)
     avoided = {a.id for a in avoid}
     kept: list[tuple[tuple, FixAdvice]] = []
+    worked = set(diag.facts.get("situation.worked_with") or [])  # set in the layout quoted because it worked
     for pos, advice in enumerate(diag.fixes):
         sim = sims.get(advice.id)
+        if sim is not None and sim.dropped == "already-set" and advice.id in worked:
+            sim = None
         if sim is not None and sim.dropped:
             constraint = kb.by_id.get("constraints", {}).get(sim.dropped)
             if constraint is not None and advice.id not in avoided:

@@ -200,6 +200,9 @@ def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any
         parts.append(f"{say['changed']}: {', '.join(changed)}")
     if sit.tried:
         parts.append(f"{say['tried']}: {', '.join(kb.get('fixes', r.value)['title'][lang] for r in sit.tried)}")
+    if sit.worked_with:
+        fits = ", ".join(kb.get("fixes", r.value)["title"][lang] for r in sit.worked_with)
+        parts.append(f"{say['worked_with']}: {fits}")
     if sit.no_effect:
         parts.append(f"{say['no_effect']}: " + ", ".join(
             say["setting"] if r.value == "setting" else kb.get("fixes", r.value)["title"][lang] for r in sit.no_effect))
@@ -217,6 +220,7 @@ def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any
         "tried": [r.value for r in sit.tried],
         "no_effect": [r.value for r in sit.no_effect],
         "removed": [r.value for r in sit.removed],
+        "worked_with": [r.value for r in sit.worked_with],
         "ruled_out": ruled,
         "candidates": _candidates(diag, kb, lang),
     }

@@ -76,6 +76,7 @@ class Situation:
     tried: list[Reading] = field(default_factory=list)  # fix ids the user says they tried
     no_effect: list[Reading] = field(default_factory=list)  # tried (or changed) and it did nothing, or made it worse
     removed: list[Reading] = field(default_factory=list)  # memory settings the user turned off or took out
+    worked_with: list[Reading] = field(default_factory=list)  # settings the user says made the run fit
     figures: list[tuple[str, str | None]] = field(default_factory=list)  # memory figures the user quotes, as typed
     waste_bytes: float | None = None  # the largest memory held outside live tensors that the evidence states
     capacity_bytes: float | None = None  # the failing GPU's usable capacity (OOM message, else the GPU named)
@@ -107,6 +108,7 @@ class Situation:
         out["situation.tried"] = [r.value for r in self.tried]
         out["situation.no_effect"] = [r.value for r in self.no_effect]
         out["situation.removed"] = [r.value for r in self.removed]
+        out["situation.worked_with"] = [r.value for r in self.worked_with]
         out["situation.read"] = [name for name, reading in self.readings().items()
                                  if reading is not None and reading.source != "words"]
         return out
@@ -154,11 +156,12 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
                      or _one("frameworks", clauses, words, failing_only=False))
     sit.components = ([Reading(c, [Clue(f"--component {c}", "agent")]) for c in stated.component]
                       or _all("components", clauses, words))
-    sit.changed, sit.tried, sit.no_effect, sit.removed = _changes(_sentences(text), kb, words)
+    sit.changed, sit.tried, sit.no_effect, sit.removed, sit.worked_with = _changes(_sentences(text), kb, words)
     if stated.changed:  # what the agent read wins; the user's own sentences add what it did not state
         agent = _changes(_sentences(" ; ".join(stated.changed)), kb, words, agent=True)
-        own = (sit.changed, sit.tried, sit.no_effect, sit.removed)
-        sit.changed, sit.tried, sit.no_effect, sit.removed = (_merge(a, b) for a, b in zip(agent, own, strict=True))
+        own = (sit.changed, sit.tried, sit.no_effect, sit.removed, sit.worked_with)
+        (sit.changed, sit.tried, sit.no_effect, sit.removed,
+         sit.worked_with) = (_merge(a, b) for a, b in zip(agent, own, strict=True))
     sit.figures = _figures(facts)
     sit.waste_bytes, sit.waste_share = _waste(facts)
     sit.waste_source = None if sit.waste_bytes is None else (
@@ -516,6 +519,7 @@ class _Words:
     tried: _Literals
     no_effect: _Literals
     removed: _Literals
+    worked: _Literals
     upgraded: _Literals
     worked_before: _Literals
     expected_release: _Literals
@@ -564,6 +568,7 @@ def _compile(kb: Knowledge) -> _Words:
                   _Literals(_both(table.get("gpu_memory_words"))), _Literals(_both(changes.get("changed"))),
                   _Literals(_both(changes.get("tried"))),
                   _Literals(_both(changes.get("no_effect"))), _Literals(_both(changes.get("removed"))),
+                  _Literals(_both(changes.get("worked"))),
                   _Literals(_both(changes.get("upgraded"))),
                   _Literals(_both(changes.get("worked_before"))),
                   _Literals(_both(changes.get("expected_release"))),
@@ -742,19 +747,21 @@ _ENV_NAME = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
 
 
 def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = False
-             ) -> tuple[list[Reading], list[Reading], list[Reading], list[Reading]]:
-    """Settings named in a clause that says they were changed, tried, did nothing, or were taken out; an upgrade
-    word with a version word says the software stack moved.  A setting the user took out is not one they tried:
-    it is what held the memory down before, and the first thing to put back."""
+             ) -> tuple[list[Reading], list[Reading], list[Reading], list[Reading], list[Reading]]:
+    """Settings named in a clause that says they were changed, tried, did nothing, were taken out, or made the run
+    fit; an upgrade word with a version word says the software stack moved.  A setting the user took out is not one
+    they tried: it is what held the memory down before, and the first thing to put back.  One the user says made it
+    fit ("it works if I reduce the micro-batch") is what the answer confirms and prices first."""
     changed: dict[str, Reading] = {}
     tried: dict[str, Reading] = {}
     no_effect: dict[str, Reading] = {}
     removed: dict[str, Reading] = {}
+    worked: dict[str, Reading] = {}
     source = "agent" if agent else "words"
     for clause in clauses:
-        is_change, is_try, useless, took_out, moved = (bool(rx.search(clause)) for rx in (
-            words.changed, words.tried, words.no_effect, words.removed, words.upgraded))
-        if not (is_change or is_try or useless or took_out or moved):
+        is_change, is_try, useless, took_out, moved, fits = (bool(rx.search(clause)) for rx in (
+            words.changed, words.tried, words.no_effect, words.removed, words.upgraded, words.worked))
+        if not (is_change or is_try or useless or took_out or moved or fits):
             continue
         quote = clause.strip()[:120]
         from .recognize import fix_recognizer  # only where a sentence says something was changed or tried
@@ -763,6 +770,9 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
             reading = Reading(fix_id, [Clue(f"“{quote}”", source)])
             if took_out:
                 removed.setdefault(fix_id, reading)
+                continue
+            if fits and not useless:
+                worked.setdefault(fix_id, reading)
                 continue
             if is_try or useless:
                 tried.setdefault(fix_id, reading)
@@ -774,4 +784,5 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
             no_effect.setdefault("setting", Reading("setting", [Clue(f"“{quote}”", source)]))
         if moved and words.versions.search(_ENV_NAME.sub(" ", clause)):
             changed.setdefault("stack", Reading("stack", [Clue(f"“{quote}”", source)]))
-    return list(changed.values()), list(tried.values()), list(no_effect.values()), list(removed.values())
+    return (list(changed.values()), list(tried.values()), list(no_effect.values()), list(removed.values()),
+            list(worked.values()))
