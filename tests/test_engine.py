@@ -90,3 +90,15 @@ def test_fallback_rule_only_fires_alone():
     kb = _kb([strong, weak], fixes=[("a", {}), ("b", {})])
     assert [c.id for c in diagnose({"x.on": True, "log.ru": 5}, kb).causes] == ["frag"]
     assert [c.id for c in diagnose({"x.on": True, "log.ru": 0}, kb).causes] == ["cap"]
+
+
+def test_a_fix_that_changes_the_training_comes_after_the_exact_ones(kb):
+    """With nothing simulated, the rules' order stands, except that a fix changing what is trained (BF16 optimizer
+    moments, dropped tokens: fixes.yaml changes_training) yields to the exact fixes the same rules name."""
+    from memtune import pipeline
+
+    question = "It runs out of GPU memory while building the optimizer, before the first step."
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    ids = [f.id for f in diag.fixes]
+    assert ids[-1] == "precision-aware-optimizer" and "megatron-fsdp" in ids and "optimizer-cpu-offload" in ids
+    assert {f["id"] for f in kb.entries("fixes") if f.get("changes_training")} >= {"precision-aware-optimizer"}

@@ -486,14 +486,15 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
             key: tuple = (0, pos)
         elif simulated and sim.fits and sim.basis == "request":  # shrinks the very allocation that failed, on the
             key = (0.75, pos)  # OOM message's own numbers, and changes no layout: before any re-layout that fits
-        elif simulated and sim.fits:  # cheapest first; a fix with no measured cost after those with one
-            known = sim.relative_throughput is not None
-            key = (1, not known, -(sim.relative_throughput or 0.0), -(sim.predicted_saving_bytes or 0.0), pos)
+        elif simulated and sim.fits:  # exact fixes before those that change the training, then cheapest first;
+            known = sim.relative_throughput is not None  # a fix with no measured cost after those with one
+            key = (1, bool(fix.get("changes_training")), not known, -(sim.relative_throughput or 0.0),
+                   -(sim.predicted_saving_bytes or 0.0), pos)
         elif simulated:  # helps, but not enough alone: what the owning causes call for first, then by saving
             owner = bool(set(advice.rules) & owner_rules)
             key = (2, not owner, -(sim.predicted_saving_bytes or 0.0), pos)
-        else:
-            key = (3, pos)
+        else:  # nothing simulated: the rules' order, exact fixes before those that change the training
+            key = (3, bool(fix.get("changes_training")), pos)
         kept.append((key, advice))
     kept.sort(key=lambda pair: pair[0])
     fixes = [FixAdvice(a.id, i + 1, a.rules) for i, (_, a) in enumerate(kept)]
