@@ -289,3 +289,17 @@ def test_the_ledger_counts_the_phase_the_situation_read(kb):
     assert phase_of("Config validation fails with an AssertionError.") is None
     assert phase_of("While saving a checkpoint the host memory runs out and the job is killed.") is None
     assert phase_of("While saving a checkpoint it runs out of GPU memory.") == "checkpoint-save"
+
+
+def test_a_megatron_lm_launch_keeps_megatron_core_defaults(kb):
+    """A Bridge recipe turns the distributed optimizer on; a Megatron-LM or Pai-Megatron-Patch launch leaves it off
+    unless the flag is given, so a question about one is not told it is already on."""
+    bridge = pipeline.collect_facts(pipeline.Inputs(question="Llama3-8B SFT with Megatron Bridge, TP2, OOM"), kb)
+    mlm = pipeline.collect_facts(pipeline.Inputs(question="Llama3-8B with Megatron-LM pretrain_gpt.py, TP2, OOM"), kb)
+    assert bridge.config.use_distributed_optimizer is True and "use_distributed_optimizer" in bridge.config.assumed
+    assert mlm.config.use_distributed_optimizer is None
+
+
+def test_of_two_model_sizes_the_failing_one_is_the_model(kb):
+    assert parse_question("单卡跑 0.5B 没问题；换成 8 卡跑 7B 就失败了", kb).model_size_b == 7.0
+    assert parse_question("The 1.3B model trains; the 13B one fails at step 1", kb).model_size_b == 13.0

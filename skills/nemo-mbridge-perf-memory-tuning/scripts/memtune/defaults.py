@@ -17,9 +17,10 @@ from .facts import EnvFacts, Facts, TrainingConfig
 from .knowledge import Knowledge
 
 
-def fill_unstated(config: TrainingConfig, kb: Knowledge) -> TrainingConfig:
-    """``config`` with the Bridge recipe defaults in the fields it leaves ``None`` (Megatron-LM args: unchanged)."""
-    if not config.provided or config.source == "megatron-args":
+def fill_unstated(config: TrainingConfig, kb: Knowledge, bridge: bool = True) -> TrainingConfig:
+    """``config`` with the Bridge recipe defaults in the fields it leaves ``None``; unchanged for Megatron-LM args
+    and for a run described as launched the Megatron-LM way (``bridge=False``), whose defaults are off."""
+    if not config.provided or config.source == "megatron-args" or not bridge:
         return config
     defaults = kb.get("estimator", "question-layout-defaults")["value"]
     gaps: dict[str, Any] = {}

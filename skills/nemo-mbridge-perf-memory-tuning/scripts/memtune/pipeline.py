@@ -58,7 +58,8 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
     if not inputs.config and inputs.overrides:
         config = apply_overrides(config, inputs.overrides, kb=kb)
     config = _fill_from_question(config, question)
-    config = fill_unstated(_fill_architecture(_approximate_shape(config, question, kb), kb), kb)
+    config = fill_unstated(_fill_architecture(_approximate_shape(config, question, kb), kb), kb,
+                           bridge=not _megatron_lm_launch(inputs, log, kb))
 
     # Bridge applies cfg.env_vars with setdefault, so --env (the shell) outranks them; the log's exports
     # rank between the shell and --env (vocabulary.yaml env.source_precedence).
@@ -273,6 +274,18 @@ def pasted_log_text(log: Any) -> str | None:
         return log.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
+
+
+def _megatron_lm_launch(inputs: Inputs, log: LogFacts, kb: Knowledge) -> bool:
+    """The run is launched the Megatron-LM way (a pretrain_*.py script, Megatron-LM or Pai-Megatron-Patch named),
+    where an unstated flag keeps Megatron-Core's default rather than a Bridge recipe's."""
+    from .situation import framework_named
+
+    script = (log.entry_script or "").rsplit("/", 1)[-1]
+    return script.startswith("pretrain_") or framework_named(inputs.question or "", kb) in MEGATRON_LM_LAUNCHED
+
+
+MEGATRON_LM_LAUNCHED = frozenset({"megatron-lm", "pai-megatron-patch"})
 
 
 def run(inputs: Inputs, kb: Knowledge) -> tuple[Facts, dict[str, Any], Diagnosis]:

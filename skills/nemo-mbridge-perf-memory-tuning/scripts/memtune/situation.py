@@ -575,6 +575,12 @@ def _compile(kb: Knowledge) -> _Words:
                   _Literals(_both(changes.get("versions"))), _Literals(_both(changes.get("settings"))))
 
 
+def framework_named(text: str, kb: Knowledge) -> str | None:
+    """The framework the user's words name (situation.yaml frameworks), None when none or several."""
+    reading = _one("frameworks", _clauses(text), _Words.of(kb), failing_only=False) if text else None
+    return reading.value if reading else None
+
+
 def _both(words: Mapping[str, Iterable[str]] | None) -> list[str]:
     return [str(w) for lang in ("en", "zh") for w in (words or {}).get(lang) or []]
 

@@ -221,16 +221,30 @@ def _model(text: str, vocab: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 def _model_size(text: str, vocab: Mapping[str, Any]) -> float | None:
-    """Total parameters (billions) written in a model name that no preset matches: "GPT-30B", "gpt2 large(774M)"."""
+    """Total parameters (billions) written in a model name that no preset matches: "GPT-30B", "gpt2 large(774M)".
+    Of several sizes, the one in a clause that says it failed ("0.5B runs fine; with 7B it fails" is the 7B)."""
+    found: list[tuple[int, float]] = []
     for pattern in vocab.get("model_size") or []:
-        m = _rx(pattern).search(text)
-        if m:
+        for m in _rx(pattern).finditer(text):
             parts = m.groupdict()
             if parts.get("b"):
-                return float(parts["b"]) * (int(parts["n"]) if parts.get("n") else 1)
-            if parts.get("m"):
-                return float(parts["m"]) / 1000
-    return None
+                found.append((m.start(), float(parts["b"]) * (int(parts["n"]) if parts.get("n") else 1)))
+            elif parts.get("m"):
+                found.append((m.start(), float(parts["m"]) / 1000))
+        if found:  # the patterns are in order of preference: the first that matches names the sizes
+            break
+    if len(found) > 1:
+        clause = _rx((vocab.get("memory") or {}).get("clause_break", r"$^"))
+        bounds = sorted({0, len(text), *(b.end() for b in (*_SENTENCE_END.finditer(text), *clause.finditer(text)))})
+        failing = _rx("|".join(w for t in vocab.get("topics") or [] if t["id"] == "oom"
+                               for lang in ("en", "zh") for w in (t.get("keywords") or {}).get(lang) or [])
+                      + r"|\bfail(?:s|ed|ing)?\b|失败|报错|挂了")
+        for start, size in found:
+            lo = max(b for b in bounds if b <= start)
+            hi = min((b for b in bounds if b > start), default=len(text))
+            if failing.search(text, lo, hi):
+                return size
+    return found[0][1] if found else None
 
 
 def _topics(text: str, vocab: Mapping[str, Any]) -> list[str]:
