@@ -86,6 +86,7 @@ class Situation:
     expected_release: bool = False  # the user expects memory to have been released (offload, sleep) before it failed
     gpu_memory_failed: bool = False  # a clause that says something failed names the GPU's memory ("CUDA OOM", "显存")
     headroom_bytes: float | None = None  # free + reserved-but-unallocated at the failure: all an allocator could use
+    shortfall_bytes: float | None = None  # the request beyond that headroom: what freeing something else must cover
 
     def flatten(self) -> dict[str, Any]:
         """``situation.*`` facts for rule and cause conditions (knowledge/facts.yaml)."""
@@ -103,6 +104,7 @@ class Situation:
         out["situation.expected_release"] = self.expected_release
         out["situation.gpu_memory_failed"] = self.gpu_memory_failed
         out["situation.headroom_bytes"] = self.headroom_bytes
+        out["situation.shortfall_bytes"] = self.shortfall_bytes
         out["situation.components"] = [r.value for r in self.components]
         out["situation.changed"] = [r.value for r in self.changed]
         out["situation.tried"] = [r.value for r in self.tried]
@@ -173,6 +175,8 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     log = facts.log
     if log.free_bytes is not None and log.reserved_unallocated_bytes is not None:
         sit.headroom_bytes = log.free_bytes + log.reserved_unallocated_bytes
+        if log.requested_bytes is not None:
+            sit.shortfall_bytes = max(0.0, log.requested_bytes - sit.headroom_bytes)
     return sit
 
 
