@@ -157,7 +157,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.framework = (_stated(stated.framework, "framework")
                      or _one("frameworks", clauses, words, failing_only=False))
     sit.components = ([Reading(c, [Clue(f"--component {c}", "agent")]) for c in stated.component]
-                      or _all("components", clauses, words))
+                      or _all("components", _sentences(text), words))  # "reserved ... but not allocated"
     sit.changed, sit.tried, sit.no_effect, sit.removed, sit.worked_with = _changes(_sentences(text), kb, words)
     if stated.changed:  # what the agent read wins; the user's own sentences add what it did not state
         agent = _changes(_sentences(" ; ".join(stated.changed)), kb, words, agent=True)
