@@ -303,3 +303,22 @@ def test_a_megatron_lm_launch_keeps_megatron_core_defaults(kb):
 def test_of_two_model_sizes_the_failing_one_is_the_model(kb):
     assert parse_question("单卡跑 0.5B 没问题；换成 8 卡跑 7B 就失败了", kb).model_size_b == 7.0
     assert parse_question("The 1.3B model trains; the 13B one fails at step 1", kb).model_size_b == 13.0
+
+
+def test_the_answer_names_where_the_memory_was_asked_for(kb):
+    """The innermost frames of the failing traceback, innermost first, reach the situation line."""
+    log = ('File "megatron/checkpointing.py", line 572, in load_checkpoint\n'
+           '  optimizer.load_state_dict(state_dict["optimizer"])\n'
+           'File "/opt/conda/lib/python3.10/site-packages/torch/optim/optimizer.py", line 379, in load_state_dict\n'
+           '  state_dict = deepcopy(state_dict)\n'
+           'File "/opt/conda/lib/python3.10/copy.py", line 146, in deepcopy\n'
+           '  y = copier(x, memo)\n')
+    facts = Facts(question=parse_question("OOM while resuming from a checkpoint", kb))
+    sit = read_situation(facts, kb, None, log)
+    assert sit.call_path == ["deepcopy (copy.py)", "load_state_dict (optimizer.py)",
+                             "load_checkpoint (checkpointing.py)"]
+    inputs = pipeline.Inputs(question="OOM while resuming from a checkpoint", log=log.splitlines())
+    _, _, diag = pipeline.run(inputs, kb)
+    from memtune.report import situation_report
+
+    assert "`deepcopy (copy.py)`" in situation_report(diag, kb, "en")["line"]

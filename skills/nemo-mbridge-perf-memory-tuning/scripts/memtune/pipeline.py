@@ -265,7 +265,10 @@ PASTED_LOG_BYTES = 256 * 1024
 
 
 def pasted_log_text(log: Any) -> str | None:
-    """The text of a small uncompressed log file (what users paste), else None."""
+    """The text of a small uncompressed log file or list of lines (what users paste), else None."""
+    if isinstance(log, (list, tuple)) and all(isinstance(line, str) for line in log):
+        text = "\n".join(log)
+        return text if len(text) <= PASTED_LOG_BYTES else None
     if not isinstance(log, Path) or log.suffix == ".gz":
         return None
     try:

@@ -193,6 +193,8 @@ def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any
         f = fields["failed"]
         parts.insert(0, f"{say['request']}: {f['clues'][0]}" if f["value"] != "impossible" else
                      f"{say['request']} {f['title']} ({f['clues'][0]})")
+    if sit.call_path:
+        parts.append(f"{say['call_path']} " + " <- ".join(f"`{name}`" for name in sit.call_path[:3]))
     if "framework" in fields:
         parts.append(f"{say['framework']} {fields['framework']['title']}")
     changed = [say["stack"] if r.value == "stack" else kb.get("fixes", r.value)["title"][lang] for r in sit.changed]
@@ -221,6 +223,7 @@ def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any
         "no_effect": [r.value for r in sit.no_effect],
         "removed": [r.value for r in sit.removed],
         "worked_with": [r.value for r in sit.worked_with],
+        "call_path": list(sit.call_path),
         "ruled_out": ruled,
         "candidates": _candidates(diag, kb, lang),
     }

@@ -85,6 +85,7 @@ class Situation:
     worked_before: bool = False  # the user says the same setup ran before
     expected_release: bool = False  # the user expects memory to have been released (offload, sleep) before it failed
     gpu_memory_failed: bool = False  # a clause that says something failed names the GPU's memory ("CUDA OOM", "显存")
+    call_path: list[str] = field(default_factory=list)  # the failing traceback's innermost functions, innermost first
     headroom_bytes: float | None = None  # free + reserved-but-unallocated at the failure: all an allocator could use
     shortfall_bytes: float | None = None  # the request beyond that headroom: what freeing something else must cover
 
@@ -103,6 +104,7 @@ class Situation:
         out["situation.worked_before"] = self.worked_before
         out["situation.expected_release"] = self.expected_release
         out["situation.gpu_memory_failed"] = self.gpu_memory_failed
+        out["situation.call_path"] = list(self.call_path)
         out["situation.headroom_bytes"] = self.headroom_bytes
         out["situation.shortfall_bytes"] = self.shortfall_bytes
         out["situation.components"] = [r.value for r in self.components]
@@ -172,6 +174,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.worked_before = bool(words.worked_before.search(text))
     sit.expected_release = bool(words.expected_release.search(text))
     sit.gpu_memory_failed = any(_says_gpu_failed(c, words) for c in clauses)
+    sit.call_path = _call_path(facts, log_text)
     log = facts.log
     if log.free_bytes is not None and log.reserved_unallocated_bytes is not None:
         sit.headroom_bytes = log.free_bytes + log.reserved_unallocated_bytes
@@ -445,6 +448,28 @@ def _entry_scripts(text: str) -> list[str]:
 def _frame_names(text: str) -> list[str]:
     """Function names in frame positions of a pasted trace; names inside code lines are not frames."""
     return [m.group(1).rsplit(".", 1)[-1] for m in _FRAME_NAME.finditer(text)]
+
+
+# A Python traceback frame: 'File "/x/y/copy.py", line 146, in deepcopy'.
+_PY_FRAME = re.compile(r'File "([^"\n]{1,400})", line \d+, in ([A-Za-z_][\w.]*)')
+CALL_PATH_DEPTH = 4
+
+
+def _call_path(facts: Facts, log_text: str | None) -> list[str]:
+    """The innermost frames of the failing traceback, innermost first, as ``function (file.py)``: where the memory
+    was asked for, which an answer names ("deepcopy in Optimizer.load_state_dict").  The parser's frames of the
+    primary failure when it read one, else the last traceback in a pasted excerpt."""
+    if facts.log.frames:
+        names = [f.split(" ", 1)[0] for f in facts.log.frames]
+        path = [n for n in reversed(names) if n != "<module>"]
+    else:
+        frames = [(m.group(2), _script_name(m.group(1))) for m in _PY_FRAME.finditer(log_text or "")]
+        path = [f"{name} ({script}.py)" for name, script in reversed(frames) if name != "<module>"]
+    out: list[str] = []
+    for name in path:
+        if not out or out[-1] != name:
+            out.append(name)
+    return out[:CALL_PATH_DEPTH]
 
 
 def _phase_from_question_frames(text: str, words: _Words) -> Reading | None:
