@@ -102,3 +102,16 @@ def test_a_fix_that_changes_the_training_comes_after_the_exact_ones(kb):
     ids = [f.id for f in diag.fixes]
     assert ids[-1] == "precision-aware-optimizer" and "megatron-fsdp" in ids and "optimizer-cpu-offload" in ids
     assert {f["id"] for f in kb.entries("fixes") if f.get("changes_training")} >= {"precision-aware-optimizer"}
+
+
+def test_a_tried_fix_leads_to_the_next_step_up_its_ladder(kb):
+    """A fix the user tried and still ran out with names what comes next (fixes.yaml next), after the rules' own
+    fixes and checks: selective recompute that did not help -> confirm it applied, then full recompute."""
+    from memtune import pipeline
+
+    question = "I already turned on selective recompute, but it did not help: the same OOM."
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    ids = [f.id for f in diag.fixes]
+    assert ids[0] == "confirm-setting-applied"
+    assert "full-recompute" in ids and ids.index("full-recompute") > 0
+    assert any(r.startswith("next-after:") for f in diag.fixes if f.id == "full-recompute" for r in f.rules)

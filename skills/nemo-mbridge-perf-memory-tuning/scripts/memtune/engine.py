@@ -313,6 +313,10 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge, led: Any = None, ranking: s
     for _, rule in ordered_rules:
         for fix_id in rule_fixes[rule["id"]]:
             recommend(fix_id, rule["id"])
+    # what the user already tried and still ran out with: the next steps up its ladder (fixes.yaml next)
+    for fix_id in dict.fromkeys([*(flat.get("situation.tried") or []), *(flat.get("situation.no_effect") or [])]):
+        for step in (kb.by_id.get("fixes", {}).get(fix_id) or {}).get("next", []):
+            recommend(step, f"{LADDER}{fix_id}")
 
     return Diagnosis(
         kb_version=kb.version,
@@ -430,6 +434,9 @@ def _situation_rules(fired: list[tuple[int, Mapping[str, Any]]], rules: list[Map
     return out
 
 
+LADDER = "next-after:"  # a FixAdvice reason: the next step up the ladder of a fix the user already tried
+
+
 def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge,
                ranking: str = "ledger") -> Diagnosis:
     """Order the recommendations by what their simulations predict; drop what cannot help.
@@ -479,6 +486,8 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
         simulated = sim is not None and sim.predicted_saving_bytes is not None and sim.basis in ("estimate", "request")
         if ranking == "rules":
             key = (pos,)
+        elif all(r.startswith(LADDER) for r in advice.rules):  # what comes after the user's own attempt, once
+            key = (4, pos)  # the rules' fixes and checks have had their say
         elif sim is not None and sim.plan_step is not None and not (free and _owned(fix, owned)):
             key = (0.5, sim.plan_step)  # the cheapest combination that fits, in its order
         elif free and _owned(fix, owned) and (set(advice.rules) & owner_rules
