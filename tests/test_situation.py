@@ -322,3 +322,17 @@ def test_the_answer_names_where_the_memory_was_asked_for(kb):
     from memtune.report import situation_report
 
     assert "`deepcopy (copy.py)`" in situation_report(diag, kb, "en")["line"]
+
+
+def test_functions_the_user_names_as_where_it_failed(kb):
+    said = ("The job dies with a CUDA OOM during initialization, inside _warmup_jit_function (called from "
+            "set_jit_fusion_options), before the first iteration; it runs in the backward pass with TP4.")
+    sit = read_situation(Facts(question=parse_question(said, kb)), kb)
+    assert sit.call_path == ["_warmup_jit_function", "set_jit_fusion_options"]
+
+
+def test_a_crash_that_is_no_memory_failure_is_quoted(kb):
+    log = ["Traceback (most recent call last):",
+           "AssertionError: Parameter model.embed_tokens.weight too large for buffer: 1853358080 > 1771261132"]
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="refit fails", log=log), kb)
+    assert flat["situation.error"].startswith("AssertionError: Parameter model.embed_tokens.weight too large")

@@ -12,7 +12,7 @@ from typing import Any
 from .conditions import evaluate, referenced_facts
 from .engine import Diagnosis
 from .knowledge import Knowledge
-from .textfmt import fill
+from .textfmt import code_span, fill
 
 # Facts printed in the "facts used" list: only the ones some evidence rests on.
 _FACT_PREFIXES = ("log.", "env.", "config.", "gpu.", "question.", "estimate.", "snapshot.", "stats.", "derived.")
@@ -193,8 +193,10 @@ def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any
         f = fields["failed"]
         parts.insert(0, f"{say['request']}: {f['clues'][0]}" if f["value"] != "impossible" else
                      f"{say['request']} {f['title']} ({f['clues'][0]})")
+    if sit.error:
+        parts.insert(0, f"{say['error']}: {code_span(sit.error)}")
     if sit.call_path:
-        parts.append(f"{say['call_path']} " + " <- ".join(f"`{name}`" for name in sit.call_path[:3]))
+        parts.append(f"{say['call_path']} " + " <- ".join(code_span(name) for name in sit.call_path[:3]))
     if "framework" in fields:
         parts.append(f"{say['framework']} {fields['framework']['title']}")
     changed = [say["stack"] if r.value == "stack" else kb.get("fixes", r.value)["title"][lang] for r in sit.changed]
@@ -224,6 +226,7 @@ def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any
         "removed": [r.value for r in sit.removed],
         "worked_with": [r.value for r in sit.worked_with],
         "call_path": list(sit.call_path),
+        "error": sit.error,
         "ruled_out": ruled,
         "candidates": _candidates(diag, kb, lang),
     }

@@ -86,6 +86,7 @@ class Situation:
     expected_release: bool = False  # the user expects memory to have been released (offload, sleep) before it failed
     gpu_memory_failed: bool = False  # a clause that says something failed names the GPU's memory ("CUDA OOM", "显存")
     call_path: list[str] = field(default_factory=list)  # the failing traceback's innermost functions, innermost first
+    error: str | None = None  # the error line of a crash with no memory failure in it ("pidfd_getfd: not permitted")
     headroom_bytes: float | None = None  # free + reserved-but-unallocated at the failure: all an allocator could use
     shortfall_bytes: float | None = None  # the request beyond that headroom: what freeing something else must cover
 
@@ -105,6 +106,7 @@ class Situation:
         out["situation.expected_release"] = self.expected_release
         out["situation.gpu_memory_failed"] = self.gpu_memory_failed
         out["situation.call_path"] = list(self.call_path)
+        out["situation.error"] = self.error
         out["situation.headroom_bytes"] = self.headroom_bytes
         out["situation.shortfall_bytes"] = self.shortfall_bytes
         out["situation.components"] = [r.value for r in self.components]
@@ -174,7 +176,9 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.worked_before = bool(words.worked_before.search(text))
     sit.expected_release = bool(words.expected_release.search(text))
     sit.gpu_memory_failed = any(_says_gpu_failed(c, words) for c in clauses)
-    sit.call_path = _call_path(facts, log_text)
+    sit.call_path = _call_path(facts, log_text) or _said_call_path(text)
+    if facts.log.crash and not facts.log.has_memory_failure and facts.log.first_error:
+        sit.error = facts.log.first_error.strip()[:ERROR_CHARS]
     log = facts.log
     if log.free_bytes is not None and log.reserved_unallocated_bytes is not None:
         sit.headroom_bytes = log.free_bytes + log.reserved_unallocated_bytes
@@ -469,6 +473,23 @@ def _call_path(facts: Facts, log_text: str | None) -> list[str]:
     for name in path:
         if not out or out[-1] != name:
             out.append(name)
+    return out[:CALL_PATH_DEPTH]
+
+
+# A function the user says it failed in: code-shaped (snake_case, CamelCase, dotted) after "in", "inside",
+# "called from", "via", "->", "在" ("dies inside _warmup_jit_function (called from set_jit_fusion_options)").
+_SAID_FRAME = re.compile(r"(?:\b(?:in|inside|within|from|via|through)\s+|->\s*|→\s*|在\s*)`?"
+                         r"((?:[A-Za-z_]\w*\.)*(?:_?[a-z][a-z0-9]*(?:_[a-z0-9]+)+|[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*){2,}))"
+                         r"(?:\(\))?`?")
+ERROR_CHARS = 160
+
+
+def _said_call_path(text: str) -> list[str]:
+    """Functions the user names as where it failed, in the order named (the innermost is usually first)."""
+    out: list[str] = []
+    for m in _SAID_FRAME.finditer(text or ""):
+        if m.group(1) not in out:
+            out.append(m.group(1))
     return out[:CALL_PATH_DEPTH]
 
 
