@@ -514,9 +514,7 @@ def _throughput(old: TrainingConfig, new: TrainingConfig, option_costs: tuple[st
     H100 (knowledge/gpus.yaml), the GPU most Bridge runs name; the ratio of two layouts moves little with it.
     """
     from .inputs.gpu import lookup_gpu
-    from .planner import costs as cost_model
     from .planner import options
-    from .planner import traffic as traffic_model
 
     if gpu is None or not getattr(gpu, "hardware", None):
         gpu = lookup_gpu("H100", kb)
@@ -527,6 +525,10 @@ def _throughput(old: TrainingConfig, new: TrainingConfig, option_costs: tuple[st
     pipelined = (old.pipeline_model_parallel_size or 1) > 1 or (new.pipeline_model_parallel_size or 1) > 1
     if pipelined and not old.global_batch_size:
         return None  # the pipeline bubble depends on the micro-batches per step, i.e. on the global batch
+    # imported past the returns above: with no model shape (a log alone) the cost model and the estimator
+    # it imports are never loaded
+    from .planner import costs as cost_model
+    from .planner import traffic as traffic_model
 
     def parallel(cfg: TrainingConfig) -> list:
         dp = cfg.data_parallel_size or 1

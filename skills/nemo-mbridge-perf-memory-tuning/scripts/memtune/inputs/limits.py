@@ -9,7 +9,6 @@ memory while unpickling, items visited while summarising (see snapshot.py).
 from __future__ import annotations
 
 import contextlib
-import gzip
 import io
 import os
 import stat
@@ -144,5 +143,7 @@ def gzip_text(path: Path, what: str, newline: str | None = "\n") -> IO[str]:
     cap = max(GZIP_FLOOR, GZIP_MAX_RATIO * compressed)
     message = (f"{path}: refused: decompresses to more than {cap // MIB} MiB ({GZIP_MAX_RATIO}x its {compressed} "
                f"bytes), more than {what} compresses to; gunzip it and pass the text file")
+    import gzip  # only a .gz log needs it
+
     raw = _CappedReader(gzip.open(path, "rb"), cap, message)  # type: ignore[arg-type]
     return io.TextIOWrapper(io.BufferedReader(raw, 1 << 16), encoding="utf-8", errors="replace", newline=newline)

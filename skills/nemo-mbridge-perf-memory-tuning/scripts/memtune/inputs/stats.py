@@ -147,9 +147,10 @@ def _ratio_to_peers(ranks: dict[Any, dict[str, Any]], rank: Any, key: str) -> fl
     peers = [r[key] for k, r in ranks.items() if k != rank and r.get(key)]
     if value is None or not peers:
         return None
-    import statistics  # only when peers are compared
-
-    return value / statistics.median(peers)
+    # their median, as statistics.median computes it (importing statistics costs ~2 ms of every log's start-up)
+    peers.sort()
+    mid = len(peers) // 2
+    return value / (peers[mid] if len(peers) % 2 else (peers[mid - 1] + peers[mid]) / 2)
 
 
 def _compare_ranks(ranks: dict[Any, dict[str, Any]], failing_rank: int | None) -> dict[str, Any]:
