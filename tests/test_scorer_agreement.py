@@ -25,7 +25,8 @@ from benchmarks.score import Scorer  # noqa: E402
 # the scorer was built).  Old scorer on the first 248: verdict 0.7788,
 # violations 0.7863, id 0.6815.  Issue 8's target, held as its own test below.
 TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
-FLOORS = {"first_fix_verdict": 0.9539, "violations": 0.9613, "first_fix_id": 0.8897}
+# re-measured when writer i's 9 answers (the three new fixes first) joined the set: violations 96.1 -> 95.9 %
+FLOORS = {"first_fix_verdict": 0.9555, "violations": 0.9589, "first_fix_id": 0.8917}
 
 
 @pytest.fixture(scope="module")

@@ -265,6 +265,8 @@ def test_a_gapped_word_reads_its_parts_in_order_within_the_gap():
 def test_a_phase_said_to_come_later_is_not_where_it_failed(kb):
     said = "It dies with a CUDA OOM right after generation, before the log-prob pass."
     assert read_situation(Facts(question=parse_question(said, kb)), kb).phase is None
+    said = "OOM when vLLM wakes up for the next rollout, after the actor update."  # several: the most telling
+    assert read_situation(Facts(question=parse_question(said, kb)), kb).phase.value == "rl-weight-sync"
     facts = Facts(question=parse_question("The log-prob pass dies with a CUDA OOM.", kb))
     assert read_situation(facts, kb).phase.value == "rl-logprob"
 

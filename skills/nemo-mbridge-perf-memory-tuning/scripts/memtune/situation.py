@@ -706,13 +706,15 @@ class _Literals:
         return bool(self.spans(text))
 
 
-_NOT_YET = (" before", " prior to", " until", " ahead of")  # "it dies after generation, before the log-prob pass"
+# a phase said to come later or to be over is not the one that failed: "it dies right after generation, before the
+# log-prob pass"; "OOM when vLLM wakes up, after the actor update"
+_NOT_YET = (" before", " prior to", " until", " ahead of", " after")
 _NOT_YET_ZH = ("之前", "以前")  # "在计算 log prob 之前就 OOM 了"
 
 
 def _hits(key: str, clause: str, words: _Words) -> list[tuple[str, str]]:
     """(value, matched words) in one clause; a match inside a longer match of another value is not one, and a phase
-    said to come later ("before the log-prob pass") is not the one that failed."""
+    said to come later or to be over ("before the log-prob pass", "after the update") is not the one that failed."""
     spans = []
     norm = _normal(clause) if key == "phases" else ""
     for value, literals in words.lists.get(key, []):
@@ -753,6 +755,8 @@ def _one(key: str, clauses: list[str], words: _Words, *, failing_only: bool = Tr
     ranked = {v: i for i, v in enumerate(order)}
     if len(near) == 1:
         value = near[0]
+    elif near and order:  # several beside the failure: the most telling ("wakes up for the next rollout")
+        value = min(near, key=lambda v: ranked.get(v, len(ranked)))
     elif len(named) == 1 or (named and not failing_only):
         value = named[0]
     elif order and named and not near:  # none said to fail: the most telling of those named
