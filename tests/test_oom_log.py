@@ -577,3 +577,14 @@ def test_a_run_of_report_lines_reads_as_line_by_line(kb):
     assert fast.report_series == slow.report_series and len(fast.report_series) == 3
     assert [e.line for e in fast.events] == [e.line for e in slow.events] == [len(plain) + 3]
     assert fast.requested_bytes == slow.requested_bytes == 2 * 2**30
+
+
+def test_a_last_error_that_is_not_out_of_memory_makes_the_nccl_failure_a_crash(kb):
+    """ncclUnhandledCudaError is read as a full GPU only when NCCL's "Last error" does not say otherwise: CUDA
+    error 999 ('unknown error') is a driver or hardware fault, error 2 ('out of memory') is memory."""
+    head = ["torch.distributed.DistBackendError: NCCL error in: NCCLUtils.cpp:77, unhandled cuda error",
+            "ncclUnhandledCudaError: Call to CUDA function failed.", "Last error:"]
+    crash = parse_log([*head, "Cuda failure 999 'unknown error'"], kb)
+    assert not crash.has_memory_failure and crash.crash
+    oom = parse_log([*head, "Cuda failure 2 'out of memory'"], kb)
+    assert oom.has_memory_failure and oom.oom_kind == "nccl"

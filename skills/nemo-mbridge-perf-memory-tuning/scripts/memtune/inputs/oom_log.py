@@ -67,6 +67,7 @@ class Signature:
     auxiliary: bool = False
     secondary: bool = False
     echo: bool = False  # a weak line that a firm signal of its kind a few lines away already explains
+    names_last_error: bool = False  # a firm line that says what a nearby echo was, of whatever kind
     number_unit: str | None = None
     fields: tuple[tuple[str, re.Pattern[str]], ...] = ()
     pair_item: re.Pattern[str] | None = None
@@ -235,6 +236,7 @@ def _signature(entry: dict[str, Any], rx: Any, kinds: dict[str, bool]) -> Signat
         auxiliary=bool(entry.get("auxiliary")),
         secondary=bool(entry.get("secondary")),
         echo=bool(entry.get("echo")),
+        names_last_error=bool(entry.get("names_last_error")),
         number_unit=entry.get("number_unit"),
         fields=tuple((name, rx(text, f"{sid}.fields.{name}")) for name, text in (entry.get("fields") or {}).items()),
         pair_item=item,
@@ -1140,12 +1142,14 @@ class _Scanner:
 
     def _drop_echoed_weak(self, events: list[OomEvent]) -> list[OomEvent]:
         """A weak ``echo`` signal next to a firm one of the same kind and rank is that one's echo
-        ("ncclUnhandledCudaError" then "Last error: Cuda failure 'out of memory'"): keep the firm one only."""
+        ("ncclUnhandledCudaError" then "Last error: Cuda failure 'out of memory'"): keep the firm one only.  A firm
+        line that names the last error ("Cuda failure 999 'unknown error'") explains it whatever its kind."""
         ahead = self.prm["crash_lookahead_lines"]
         firm = [e for e in events if not e.weak]
 
         def echoed(weak: OomEvent) -> bool:
-            near = (e for e in firm if e.kind == weak.kind and e.rank in (weak.rank, None))
+            near = (e for e in firm if (e.kind == weak.kind or self.p.by_id[e.signature].names_last_error)
+                    and e.rank in (weak.rank, None))
             return self.p.by_id[weak.signature].echo and any(abs(e.line - weak.line) <= ahead for e in near)
 
         return [e for e in events if not e.weak or not echoed(e)]
