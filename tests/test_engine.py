@@ -115,3 +115,15 @@ def test_a_tried_fix_leads_to_the_next_step_up_its_ladder(kb):
     assert ids[0] == "confirm-setting-applied"
     assert "full-recompute" in ids and ids.index("full-recompute") > 0
     assert any(r.startswith("next-after:") for f in diag.fixes if f.id == "full-recompute" for r in f.rules)
+
+
+def test_the_check_the_top_cause_calls_for_leads(kb):
+    """When the situation names a cause whose own fixes are checks (a setting that did not apply), that check leads
+    even where capacity fixes simulate as fitting: their simulations assume the setting is in place."""
+    from memtune import pipeline
+
+    question = ("With --use-torch-fsdp2 I turn on activation recomputation, but it doesn't save any memory: the same "
+                "maximum batch size fits as without it. Llama-2 7B, seq length 4096, A100 40GB.")
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert diag.causes[0].id == "setting-not-applied"
+    assert diag.fixes[0].id == "confirm-setting-applied"

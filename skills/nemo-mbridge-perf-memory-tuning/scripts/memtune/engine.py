@@ -461,6 +461,11 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
         owners = {diag.causes[0].id}
     owner_rules = {r for c in diag.causes if c.id in owners for r in c.rules}
     causes = kb.by_id.get("causes", {})
+    # a top cause the situation named whose own fixes are checks (a setting that did not apply, memory that grows,
+    # a software update): that check leads, whatever the simulations of the capacity fixes predict
+    top = causes.get(diag.causes[0].id, {}) if diag.causes and diag.causes[0].support > 0 else {}
+    lead_checks = {f for f in (top.get("situation") or {}).get("fixes") or []
+                   if kb.get("fixes", f).get("category") == "diagnosis"}
     owned = {comp for c in diag.causes if c.id in owners for comp in causes.get(c.id, {}).get("explains") or []}
     from .ledger import present_components
 
@@ -493,6 +498,8 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
         elif free and _owned(fix, owned) and (set(advice.rules) & owner_rules
                                               or _follows_owner(advice, diag, owner_rules)):
             key: tuple = (0, pos)
+        elif advice.id in lead_checks:
+            key = (0, pos)  # the check the top cause itself calls for: the other fixes' simulations assume it
         elif simulated and sim.fits and sim.basis == "request":  # shrinks the very allocation that failed, on the
             key = (0.75, pos)  # OOM message's own numbers, and changes no layout: before any re-layout that fits
         elif simulated and sim.fits:  # exact fixes before those that change the training, then cheapest first;
