@@ -396,7 +396,9 @@ def _gib(value: float) -> str:
 
 
 # A log knows it failed while the model was set up; the user's words can say which part of set-up it was.
-_REFINES = {"model-build": ("conversion", "checkpoint-load")}
+# A log phase the user's words make more specific: set-up that was a conversion; a forward or loss step that was a
+# log-prob pass (a reference worker's forward_step reaches the same schedule and loss code as training)
+_REFINES = {"model-build": ("conversion", "checkpoint-load"), "forward": ("rl-logprob",), "loss": ("rl-logprob",)}
 
 
 def _refined(from_log: Reading | None, said: Reading | None) -> Reading | None:
