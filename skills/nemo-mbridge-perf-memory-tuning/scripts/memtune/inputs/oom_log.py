@@ -654,6 +654,7 @@ class _Scanner:
         self.on_report = on_report
         self._plans: dict[frozenset[str], _Plan] = {}
         self._shapes: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {}
+        self._long: tuple[str, frozenset[str]] = ("", frozenset())  # the last line too long to keep a shape of
         self._plain_triggers = tuple(t for t in patterns.triggers if _NUMBER_CHARS.isdisjoint(t))
         self._digit_triggers = tuple((t, tuple(filter(None, _NUMBER_RUNS.split(t.replace(".", "0")))))
                                      for t in patterns.triggers if not _NUMBER_CHARS.isdisjoint(t))
@@ -833,9 +834,12 @@ class _Scanner:
 
         A trigger without a digit or dot occurs in a line exactly when it occurs in its shape, so the lines of
         one kind (360k report lines in a report-dense log) test the 98 triggers once; the few triggers with a
-        digit or dot are tested on the line itself when the shape holds each of their other parts."""
+        digit or dot are tested on the line itself when the shape holds each of their other parts.  A line too long
+        for a shape is tested whole, once: report_run and then _process ask about the same line."""
         if len(text) > _SHAPE_MAX_CHARS:
-            return frozenset(t for t in self.p.triggers if t in text)
+            if text != self._long[0]:
+                self._long = (text, frozenset(t for t in self.p.triggers if t in text))
+            return self._long[1]
         shape = _NUMBER_RUNS.sub("0", text)
         known = self._shapes.get(shape)
         if known is None:
