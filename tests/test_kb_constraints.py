@@ -8,6 +8,7 @@ other KB tables are still being written.
 from __future__ import annotations
 
 import re
+from functools import cache
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ _INDEX = yaml.safe_load((KNOWLEDGE / "index.yaml").read_text(encoding="utf-8"))
 REQUIRED_CONSTRAINTS = set(_INDEX["required_ids"]["constraints"])
 
 
+@cache  # read once per run: the tests only read the tables
 def _table(name: str) -> list[dict[str, Any]]:
     with (KNOWLEDGE / f"{name}.yaml").open(encoding="utf-8") as fh:
         return yaml.safe_load(fh)[name]
@@ -33,8 +35,9 @@ CONSTRAINTS = _table("constraints")
 IDS = [c["id"] for c in CONSTRAINTS]
 
 
-def _known_facts() -> set[str]:
-    return set(Facts().flatten()) | {f["name"] for f in _table("facts")}
+@cache
+def _known_facts() -> frozenset[str]:
+    return frozenset(Facts().flatten()) | {f["name"] for f in _table("facts")}
 
 
 def _cases(kind: str) -> list[Any]:
