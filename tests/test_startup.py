@@ -7,6 +7,7 @@ another user could have written is ignored, and ``diagnose --format json`` impor
 templating or other command's modules.
 """
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -96,10 +97,11 @@ def test_added_or_removed_source_file_makes_it_stale(compiled_copy):
 def test_old_caches_are_pruned(tmp_path, private_home):
     """A knowledge folder that moved or was deleted (a test's copy, an old install) leaves no cache behind."""
     made = []
+    parsed = knowledge.load(str(KB_DIR), compiled=False)  # each copy holds the same tables: parsed once
     for i in range(knowledge.CACHES_KEPT + 3):
         dst = tmp_path / f"kb{i}"
         shutil.copytree(KB_DIR, dst)
-        made.append(knowledge.store_compiled(knowledge.load(str(dst), compiled=False)))
+        made.append(knowledge.store_compiled(dataclasses.replace(parsed, root=dst)))
     left = sorted(knowledge.cache_dir().glob("kb-*.json"))
     assert len(left) == knowledge.CACHES_KEPT and made[-1] in left
     knowledge.load.cache_clear()
