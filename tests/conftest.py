@@ -48,6 +48,22 @@ def snapshot_files(tmp_path_factory):
     return make_snapshots.write(tmp_path_factory.mktemp("snapshots"))
 
 
+@pytest.fixture(scope="session")
+def diagnosed():
+    """``scenario -> benchmarks.producers.diagnose_runs(scenario)``, run once per benchmark scenario and session:
+    the answer-lead and scorer tests read the same 190 JSON and Markdown answers."""
+    from benchmarks.producers import diagnose_runs
+
+    runs = {}
+
+    def runs_of(scenario):
+        if scenario.path not in runs:
+            runs[scenario.path] = diagnose_runs(scenario)
+        return runs[scenario.path]
+
+    return runs_of
+
+
 @pytest.fixture
 def shared_dir():
     if not SHARED.is_dir():

@@ -446,15 +446,15 @@ def test_each_kb_fix_recognises_its_own_literals_and_phrases():
             assert found[:1] == [fix["id"]], f"{fix['id']}: {sample!r} is read as {found}"
 
 
-def test_our_markdown_answer_reads_like_our_json_answer():
+def test_our_markdown_answer_reads_like_our_json_answer(diagnosed):
     """The free-text scorer must agree with diagnose's JSON on diagnose's own Markdown."""
-    from benchmarks.producers import from_diagnose
+    from benchmarks.producers import from_diagnose_runs
     from benchmarks.scenario import load_scenarios
 
     scorer = _real_scorer()
     checked = 0
     for scen in load_scenarios():
-        produced = from_diagnose(scen)
+        produced = from_diagnose_runs(*diagnosed(scen))
         if produced.answer is None or not produced.answer.first_fix:
             continue
         text = scorer.read_markdown(produced.raw[".md"])
