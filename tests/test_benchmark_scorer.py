@@ -6,6 +6,7 @@ these tests exercise the scorer's logic, not whatever phrases knowledge/fixes.ya
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -425,6 +426,7 @@ def test_grading_cause_phrases_cover_exactly_the_kb_causes():
     assert all(p.get("en") and p.get("zh") for p in phrases.values())
 
 
+@functools.cache  # built once (0.14 s): the tests only read with it
 def _real_scorer() -> Scorer:
     from benchmarks.scenario import kb_entries
 
