@@ -577,3 +577,31 @@ def test_a_run_of_report_lines_reads_as_line_by_line(kb):
     assert fast.report_series == slow.report_series and len(fast.report_series) == 3
     assert [e.line for e in fast.events] == [e.line for e in slow.events] == [len(plain) + 3]
     assert fast.requested_bytes == slow.requested_bytes == 2 * 2**30
+
+
+def test_the_prefilter_finds_the_first_hit_a_full_search_finds(kb):
+    """The pre-filter searches each trigger a growing window at a time: hits on either side of a window's end,
+    a trigger cut by it, and needles absent from a whole chunk are found (or not) as by one full search."""
+    import random
+
+    patterns = compile_signatures(kb)
+    finder = oom_log._Finder(patterns)
+    window = oom_log._FINDER_WINDOW
+    rnd = random.Random(7)
+    needles = list(finder.literals[:12])
+    for _ in range(6):
+        buf = list("." * (3 * window + 5000))
+        for needle in rnd.sample(needles, 4):
+            at = rnd.choice([window - len(needle) // 2, window - len(needle), window, 2 * window - 3,
+                             rnd.randrange(len(buf) - 40)])
+            buf[at:at + len(needle)] = needle
+        text, pos, end = "".join(buf), 0, len(buf)
+        finder.reset()
+        while True:
+            starts = [text.find(lit, pos, end) for lit in finder.literals]
+            starts += [m.start() for m in (rx.search(text, pos, end) for rx in finder.regexes) if m]
+            expected = min((s for s in starts if s >= 0), default=-1)
+            assert finder.first(text, pos, end) == expected, pos
+            if expected < 0:
+                break
+            pos = expected + rnd.randint(1, 3 * window // 2)

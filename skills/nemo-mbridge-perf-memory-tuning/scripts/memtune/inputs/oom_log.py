@@ -43,6 +43,7 @@ SIZE_GROUPS = frozenset(
 _REPORT_FIELDS = frozenset(f.name for f in fields(MemoryReport)) - {"rank", "line", "iteration"}
 _SIDE_KINDS = {"memory-report": "report", "memory-footprint": "footprint", "env-export": "env"}
 _CHUNK_CHARS = 1 << 20
+_FINDER_WINDOW = 1 << 16  # chars of a chunk a trigger literal is searched ahead at a time
 
 
 # --------------------------------------------------------------------------- compiled table
@@ -489,34 +490,43 @@ class _Finder:
     Each trigger literal is searched with str.find and each constraint pattern with its regex; the next
     position of each is kept in a heap, so a call re-searches only the needles the scan has moved past
     (a report-dense log hits one trigger a line) and every needle scans a chunk about once however many
-    hits there are (one alternation regex over all triggers is ~10x slower).
+    hits there are (one alternation regex over all triggers is ~10x slower).  A literal is searched a window
+    at a time, each window twice the last: one not in its window waits in the heap at the window's end and is
+    searched on only when every other needle lies further, so a chunk that is one long line is not scanned to
+    its end for every trigger before the line is read.
     """
 
     def __init__(self, patterns: Patterns) -> None:
         # a trigger that contains another trigger adds nothing to the search
         self.literals = tuple(t for t in patterns.triggers if not any(o != t and o in t for o in patterns.triggers))
         self.regexes = tuple(rx for _, rx, literals in patterns.constraints if literals is None)
-        self._heap: list[tuple[int, int]] | None = None
+        # (position, searched on from there, needle, next window): a hit, or where no hit starts before
+        self._heap: list[tuple[int, bool, int, int]] | None = None
 
     def reset(self) -> None:
         self._heap = None
 
-    def _search(self, i: int, buf: str, pos: int, end: int) -> int:
+    def _search(self, i: int, buf: str, pos: int, end: int, window: int = 0) -> tuple[int, bool, int, int]:
         if i < len(self.literals):
-            at = buf.find(self.literals[i], pos, end)
-            return end if at < 0 else at
+            needle = self.literals[i]
+            window = window or _FINDER_WINDOW
+            stop = min(end, pos + window)
+            at = buf.find(needle, pos, stop)
+            if at < 0 and stop < end:
+                return (stop - len(needle) + 1, True, i, 2 * window)
+            return (end if at < 0 else at, False, i, 0)
         m = self.regexes[i - len(self.literals)].search(buf, pos, end)
-        return m.start() if m else end
+        return (m.start() if m else end, False, i, 0)
 
     def first(self, buf: str, pos: int, end: int) -> int:
         heap = self._heap
         if heap is None:
-            heap = [(self._search(i, buf, pos, end), i) for i in range(len(self.literals) + len(self.regexes))]
+            heap = [self._search(i, buf, pos, end) for i in range(len(self.literals) + len(self.regexes))]
             heapq.heapify(heap)
             self._heap = heap
-        while heap and heap[0][0] < pos:
-            i = heap[0][1]
-            heapq.heapreplace(heap, (self._search(i, buf, pos, end), i))
+        while heap and heap[0][0] < end and (heap[0][1] or heap[0][0] < pos):
+            at, _, i, window = heap[0]
+            heapq.heapreplace(heap, self._search(i, buf, max(at, pos), end, window))
         best = heap[0][0] if heap else end
         return best if best < end else -1
 
