@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
 sys.path.insert(0, str(ROOT))
 
-from memtune.recognize import Recognizer, phrase_regex  # noqa: E402
+from memtune.recognize import Recognizer, literal_regex, phrase_regex  # noqa: E402
 
 from benchmarks import producers, run  # noqa: E402
 from benchmarks.answer import Grading, negated  # noqa: E402
@@ -214,6 +214,33 @@ def test_short_phrases_do_not_match_inside_longer_words():
     rx = re.compile(phrase_regex("raise TP"), re.IGNORECASE)
     assert rx.search("raise TP to 8") and rx.search("Raise tp")
     assert not rx.search("raise TPU quota")
+
+
+@pytest.mark.parametrize("text, found", [
+    ("Set Expandable-Segments and PYTORCH_CUDA_ALLOC_CONF", ["frag", "alloc"]),
+    ("set expandable segments — 显存碎片", ["frag", "frag"]),  # text outside ASCII: the needle test still holds
+    ("\u212aeep the e\u0445pandable segments off", []),  # Cyrillic 'х' is no 'x'
+    ("turn on \u017felective recompute", ["sel"]),  # 'ſ' matches 's' case-insensitively: no needle may rule it out
+    ("pytorch_cuda_\u0130lloc_conf? no: pytorch_cuda_alloc_conf", ["alloc"]),
+    ("\u212aV cache, \u0131ncrease", ["kv", "more"]),  # the Kelvin sign is a 'k', dotless 'ı' an 'i'
+])
+def test_a_pattern_is_skipped_only_where_it_cannot_match(text, found):
+    """Before a phrase or literal pattern runs, its longest word is looked for in the lower-cased text; that must
+    never hide a match re.IGNORECASE finds (which also matches the Kelvin sign, 'ſ' and 'ı' to ASCII letters)."""
+    import re
+
+    rec = Recognizer.from_recognize([
+        {"id": "frag", "recognize": {"phrases": {"en": ["expandable segments"], "zh": ["显存碎片"]}}},
+        {"id": "alloc", "recognize": {"literals": ["PYTORCH_CUDA_ALLOC_CONF"]}},
+        {"id": "kv", "recognize": {"phrases": {"en": ["KV cache"]}}},
+        {"id": "more", "recognize": {"phrases": {"en": ["increase"]}}},
+        {"id": "sel", "recognize": {"phrases": {"en": ["selective recompute"]}}},
+    ], "t")
+    assert [m.ident for m in rec.find(text)] == found  # and that is what the patterns alone find:
+    sources = {"frag": [phrase_regex("expandable segments"), phrase_regex("显存碎片")],
+               "alloc": [literal_regex("PYTORCH_CUDA_ALLOC_CONF")], "kv": [phrase_regex("KV cache")],
+               "more": [phrase_regex("increase")], "sel": [phrase_regex("selective recompute")]}
+    assert set(found) == {ident for ident, regexes in sources.items() for rx in regexes if re.search(rx, text, re.I)}
 
 
 def test_bad_recognize_regex_is_a_user_error():
