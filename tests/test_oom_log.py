@@ -14,7 +14,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
-import yaml
+from conftest import read_yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memtune.errors import UserError
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 EXAMPLES = SKILL / "examples"
-TABLE = yaml.safe_load((SKILL / "knowledge" / "signatures.yaml").read_text(encoding="utf-8"))
+TABLE = read_yaml(SKILL / "knowledge" / "signatures.yaml")
 GIB = 2**30
 MIB = 2**20
 
@@ -443,7 +443,7 @@ def test_constraint_error_pattern_names_the_constraint(kb):
 def _constraint_examples() -> list:
     """error_examples of every constraint that has an error_pattern (none until constraints.yaml has some)."""
     path = SKILL / "knowledge" / "constraints.yaml"
-    table = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+    table = read_yaml(path) if path.is_file() else None
     return [
         pytest.param(c["id"], text, id=f"{c['id']}-{i}")
         for c in (table or {}).get("constraints", [])

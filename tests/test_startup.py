@@ -15,7 +15,7 @@ import sys
 
 import pytest
 import yaml
-from conftest import ROOT, SKILL
+from conftest import ROOT, SKILL, read_yaml
 from memtune import cli, knowledge
 
 KB_DIR = SKILL / "knowledge"
@@ -78,7 +78,7 @@ def test_compiled_load_equals_yaml_load_table_by_table(compiled_copy):
 
 def test_edited_yaml_makes_the_cache_stale_and_takes_effect(compiled_copy):
     path = compiled_copy / "ui.yaml"
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = read_yaml(path)
     data["test_marker"] = "edited"
     path.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8")
     assert knowledge.compiled_status(compiled_copy) == "stale"
@@ -160,7 +160,7 @@ def test_kb_compile_check_and_write(compiled_copy, capsys):
 
 def test_kb_compile_refuses_an_invalid_knowledge_base(compiled_copy, capsys):
     path = compiled_copy / "fixes.yaml"
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = read_yaml(path)
     data["fixes"][0].pop("undo")
     path.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8")
     before = knowledge.compiled_path(compiled_copy).read_bytes()

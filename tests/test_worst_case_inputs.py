@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
+from conftest import read_yaml
 from memtune import knowledge
 from memtune.errors import UserError
 from memtune.inputs import oom_log
@@ -128,7 +128,7 @@ def _examples() -> list[str]:
             for item in obj:
                 walk(item)
 
-    walk(yaml.safe_load((SKILL / "knowledge" / "signatures.yaml").read_text(encoding="utf-8")))
+    walk(read_yaml(SKILL / "knowledge" / "signatures.yaml"))
     return texts
 
 
