@@ -1,5 +1,7 @@
 """Test setup: import memtune from scripts/ exactly as the skill launcher does."""
 
+import ast
+import functools
 import gc
 import sys
 from pathlib import Path
@@ -19,6 +21,13 @@ def read_yaml(path: Path) -> Any:
     libyaml's parser where PyYAML has it, the same data several times faster."""
     with open(path, encoding="utf-8") as fh:
         return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """The syntax tree of a source file, parsed once per run: several tests walk every module of the package
+    (none changes a tree)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
 
 
 def pytest_configure(config):
