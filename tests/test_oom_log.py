@@ -605,3 +605,19 @@ def test_the_prefilter_finds_the_first_hit_a_full_search_finds(kb):
             if expected < 0:
                 break
             pos = expected + rnd.randint(1, 3 * window // 2)
+
+
+def test_a_long_line_holds_the_triggers_a_plain_search_finds(kb):
+    """A line too long for a shape is searched for the shortest triggers, and for a longer one only where all the
+    shortest it contains are there: the same set as testing every trigger."""
+    import random
+
+    patterns = compile_signatures(kb)
+    scanner = oom_log._Scanner(patterns)
+    rnd = random.Random(5)
+    triggers = list(patterns.triggers)
+    assert oom_log._longer_triggers(patterns.triggers)  # some triggers contain others
+    for _ in range(300):
+        parts = [rnd.choice(triggers) if rnd.random() < 0.3 else rnd.choice(["x", " ", "9", ":"]) for _ in range(40)]
+        text = "".join(parts) * 20
+        assert scanner._triggers_in(text) == frozenset(t for t in triggers if t in text)
