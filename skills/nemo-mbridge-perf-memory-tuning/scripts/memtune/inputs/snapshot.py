@@ -400,6 +400,7 @@ class SiteNamer:
 
     def __init__(self) -> None:
         self._files: dict[int, tuple[str, tuple[str, str | None, bool] | None]] = {}
+        self._stacks: dict[tuple[int, ...], tuple[tuple[str, str | None] | None]] = {}
 
     def _file(self, filename: str) -> tuple[str, str | None, bool] | None:
         hit = self._files.get(id(filename))
@@ -423,8 +424,17 @@ class SiteNamer:
         return f"{prefix}:{name}:{line}", module
 
     def site(self, frames: list[Any]) -> tuple[str, str | None] | None:
-        """Innermost Megatron/TE frame, else innermost frame of the user's own code, else of any library (only
-        the frame chosen is named: a stack is tens of frames, and a trace thousands of stacks)."""
+        """Innermost Megatron/TE frame, else innermost frame of the user's own code, else of any library.
+
+        Picked once per stack of the same frame objects (a snapshot shares its few hundred frame records among
+        thousands of stacks of tens of frames), and only the frame chosen is named."""
+        key = tuple(map(id, frames))
+        hit = self._stacks.get(key)
+        if hit is None:
+            hit = self._stacks[key] = (self._pick(frames),)
+        return hit[0]
+
+    def _pick(self, frames: list[Any]) -> tuple[str, str | None] | None:
         own = first = None
         for frame in frames:
             found = self._file_of(frame)
