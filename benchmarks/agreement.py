@@ -31,6 +31,7 @@ for _path in (SKILL / "scripts", ROOT):
 import yaml  # noqa: E402
 from memtune.errors import UserError  # noqa: E402
 
+from benchmarks import yamlio  # noqa: E402
 from benchmarks.scenario import Scenario, load_scenarios  # noqa: E402
 from benchmarks.score import Scorer  # noqa: E402
 
@@ -73,7 +74,7 @@ def load_labelled(directory: Path = DEFAULT_DIR) -> list[Labelled]:
     out = []
     for path in sorted(directory.glob("*.yaml")):
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = yamlio.safe_load(path.read_text(encoding="utf-8"))
         except yaml.YAMLError as exc:
             raise UserError(f"{path}: invalid YAML ({exc})") from None
         if not isinstance(data, dict) or not isinstance(data.get("labels"), dict):

@@ -25,6 +25,8 @@ from markdown_it import MarkdownIt
 from memtune.errors import UserError
 from memtune.recognize import CueSet, Recognizer
 
+from . import yamlio
+
 GRADING_FILE = Path(__file__).resolve().parent / "grading.yaml"
 KINDS = ("avoid", "neutral", "recommend", "cause")  # heading classification order
 
@@ -80,7 +82,7 @@ class Grading:
     @classmethod
     def load(cls, path: Path = GRADING_FILE) -> Grading:
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = yamlio.safe_load(path.read_text(encoding="utf-8"))
         except (OSError, yaml.YAMLError) as exc:
             raise UserError(f"{path}: cannot read grading vocabulary ({exc})") from None
         try:

@@ -76,19 +76,33 @@ def _run_memtune(argv: list[str]) -> tuple[int, str, str]:
     return int(rc or 0), out.getvalue(), err.getvalue()
 
 
+Run = tuple[int, str, str]  # exit code, stdout, stderr
+
+
+def diagnose_runs(scenario: Scenario) -> tuple[Run, Run]:
+    """``memtune diagnose`` on a scenario, in-process: ``--format json``, then ``--format markdown``."""
+    with tempfile.TemporaryDirectory(prefix="memtune-bench-") as tmp:
+        return (_run_memtune(diagnose_argv(scenario, Path(tmp), "json")),
+                _run_memtune(diagnose_argv(scenario, Path(tmp), "markdown")))
+
+
 def from_diagnose(scenario: Scenario) -> Produced:
     """Our diagnose, scored on its JSON; ``mentions`` are also looked for in its Markdown answer."""
-    with tempfile.TemporaryDirectory(prefix="memtune-bench-") as tmp:
-        rc, out, err = _run_memtune(diagnose_argv(scenario, Path(tmp), "json"))
-        if rc not in (0, 1):
-            return Produced(None, f"diagnose --format json exited {rc}: {last_line(err)}")
-        try:
-            diagnosis = json.loads(out)
-        except json.JSONDecodeError as exc:
-            return Produced(None, f"diagnose --format json printed invalid JSON ({exc.msg} at line {exc.lineno})")
-        md_rc, markdown, md_err = _run_memtune(diagnose_argv(scenario, Path(tmp), "markdown"))
-        if md_rc not in (0, 1):
-            return Produced(None, f"diagnose --format markdown exited {md_rc}: {last_line(md_err)}")
+    return from_diagnose_runs(*diagnose_runs(scenario))
+
+
+def from_diagnose_runs(json_run: Run, markdown_run: Run) -> Produced:
+    """The answer in diagnose's two outputs (``diagnose_runs``), or what went wrong, JSON first."""
+    rc, out, err = json_run
+    if rc not in (0, 1):
+        return Produced(None, f"diagnose --format json exited {rc}: {last_line(err)}")
+    try:
+        diagnosis = json.loads(out)
+    except json.JSONDecodeError as exc:
+        return Produced(None, f"diagnose --format json printed invalid JSON ({exc.msg} at line {exc.lineno})")
+    md_rc, markdown, md_err = markdown_run
+    if md_rc not in (0, 1):
+        return Produced(None, f"diagnose --format markdown exited {md_rc}: {last_line(md_err)}")
     return Produced(Scorer.read_json(diagnosis, markdown), raw={".json": out, ".md": markdown})
 
 

@@ -19,6 +19,8 @@ import yaml
 from memtune import knowledge
 from memtune.errors import UserError
 
+from . import yamlio
+
 SCHEMA_FILE = Path(__file__).resolve().parent / "scenario.schema.json"
 DEFAULT_DIR = Path(__file__).resolve().parent / "scenarios"
 
@@ -141,7 +143,7 @@ def env_items(inputs: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def _read_yaml(path: Path) -> Any:
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yamlio.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise UserError(f"{path}: cannot read ({exc.strerror})") from None
     except yaml.YAMLError as exc:

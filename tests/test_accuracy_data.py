@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from conftest import read_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "benchmarks" / "measured"
@@ -50,7 +50,7 @@ def test_every_file_validates_against_the_schema():
     files = sorted(DATA.glob("*.yaml"))
     assert {p.stem for p in files} >= {"llama3-70b-pr3107", "lora-regather", "mlm-ci", "open-sci-ref"}
     for path in files:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        doc = read_yaml(path)
         errors = [e.message for e in validator.iter_errors(doc)]
         assert not errors, f"{path.name}: {errors[:3]}"
 

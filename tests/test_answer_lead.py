@@ -34,11 +34,13 @@ def _lead(markdown: str) -> str:
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.id)
-def test_lead_is_short_and_carries_the_first_fix(scenario, tmp_path):
+def test_lead_is_short_and_carries_the_first_fix(scenario, diagnosed):
     import json
 
-    diagnosis = json.loads(_answer(diagnose_argv(scenario, tmp_path, "json")))
-    lead = _lead(_answer(diagnose_argv(scenario, tmp_path, "markdown")))
+    (rc, out, err), (md_rc, markdown, md_err) = diagnosed(scenario)
+    assert rc == 0 and md_rc == 0, err + md_err
+    diagnosis = json.loads(out)
+    lead = _lead(markdown)
     text = "\n".join(line for line in lead.splitlines() if not _is_hint(line))
     assert 0 < words(text) <= LEAD_WORDS, text
     if diagnosis["causes"]:

@@ -6,6 +6,7 @@ these tests exercise the scorer's logic, not whatever phrases knowledge/fixes.ya
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -20,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
 sys.path.insert(0, str(ROOT))
 
-from memtune.recognize import Recognizer, phrase_regex  # noqa: E402
+from memtune.recognize import Recognizer, literal_regex, phrase_regex  # noqa: E402
 
 from benchmarks import producers, run  # noqa: E402
 from benchmarks.answer import Grading, negated  # noqa: E402
@@ -213,6 +214,33 @@ def test_short_phrases_do_not_match_inside_longer_words():
     rx = re.compile(phrase_regex("raise TP"), re.IGNORECASE)
     assert rx.search("raise TP to 8") and rx.search("Raise tp")
     assert not rx.search("raise TPU quota")
+
+
+@pytest.mark.parametrize("text, found", [
+    ("Set Expandable-Segments and PYTORCH_CUDA_ALLOC_CONF", ["frag", "alloc"]),
+    ("set expandable segments — 显存碎片", ["frag", "frag"]),  # text outside ASCII: the needle test still holds
+    ("\u212aeep the e\u0445pandable segments off", []),  # Cyrillic 'х' is no 'x'
+    ("turn on \u017felective recompute", ["sel"]),  # 'ſ' matches 's' case-insensitively: no needle may rule it out
+    ("pytorch_cuda_\u0130lloc_conf? no: pytorch_cuda_alloc_conf", ["alloc"]),
+    ("\u212aV cache, \u0131ncrease", ["kv", "more"]),  # the Kelvin sign is a 'k', dotless 'ı' an 'i'
+])
+def test_a_pattern_is_skipped_only_where_it_cannot_match(text, found):
+    """Before a phrase or literal pattern runs, its longest word is looked for in the lower-cased text; that must
+    never hide a match re.IGNORECASE finds (which also matches the Kelvin sign, 'ſ' and 'ı' to ASCII letters)."""
+    import re
+
+    rec = Recognizer.from_recognize([
+        {"id": "frag", "recognize": {"phrases": {"en": ["expandable segments"], "zh": ["显存碎片"]}}},
+        {"id": "alloc", "recognize": {"literals": ["PYTORCH_CUDA_ALLOC_CONF"]}},
+        {"id": "kv", "recognize": {"phrases": {"en": ["KV cache"]}}},
+        {"id": "more", "recognize": {"phrases": {"en": ["increase"]}}},
+        {"id": "sel", "recognize": {"phrases": {"en": ["selective recompute"]}}},
+    ], "t")
+    assert [m.ident for m in rec.find(text)] == found  # and that is what the patterns alone find:
+    sources = {"frag": [phrase_regex("expandable segments"), phrase_regex("显存碎片")],
+               "alloc": [literal_regex("PYTORCH_CUDA_ALLOC_CONF")], "kv": [phrase_regex("KV cache")],
+               "more": [phrase_regex("increase")], "sel": [phrase_regex("selective recompute")]}
+    assert set(found) == {ident for ident, regexes in sources.items() for rx in regexes if re.search(rx, text, re.I)}
 
 
 def test_bad_recognize_regex_is_a_user_error():
@@ -425,6 +453,7 @@ def test_grading_cause_phrases_cover_exactly_the_kb_causes():
     assert all(p.get("en") and p.get("zh") for p in phrases.values())
 
 
+@functools.cache  # built once (0.14 s): the tests only read with it
 def _real_scorer() -> Scorer:
     from benchmarks.scenario import kb_entries
 
@@ -446,15 +475,15 @@ def test_each_kb_fix_recognises_its_own_literals_and_phrases():
             assert found[:1] == [fix["id"]], f"{fix['id']}: {sample!r} is read as {found}"
 
 
-def test_our_markdown_answer_reads_like_our_json_answer():
+def test_our_markdown_answer_reads_like_our_json_answer(diagnosed):
     """The free-text scorer must agree with diagnose's JSON on diagnose's own Markdown."""
-    from benchmarks.producers import from_diagnose
+    from benchmarks.producers import from_diagnose_runs
     from benchmarks.scenario import load_scenarios
 
     scorer = _real_scorer()
     checked = 0
     for scen in load_scenarios():
-        produced = from_diagnose(scen)
+        produced = from_diagnose_runs(*diagnosed(scen))
         if produced.answer is None or not produced.answer.first_fix:
             continue
         text = scorer.read_markdown(produced.raw[".md"])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, SKILL
+from conftest import ROOT, SKILL, read_yaml
 from memtune.cli import main
 from memtune.compare.configs import changed_fields, compare_configs
 from memtune.compare.detect import detect_kind
@@ -38,7 +38,7 @@ SECTION_OF = {"micro_batch_size": "train", "global_batch_size": "train", "use_di
 
 def pr3107_case(case_id: str) -> dict:
     """The full layout of one PR #3107 run: the common layout with the case's own keys on top."""
-    doc = yaml.safe_load(PR3107.read_text(encoding="utf-8"))
+    doc = read_yaml(PR3107)
     case = next(c for c in doc["cases"] if c["id"] == case_id)
     return {**doc["common"]["layout"], **case.get("layout", {})}
 

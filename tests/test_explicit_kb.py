@@ -11,7 +11,7 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-from conftest import SKILL
+from conftest import SKILL, parsed
 
 PACKAGE = SKILL / "scripts" / "memtune"
 # Where loading is allowed: the command entry points, which load it once and pass it on.
@@ -20,7 +20,7 @@ LOADERS = ("commands/", "cli.py")
 
 def _modules() -> Iterator[tuple[str, ast.Module]]:
     for path in sorted(PACKAGE.rglob("*.py")):
-        yield path.relative_to(PACKAGE).as_posix(), ast.parse(path.read_text(encoding="utf-8"))
+        yield path.relative_to(PACKAGE).as_posix(), parsed(path)
 
 
 def _is_knowledge_param(arg: ast.arg) -> bool:

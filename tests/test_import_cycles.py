@@ -13,7 +13,7 @@ import ast
 from pathlib import Path
 
 import pytest
-from conftest import SKILL
+from conftest import SKILL, parsed
 
 SCRIPTS = SKILL / "scripts"
 PACKAGE = SCRIPTS / "memtune"
@@ -62,7 +62,7 @@ def import_graph(modules: dict[str, tuple[Path, bool]], module_level: bool) -> d
     for name, (path, is_package) in modules.items():
         package = name if is_package else name.rpartition(".")[0]
         deps: set[str] = set()
-        for node in _imports(ast.parse(path.read_text(encoding="utf-8")), module_level):
+        for node in _imports(parsed(path), module_level):
             if isinstance(node, ast.Import):
                 deps.update(alias.name for alias in node.names)
                 continue

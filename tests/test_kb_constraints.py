@@ -1,18 +1,18 @@
 """constraints.yaml, causes.yaml and derive(): every constraint's own examples, plus the derived facts.
 
 The constraint examples live in the KB (tests.violated / tests.ok / tests.error_examples), so adding a
-constraint needs no new Python.  The tables are read with yaml.safe_load so these tests run even while
-other KB tables are still being written.
+constraint needs no new Python.  The tables are read straight from the YAML (not through knowledge.load) so these
+tests run even while other KB tables are still being written.
 """
 
 from __future__ import annotations
 
 import re
+from functools import cache
 from typing import Any
 
 import pytest
-import yaml
-from conftest import SKILL
+from conftest import SKILL, read_yaml
 from memtune.conditions import evaluate, referenced_facts
 from memtune.derive import derive
 from memtune.facts import EnvFacts, Facts, TrainingConfig
@@ -20,21 +20,22 @@ from memtune.facts import EnvFacts, Facts, TrainingConfig
 KNOWLEDGE = SKILL / "knowledge"
 
 # Ids other KB tables and helpers refer to; they must stay.
-_INDEX = yaml.safe_load((KNOWLEDGE / "index.yaml").read_text(encoding="utf-8"))
+_INDEX = read_yaml(KNOWLEDGE / "index.yaml")
 REQUIRED_CONSTRAINTS = set(_INDEX["required_ids"]["constraints"])
 
 
+@cache  # read once per run: the tests only read the tables
 def _table(name: str) -> list[dict[str, Any]]:
-    with (KNOWLEDGE / f"{name}.yaml").open(encoding="utf-8") as fh:
-        return yaml.safe_load(fh)[name]
+    return read_yaml(KNOWLEDGE / f"{name}.yaml")[name]
 
 
 CONSTRAINTS = _table("constraints")
 IDS = [c["id"] for c in CONSTRAINTS]
 
 
-def _known_facts() -> set[str]:
-    return set(Facts().flatten()) | {f["name"] for f in _table("facts")}
+@cache
+def _known_facts() -> frozenset[str]:
+    return frozenset(Facts().flatten()) | {f["name"] for f in _table("facts")}
 
 
 def _cases(kind: str) -> list[Any]:
@@ -120,8 +121,7 @@ def test_blocks_when_holds_for_some_violation() -> None:
 
 def test_causes_cover_required_ids_bilingually() -> None:
     causes = _table("causes")
-    with (KNOWLEDGE / "index.yaml").open(encoding="utf-8") as fh:
-        required = yaml.safe_load(fh)["required_ids"]["causes"]
+    required = read_yaml(KNOWLEDGE / "index.yaml")["required_ids"]["causes"]
     ids = [c["id"] for c in causes]
     assert len(ids) == len(set(ids)) and set(required) <= set(ids)
     for cause in causes:

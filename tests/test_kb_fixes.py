@@ -13,20 +13,18 @@ from functools import cache
 from typing import Any
 
 import pytest
-import yaml
-from conftest import SKILL
+from conftest import SKILL, read_yaml
 
 KB = SKILL / "knowledge"
 
 # The constraint ids fixes may name in requires/conflicts (contract with constraints.yaml).
-CONSTRAINT_IDS = set(yaml.safe_load((KB / "index.yaml").read_text(encoding="utf-8"))["required_ids"]["constraints"])
+CONSTRAINT_IDS = set(read_yaml(KB / "index.yaml")["required_ids"]["constraints"])
 NOT_MEMORY_FIXES = {"change-vpp", "confirm-setting-applied", "find-first-failing-rank", "track-memory-per-step"}
 
 
 @cache
 def _table(name: str) -> dict[str, Any]:
-    with (KB / f"{name}.yaml").open(encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+    return read_yaml(KB / f"{name}.yaml")
 
 
 def _fixes() -> list[dict[str, Any]]:

@@ -4,7 +4,7 @@ import shutil
 
 import pytest
 import yaml
-from conftest import SKILL
+from conftest import SKILL, read_yaml
 from memtune import knowledge
 
 
@@ -43,7 +43,7 @@ def kb_copy(tmp_path, private_home):
 
 
 def _edit(path, mutate):
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = read_yaml(path)
     mutate(data)
     path.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8")
 

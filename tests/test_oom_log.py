@@ -14,7 +14,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
-import yaml
+from conftest import read_yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memtune.errors import UserError
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 EXAMPLES = SKILL / "examples"
-TABLE = yaml.safe_load((SKILL / "knowledge" / "signatures.yaml").read_text(encoding="utf-8"))
+TABLE = read_yaml(SKILL / "knowledge" / "signatures.yaml")
 GIB = 2**30
 MIB = 2**20
 
@@ -443,7 +443,7 @@ def test_constraint_error_pattern_names_the_constraint(kb):
 def _constraint_examples() -> list:
     """error_examples of every constraint that has an error_pattern (none until constraints.yaml has some)."""
     path = SKILL / "knowledge" / "constraints.yaml"
-    table = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+    table = read_yaml(path) if path.is_file() else None
     return [
         pytest.param(c["id"], text, id=f"{c['id']}-{i}")
         for c in (table or {}).get("constraints", [])
@@ -588,3 +588,47 @@ def test_a_last_error_that_is_not_out_of_memory_makes_the_nccl_failure_a_crash(k
     assert not crash.has_memory_failure and crash.crash
     oom = parse_log([*head, "Cuda failure 2 'out of memory'"], kb)
     assert oom.has_memory_failure and oom.oom_kind == "nccl"
+
+
+def test_the_prefilter_finds_the_first_hit_a_full_search_finds(kb):
+    """The pre-filter searches each trigger a growing window at a time: hits on either side of a window's end,
+    a trigger cut by it, and needles absent from a whole chunk are found (or not) as by one full search."""
+    import random
+
+    patterns = compile_signatures(kb)
+    finder = oom_log._Finder(patterns)
+    window = oom_log._FINDER_WINDOW
+    rnd = random.Random(7)
+    needles = list(finder.literals[:12])
+    for _ in range(6):
+        buf = list("." * (3 * window + 5000))
+        for needle in rnd.sample(needles, 4):
+            at = rnd.choice([window - len(needle) // 2, window - len(needle), window, 2 * window - 3,
+                             rnd.randrange(len(buf) - 40)])
+            buf[at:at + len(needle)] = needle
+        text, pos, end = "".join(buf), 0, len(buf)
+        finder.reset()
+        while True:
+            starts = [text.find(lit, pos, end) for lit in finder.literals]
+            starts += [m.start() for m in (rx.search(text, pos, end) for rx in finder.regexes) if m]
+            expected = min((s for s in starts if s >= 0), default=-1)
+            assert finder.first(text, pos, end) == expected, pos
+            if expected < 0:
+                break
+            pos = expected + rnd.randint(1, 3 * window // 2)
+
+
+def test_a_long_line_holds_the_triggers_a_plain_search_finds(kb):
+    """A line too long for a shape is searched for the shortest triggers, and for a longer one only where all the
+    shortest it contains are there: the same set as testing every trigger."""
+    import random
+
+    patterns = compile_signatures(kb)
+    scanner = oom_log._Scanner(patterns)
+    rnd = random.Random(5)
+    triggers = list(patterns.triggers)
+    assert oom_log._longer_triggers(patterns.triggers)  # some triggers contain others
+    for _ in range(300):
+        parts = [rnd.choice(triggers) if rnd.random() < 0.3 else rnd.choice(["x", " ", "9", ":"]) for _ in range(40)]
+        text = "".join(parts) * 20
+        assert scanner._triggers_in(text) == frozenset(t for t in triggers if t in text)

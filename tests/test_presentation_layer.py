@@ -12,7 +12,7 @@ import json
 import re
 
 import pytest
-from conftest import SKILL
+from conftest import SKILL, parsed
 from memtune import cli, knowledge
 
 PACKAGE = SKILL / "scripts" / "memtune"
@@ -29,7 +29,7 @@ EXAMPLES = SKILL / "examples"
 def modules_outside_render():
     for path in sorted(PACKAGE.rglob("*.py")):
         if RENDER not in path.parents:
-            yield path.relative_to(PACKAGE).as_posix(), ast.parse(path.read_text(encoding="utf-8"))
+            yield path.relative_to(PACKAGE).as_posix(), parsed(path)
 
 
 def _calls(tree: ast.AST):

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from conftest import read_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
@@ -23,7 +23,7 @@ sys.path.insert(0, str(SKILL / "scripts"))
 from memtune import knowledge  # noqa: E402
 from memtune.inputs.question import parse_question  # noqa: E402
 
-TABLE = yaml.safe_load((ROOT / "tests" / "data" / "question_phrasings.yaml").read_text(encoding="utf-8"))
+TABLE = read_yaml(ROOT / "tests" / "data" / "question_phrasings.yaml")
 SAME_ROLE = {"headroom": "free"}  # "还剩10G" / "10 GB headroom": memory still free; one role for the ledger
 KNOWN_GAPS: dict[int, str] = {
     # Labels that read wrong to a Megatron engineer (the label is kept; the parser keeps the right reading):

@@ -1,12 +1,11 @@
 """Every rule's own examples: `fires` must satisfy its condition, `silent` must not (sqlfluff-style)."""
 
 import pytest
-import yaml
-from conftest import SKILL
+from conftest import SKILL, read_yaml
 from memtune.conditions import evaluate
 from memtune.textfmt import fill
 
-RULES = yaml.safe_load((SKILL / "knowledge" / "rules.yaml").read_text(encoding="utf-8"))["rules"]
+RULES = read_yaml(SKILL / "knowledge" / "rules.yaml")["rules"]
 CASES = [(r["id"], kind, i, facts) for r in RULES for kind in ("fires", "silent")
          for i, facts in enumerate(r["tests"][kind])]
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from conftest import read_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
@@ -45,8 +45,8 @@ def result(labelled, scenarios):
 
 
 def test_labels_use_known_ids_and_violations_follow_from_them(labelled, scenarios):
-    fixes = {f["id"] for f in yaml.safe_load((SKILL / "knowledge" / "fixes.yaml").read_text())["fixes"]}
-    causes = {c["id"] for c in yaml.safe_load((SKILL / "knowledge" / "causes.yaml").read_text())["causes"]}
+    fixes = {f["id"] for f in read_yaml(SKILL / "knowledge" / "fixes.yaml")["fixes"]}
+    causes = {c["id"] for c in read_yaml(SKILL / "knowledge" / "causes.yaml")["causes"]}
     for item in labelled:
         labels = item.labels
         ids = [labels["first_fix"], *labels["recommended"], *labels["conditional"], *labels["avoided"]]
@@ -58,7 +58,7 @@ def test_labels_use_known_ids_and_violations_follow_from_them(labelled, scenario
 
 
 def test_the_set_is_large_bilingual_and_has_every_fix_as_a_first_fix(labelled):
-    fixes = {f["id"] for f in yaml.safe_load((SKILL / "knowledge" / "fixes.yaml").read_text())["fixes"]}
+    fixes = {f["id"] for f in read_yaml(SKILL / "knowledge" / "fixes.yaml")["fixes"]}
     assert len(labelled) >= 90
     assert {i.language for i in labelled} == {"en", "zh"}
     assert fixes <= {i.labels["first_fix"] for i in labelled}

@@ -11,7 +11,7 @@ import ast
 import re
 
 import yaml
-from conftest import SKILL
+from conftest import SKILL, parsed
 
 SHIPPED = {"SKILL.md", "LICENSE", "skill_card.yaml", "scripts", "knowledge", "examples"}
 WRITING_SUBCOMMANDS = {"apply", "rollback", "kb compile"}
@@ -61,7 +61,7 @@ def test_the_helper_starts_no_process_and_reads_no_environment():
     banned_modules = {"subprocess", "multiprocessing", "pty", "socket", "urllib", "http", "dotenv"}
     offenders = []
     for path in _modules():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parsed(path)
         for node in ast.walk(tree):
             names = []
             if isinstance(node, ast.Import):
@@ -79,7 +79,7 @@ def test_the_helper_starts_no_process_and_reads_no_environment():
 def test_attributes_are_never_looked_up_by_a_computed_name():
     """A name from a table or a user file reaches dataclass fields through vars(obj)[name] only."""
     offenders = [f"{path.name}:{call.lineno}" for path in _modules()
-                 for call in _calls(ast.parse(path.read_text(encoding="utf-8")))
+                 for call in _calls(parsed(path))
                  if isinstance(call.func, ast.Name) and call.func.id == "getattr"
                  and len(call.args) >= 2 and not isinstance(call.args[1], ast.Constant)]
     assert offenders == []

@@ -4,13 +4,15 @@ Every cause's situation examples (knowledge/causes.yaml) run through the whole e
 rule's examples; the unit tests below pin the readers one mechanism at a time.
 """
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
 
 import pytest
 from conftest import ROOT, SKILL
-from memtune import knowledge, pipeline
+from memtune import cli, knowledge, pipeline
 from memtune.facts import Facts, LogFacts, QuestionFacts, TrainingConfig
 from memtune.inputs.oom_log import parse_log
 from memtune.inputs.question import parse_question
@@ -208,14 +210,21 @@ def test_cli_flags_are_validated_and_listed_in_help():
     assert "--phase {" in helptext and "rl-logprob" in helptext and "--trend {" in helptext
 
 
+def _stdout(argv: list[str]) -> str:
+    """memtune's answer, run in-process (the launcher's own checks are the test above's)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(argv) == 0
+    return out.getvalue()
+
+
 def test_the_answer_starts_with_the_situation_as_read():
     args = ["diagnose", "--question", "NeMo-RL GRPO: the ref log prob pass OOMs at the first step",
             "--phase", "rl-logprob", "--framework", "nemo-rl"]
-    md = subprocess.run([*LAUNCHER, *args], capture_output=True, text=True, cwd=ROOT, timeout=120).stdout
+    md = _stdout(args)
     first = [line for line in md.splitlines()[1:] if line.strip()][0]
     assert first.startswith("**Situation as read:**") and "log-prob" in first
-    data = json.loads(subprocess.run([*LAUNCHER, *args, "--format", "json"], capture_output=True, text=True,
-                                     cwd=ROOT, timeout=120).stdout)
+    data = json.loads(_stdout([*args, "--format", "json"]))
     assert data["situation"]["fields"]["phase"]["source"] == "agent"
     assert "capacity-activations" in {c["id"] for c in data["situation"]["ruled_out"]}
     assert "capacity-activations" not in {c["id"] for c in data["causes"]}

@@ -7,6 +7,7 @@ another user could have written is ignored, and ``diagnose --format json`` impor
 templating or other command's modules.
 """
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -14,7 +15,7 @@ import sys
 
 import pytest
 import yaml
-from conftest import ROOT, SKILL
+from conftest import ROOT, SKILL, read_yaml
 from memtune import cli, knowledge
 
 KB_DIR = SKILL / "knowledge"
@@ -77,7 +78,7 @@ def test_compiled_load_equals_yaml_load_table_by_table(compiled_copy):
 
 def test_edited_yaml_makes_the_cache_stale_and_takes_effect(compiled_copy):
     path = compiled_copy / "ui.yaml"
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = read_yaml(path)
     data["test_marker"] = "edited"
     path.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8")
     assert knowledge.compiled_status(compiled_copy) == "stale"
@@ -96,10 +97,11 @@ def test_added_or_removed_source_file_makes_it_stale(compiled_copy):
 def test_old_caches_are_pruned(tmp_path, private_home):
     """A knowledge folder that moved or was deleted (a test's copy, an old install) leaves no cache behind."""
     made = []
+    parsed = knowledge.load(str(KB_DIR), compiled=False)  # each copy holds the same tables: parsed once
     for i in range(knowledge.CACHES_KEPT + 3):
         dst = tmp_path / f"kb{i}"
         shutil.copytree(KB_DIR, dst)
-        made.append(knowledge.store_compiled(knowledge.load(str(dst), compiled=False)))
+        made.append(knowledge.store_compiled(dataclasses.replace(parsed, root=dst)))
     left = sorted(knowledge.cache_dir().glob("kb-*.json"))
     assert len(left) == knowledge.CACHES_KEPT and made[-1] in left
     knowledge.load.cache_clear()
@@ -158,7 +160,7 @@ def test_kb_compile_check_and_write(compiled_copy, capsys):
 
 def test_kb_compile_refuses_an_invalid_knowledge_base(compiled_copy, capsys):
     path = compiled_copy / "fixes.yaml"
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = read_yaml(path)
     data["fixes"][0].pop("undo")
     path.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8")
     before = knowledge.compiled_path(compiled_copy).read_bytes()

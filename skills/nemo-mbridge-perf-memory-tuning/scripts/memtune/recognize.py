@@ -12,11 +12,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from memtune.errors import UserError
 
 _WORD = re.compile(r"[A-Za-z0-9_]")
+_FOUND_KEPT = 4096  # texts whose matches a recognizer remembers (a scorer meets the same lines in many answers)
 
 
 @dataclass(frozen=True)
@@ -47,11 +49,40 @@ def literal_regex(literal: str) -> str:
     return head + re.escape(literal) + tail
 
 
+@dataclass(frozen=True)
+class _Cue:
+    """A compiled pattern (case-insensitive), and lower-case ASCII text that every match of it contains, tested
+    with ``in`` before the pattern runs (None: unknown, as for a pattern the knowledge base writes itself)."""
+
+    regex: re.Pattern[str]
+    needle: str | None = None
+
+    @classmethod
+    def of(cls, source: str, contains: str | None = None) -> _Cue:
+        needle = contains.lower() if contains and contains.isascii() else None
+        return cls(re.compile(source, re.IGNORECASE), needle)
+
+
+@lru_cache(maxsize=4096)
+def _folds_to_ascii(char: str) -> bool:
+    """A character outside ASCII that matches an ASCII letter case-insensitively (the Kelvin sign, 'ſ', 'ı')."""
+    return any(c.isascii() for c in char.lower() + char.upper() + char.casefold())
+
+
+def _lowered(text: str) -> str | None:
+    """``text.lower()``, which holds every case-insensitive match of lower-case ASCII text in ``text``; None when
+    a character of ``text`` outside ASCII could be part of such a match."""
+    if not text.isascii() and any(_folds_to_ascii(c) for c in set(text) if not c.isascii()):
+        return None
+    return text.lower()
+
+
 class Recognizer:
     """Maps text to ids; overlapping hits keep the longest, so specific phrases win."""
 
-    def __init__(self, table: Mapping[str, list[re.Pattern[str]]]):
+    def __init__(self, table: Mapping[str, list[_Cue]]):
         self._table = dict(table)
+        self._found: dict[str, tuple[Match, ...]] = {}
 
     @property
     def ids(self) -> list[str]:
@@ -64,14 +95,13 @@ class Recognizer:
         The id itself is always recognised too: an answer that writes `selective-recompute` or
         `capacity-activations` (as agents using this skill do) names it unambiguously.
         """
-        table: dict[str, list[re.Pattern[str]]] = {}
+        table: dict[str, list[_Cue]] = {}
         for entry in entries:
             ident = entry.get("id")
             spec = entry.get("recognize")
             if not ident or not isinstance(spec, Mapping):
                 continue
-            own = re.compile(literal_regex(ident), re.IGNORECASE)
-            table[ident] = [own, *_compile_spec(spec, f"{where}: {ident}")]
+            table[ident] = [_Cue.of(literal_regex(ident), ident), *_compile_spec(spec, f"{where}: {ident}")]
         return cls(table)
 
     @classmethod
@@ -86,11 +116,23 @@ class Recognizer:
         return Recognizer(table)
 
     def find(self, text: str) -> list[Match]:
+        """The ids in ``text``, left to right; remembered per text, as the table never changes (every pattern runs
+        over the whole text, and the benchmark scorer reads the same template lines in hundreds of answers)."""
+        found = self._found.get(text)
+        if found is None:
+            if len(self._found) >= _FOUND_KEPT:
+                self._found.clear()
+            found = self._found[text] = tuple(self._scan(text))
+        return list(found)
+
+    def _scan(self, text: str) -> list[Match]:
+        low = _lowered(text)  # a pattern whose needle is not in the text cannot match it
         hits = [
             Match(ident, m.start(), m.end())
-            for ident, regexes in self._table.items()
-            for rx in regexes
-            for m in rx.finditer(text)
+            for ident, cues in self._table.items()
+            for cue in cues
+            if cue.needle is None or low is None or cue.needle in low
+            for m in cue.regex.finditer(text)
             if m.end() > m.start()
         ]
         hits.sort(key=lambda h: (h.start, -(h.end - h.start)))
@@ -102,18 +144,20 @@ class Recognizer:
         return kept
 
 
-def _compile_spec(spec: Mapping[str, Any], where: str) -> list[re.Pattern[str]]:
-    sources: list[str] = [literal_regex(lit) for lit in spec.get("literals") or [] if lit]
+def _compile_spec(spec: Mapping[str, Any], where: str) -> list[_Cue]:
+    """Literals (each match holds the literal), then the knowledge base's own patterns, then phrases (each match
+    holds every word of the phrase; the longest is the needle)."""
+    cues = [_Cue.of(literal_regex(lit), lit) for lit in spec.get("literals") or [] if lit]
     for pattern in spec.get("patterns") or []:
         try:
             re.compile(pattern)
         except re.error as exc:
             raise UserError(f"{where}: recognize pattern {pattern!r} is not a valid regex ({exc})") from None
-        sources.append(pattern)
+        cues.append(_Cue.of(pattern))
     phrases = spec.get("phrases") or {}
     for lang in ("en", "zh"):
-        sources.extend(phrase_regex(p) for p in phrases.get(lang) or [] if p.strip())
-    return [re.compile(src, re.IGNORECASE) for src in sources]
+        cues.extend(_Cue.of(phrase_regex(p), max(p.split(), key=len)) for p in phrases.get(lang) or [] if p.strip())
+    return cues
 
 
 class CueSet:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
 from .facts import Facts
@@ -641,6 +641,7 @@ _SEPARATORS = re.compile(r"[\s_\-]+")
 _ARTICLES = re.compile(r" (?:a|an|the|its|my|our|this|that)(?= )")
 
 
+@lru_cache(maxsize=1024)  # a clause is compared with every word list of every situation field
 def _normal(text: str) -> str:
     """Lower case, any run of spaces, '_' or '-' as one space, articles dropped, padded with spaces: the form both
     the vocabulary and the user's text are compared in ("saves a checkpoint" ~ "saves_checkpoint")."""

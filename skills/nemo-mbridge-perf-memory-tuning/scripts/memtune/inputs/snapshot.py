@@ -400,6 +400,7 @@ class SiteNamer:
 
     def __init__(self) -> None:
         self._files: dict[int, tuple[str, tuple[str, str | None, bool] | None]] = {}
+        self._stacks: dict[tuple[int, ...], tuple[tuple[str, str | None] | None]] = {}
 
     def _file(self, filename: str) -> tuple[str, str | None, bool] | None:
         hit = self._files.get(id(filename))
@@ -407,35 +408,46 @@ class SiteNamer:
             hit = self._files[id(filename)] = (filename, _file_site(filename))
         return hit[1]
 
-    def label(self, frame: Any) -> tuple[tuple[str, str | None], bool] | None:
-        """``((site, module), third_party)`` for a Python frame worth naming, or None."""
+    def _file_of(self, frame: Any) -> tuple[str, str | None, bool] | None:
+        """``(prefix, module, third_party)`` of a Python frame worth naming, or None."""
         if not isinstance(frame, dict):
             return None
         filename = frame.get("filename")
-        found = self._file(filename) if isinstance(filename, str) else None
-        if found is None:
-            return None
-        prefix, module, third_party = found
+        return self._file(filename) if isinstance(filename, str) else None
+
+    @staticmethod
+    def _site(frame: dict[str, Any], found: tuple[str, str | None, bool]) -> tuple[str, str | None]:
+        prefix, module, _ = found
         name, line = frame.get("name", "?"), frame.get("line", 0)
         name = _clip(name) if isinstance(name, str) else "?"
         line = line if isinstance(line, int) and not isinstance(line, bool) and abs(line) < 2**63 else "?"
-        return (f"{prefix}:{name}:{line}", module), third_party
+        return f"{prefix}:{name}:{line}", module
 
     def site(self, frames: list[Any]) -> tuple[str, str | None] | None:
-        """Innermost Megatron/TE frame, else innermost frame of the user's own code, else of any library."""
+        """Innermost Megatron/TE frame, else innermost frame of the user's own code, else of any library.
+
+        Picked once per stack of the same frame objects (a snapshot shares its few hundred frame records among
+        thousands of stacks of tens of frames), and only the frame chosen is named."""
+        key = tuple(map(id, frames))
+        hit = self._stacks.get(key)
+        if hit is None:
+            hit = self._stacks[key] = (self._pick(frames),)
+        return hit[0]
+
+    def _pick(self, frames: list[Any]) -> tuple[str, str | None] | None:
         own = first = None
         for frame in frames:
-            found = self.label(frame)
+            found = self._file_of(frame)
             if found is None:
                 continue
-            lab, third_party = found
-            if lab[1]:
-                return lab
-            if own is None and not third_party:
-                own = lab
+            if found[1]:
+                return self._site(frame, found)
+            if own is None and not found[2]:
+                own = (frame, found)
             if first is None:
-                first = lab
-        return own or first
+                first = (frame, found)
+        chosen = own or first
+        return self._site(*chosen) if chosen else None
 
 
 # --------------------------------------------------------------------------- timeline

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from .labels import labels, prefixed
@@ -442,7 +443,9 @@ def plan_view(data: Mapping[str, Any], t: Mapping[str, str], highlight: int = 5)
 # --------------------------------------------------------------------------- page
 
 
+@lru_cache(maxsize=1)
 def _environment():
+    """One environment per process: each page template is compiled once (see render._environment)."""
     import jinja2
 
     return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True, trim_blocks=True,

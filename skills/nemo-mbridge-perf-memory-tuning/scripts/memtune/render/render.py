@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,10 @@ from .labels import labels
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
+@lru_cache(maxsize=1)
 def _environment():
+    """One environment per process, so a template is compiled once however many answers are rendered (the
+    benchmark and the tests render hundreds in one process); its loader still reloads an edited template."""
     import jinja2  # imported only when Markdown is asked for
 
     env = jinja2.Environment(
