@@ -85,6 +85,21 @@ def test_attributes_are_never_looked_up_by_a_computed_name():
     assert offenders == []
 
 
+def test_yaml_is_only_loaded_with_a_loader_named_safe():
+    """Scanners read a yaml.load whose Loader is not named SafeLoader / CSafeLoader as unsafe deserialization."""
+    offenders = []
+    for path in _modules():
+        for call in _calls(parsed(path)):
+            func = call.func
+            if isinstance(func, ast.Attribute) and func.attr == "load" and isinstance(func.value, ast.Name) \
+                    and func.value.id == "yaml":
+                loader = next((k.value for k in call.keywords if k.arg == "Loader"), None)
+                name = loader.attr if isinstance(loader, ast.Attribute) else getattr(loader, "id", None)
+                if name not in {"SafeLoader", "CSafeLoader"}:
+                    offenders.append(f"{path.name}:{call.lineno}")
+    assert offenders == []
+
+
 def test_no_shipped_text_reads_like_a_dotenv_path():
     """Scanners flag `.env` followed by a space, a quote or the line end as a credentials file."""
     pattern = re.compile(r"\.env(?:\s|$|['\"])", re.M)

@@ -91,9 +91,10 @@ def _safe_loader() -> Any:
 def _read_yaml(path: Path) -> Any:
     import yaml
 
+    SafeLoader = _safe_loader()  # noqa: N806 - a safe loader class (libyaml's where built), named as such
     try:
         with path.open(encoding="utf-8") as fh:
-            return yaml.load(fh, Loader=_safe_loader())
+            return yaml.load(fh, Loader=SafeLoader)
     except OSError as exc:
         raise KnowledgeError(f"{path}: cannot read ({exc.strerror})") from None
     except yaml.YAMLError as exc:
