@@ -35,8 +35,9 @@ def pytest_configure(config):
 
     The suite ends up holding ~700,000 live objects, most of them in the estimator's bounded part caches that
     the planner tests fill (memtune plan pauses the collector for the same reason).  With the default thresholds
-    the collector re-scanned them in ~80 full passes, 11 s of a run, and freed almost nothing; a test's own
-    garbage cycles are still freed at the next young collection."""
+    the collector re-scanned them in ~80 full passes, 11 s of a run, and freed almost nothing.  Garbage cycles
+    are still freed: at the next young collection, or, for the few that outlive one, at a rarer older one or by
+    pytest's collections at the end of the run."""
     gc.set_threshold(100_000, 20, 10)
 
 

@@ -4,6 +4,8 @@ Every page is parsed with html.parser (always); where a Chromium binary is insta
 headless, so a page that does not render, or logs a console error, fails here rather than for a user.
 """
 
+import contextlib
+import io
 import shutil
 import struct
 import subprocess
@@ -260,28 +262,45 @@ def png_is_not_blank(path: Path) -> bool:
     return False
 
 
-def screenshot(browser: str, page: Path, png: Path) -> str:
-    proc = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={png}",
-                           "--window-size=1200,900", "--enable-logging=stderr", "--v=0", page.resolve().as_uri()],
-                          capture_output=True, text=True, timeout=120)
-    return proc.stderr
+def screenshot(browser: str, page: Path, png: Path) -> subprocess.Popen:
+    """Headless Chromium writing ``png`` of ``page``, started (its own profile folder, so several can run at once)."""
+    return subprocess.Popen([browser, "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={png}",
+                             f"--user-data-dir={png.with_suffix('.profile')}", "--window-size=1200,900",
+                             "--enable-logging=stderr", "--v=0", page.resolve().as_uri()],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
-@pytest.mark.parametrize("kind", ["estimate", "snapshot", "compare-configs", "compare-logs", "plan", "diagnose"])
-def test_pages_render_in_headless_chromium(kind, tmp_path, snapshot_files, capsys):
+KINDS = ["estimate", "snapshot", "compare-configs", "compare-logs", "plan", "diagnose"]
+
+
+@pytest.fixture(scope="module")
+def in_chromium(tmp_path_factory, snapshot_files):
+    """kind -> (memtune's exit code, Chromium's stderr, the screenshot) for each page, the six browsers run at once:
+    a browser's start is most of a check's time."""
     browser = chromium()
+    tmp = tmp_path_factory.mktemp("chromium")
     argv = {"estimate": ["estimate", "--config", str(CONFIG), "--gpu", "H100"],
             "snapshot": ["snapshot", str(FULLSTEP if FULLSTEP.is_file() else snapshot_files["dict_oom.pickle"])],
             "compare-configs": ["compare", str(CONFIG), "--set", "model.pipeline_model_parallel_size=8"],
-            "compare-logs": ["compare", str(write_log(tmp_path / "a.log", 0, False)),
-                             str(write_log(tmp_path / "b.log", 3000, True))],
+            "compare-logs": ["compare", str(write_log(tmp / "a.log", 0, False)),
+                             str(write_log(tmp / "b.log", 3000, True))],
             "plan": [*PLAN, "--all"],
-            "diagnose": ["diagnose", "--log", str(EXAMPLES / "llama3-70b-fragmentation.log"), "--gpu", "H100"]}[kind]
-    page = tmp_path / f"{kind}.html"
-    assert main([*argv, "--html", str(page)]) == 0
-    capsys.readouterr()
-    png = tmp_path / f"{kind}.png"
-    stderr = screenshot(browser, page, png)
+            "diagnose": ["diagnose", "--log", str(EXAMPLES / "llama3-70b-fragmentation.log"), "--gpu", "H100"]}
+    codes, browsers = {}, {}
+    for kind in KINDS:
+        page = tmp / f"{kind}.html"
+        with contextlib.redirect_stdout(io.StringIO()):
+            codes[kind] = main([*argv[kind], "--html", str(page)])
+        if codes[kind] == 0:
+            browsers[kind] = screenshot(browser, page, tmp / f"{kind}.png")
+    return {kind: (codes[kind], browsers[kind].communicate(timeout=120)[1] if kind in browsers else "",
+                   tmp / f"{kind}.png") for kind in KINDS}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_pages_render_in_headless_chromium(kind, in_chromium):
+    code, stderr, png = in_chromium[kind]
+    assert code == 0
     errors = [line for line in stderr.splitlines() if "Uncaught" in line or "ERROR:CONSOLE" in line]
     assert not errors, errors
     assert png.is_file() and png.stat().st_size > 1000

@@ -116,8 +116,8 @@ class Recognizer:
         return Recognizer(table)
 
     def find(self, text: str) -> list[Match]:
-        """The ids in ``text``, left to right; remembered per text, as the table never changes (every pattern runs
-        over the whole text, and the benchmark scorer reads the same template lines in hundreds of answers)."""
+        """The ids in ``text``, left to right; remembered per text, as the table never changes (the benchmark
+        scorer reads the same template lines in hundreds of answers)."""
         found = self._found.get(text)
         if found is None:
             if len(self._found) >= _FOUND_KEPT:

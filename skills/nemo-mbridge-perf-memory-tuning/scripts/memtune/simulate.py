@@ -179,6 +179,7 @@ class _Context:
     base_violations: frozenset[str]
     band: float
     proposed: frozenset[str] = frozenset()  # every fix proposed with this one (companions resolve constraints)
+    baseline: dict[str, Any] = field(default_factory=dict)  # the user's layout priced once (_throughput)
 
     @classmethod
     def make(cls, facts: Facts, led: Ledger, kb: Knowledge) -> _Context:
@@ -359,7 +360,7 @@ def _run(fix_id: str, variant: Variant, ctx: _Context) -> Simulation:
     if sim.violations:
         return sim
     priced: list[str] = []
-    sim.relative_throughput = _throughput(cfg, new, variant.costs, ctx.kb, ctx.facts.gpu, priced)
+    sim.relative_throughput = _throughput(cfg, new, variant.costs, ctx.kb, ctx.facts.gpu, priced, ctx.baseline)
     if sim.relative_throughput == 1.0 and not priced and not ctx.kb.get("fixes", fix_id).get("free"):
         sim.relative_throughput = None  # no cost applies to it: unknown, not free
     after = _estimate(new, ctx.facts, ctx.kb)
@@ -504,11 +505,14 @@ def _balance(cfg: TrainingConfig, kb: Knowledge, costs: Any = None, ctx: Any = N
 
 
 def _throughput(old: TrainingConfig, new: TrainingConfig, option_costs: tuple[str, ...], kb: Knowledge,
-                gpu: Any = None, priced: list[str] | None = None) -> float | None:
+                gpu: Any = None, priced: list[str] | None = None, baseline: dict[str, Any] | None = None,
+                ) -> float | None:
     """Expected throughput of the new layout relative to the user's (knowledge/costs.yaml factors).
 
     ``priced`` collects the costs that were evaluated for the change (a mechanism may price it at 1.0: CP
-    hidden behind long-sequence attention is known to be free, not unknown).
+    hidden behind long-sequence attention is known to be free, not unknown).  ``baseline`` keeps the costs of
+    ``old`` for the next call with the same ``old``, ``gpu`` and ``kb`` (one simulation prices every variant
+    of every fix against the user's one layout).
 
     Without the GPU's speeds the costs that compare traffic or launch time with compute are priced on an
     H100 (knowledge/gpus.yaml), the GPU most Bridge runs name; the ratio of two layouts moves little with it.
@@ -547,7 +551,12 @@ def _throughput(old: TrainingConfig, new: TrainingConfig, option_costs: tuple[st
                 cfg, kb, space.costs, ctx, traffic,
                 traffic_model.hardware(gpu, traffic_model.precision_of(cfg), space.costs))))
 
-    before, after = parallel(old), parallel(new)
+    before = baseline.get("before") if baseline is not None else None
+    if before is None:
+        before = parallel(old)
+        if baseline is not None:
+            baseline["before"] = before
+    after = parallel(new)
     factor = cost_model.product(after) / cost_model.product(before)
     traffic = _traffic(new, gpu, space, kb) if cost_model.scaled(space.costs, option_costs) else None
     if cost_model.scaled(space.costs, option_costs) and traffic is None:
