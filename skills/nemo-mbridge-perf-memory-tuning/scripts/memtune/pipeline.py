@@ -279,6 +279,9 @@ def pasted_log_text(log: Any) -> str | None:
         return None
 
 
+MEGATRON_LM_LAUNCHED = frozenset({"megatron-lm", "pai-megatron-patch"})  # situation.yaml framework ids
+
+
 def _megatron_lm_launch(inputs: Inputs, log: LogFacts, kb: Knowledge) -> bool:
     """The run is launched the Megatron-LM way (a pretrain_*.py script, Megatron-LM or Pai-Megatron-Patch named),
     where an unstated flag keeps Megatron-Core's default rather than a Bridge recipe's."""
@@ -286,9 +289,6 @@ def _megatron_lm_launch(inputs: Inputs, log: LogFacts, kb: Knowledge) -> bool:
 
     script = (log.entry_script or "").rsplit("/", 1)[-1]
     return script.startswith("pretrain_") or framework_named(inputs.question or "", kb) in MEGATRON_LM_LAUNCHED
-
-
-MEGATRON_LM_LAUNCHED = frozenset({"megatron-lm", "pai-megatron-patch"})
 
 
 def run(inputs: Inputs, kb: Knowledge) -> tuple[Facts, dict[str, Any], Diagnosis]:

@@ -577,6 +577,9 @@ class _Words:
     expected_release: _Literals
     versions: _Literals
     settings: _Literals
+    later_before: tuple[str, ...]  # situation.yaml not_this_phase, in the normal form ("before" -> " before")
+    later_after: tuple[str, ...]
+    negations: tuple[str, ...]
 
     @staticmethod
     def of(kb: Knowledge) -> _Words:
@@ -616,6 +619,7 @@ def _compile(kb: Knowledge) -> _Words:
     scripts = [(pid, tuple(phases[pid]["scripts"])) for pid in order if phases.get(pid, {}).get("scripts")]
     log_phase = {lp: e["id"] for e in phases.values() for lp in e.get("log_phases") or []}
     changes = table.get("changes") or {}
+    later = table.get("not_this_phase") or {}
     return _Words(lists, frames, scripts, tuple(order), log_phase, _Literals(_both(table.get("failure_words"))),
                   _Literals(_both(table.get("gpu_memory_words"))), _Literals(_both(changes.get("changed"))),
                   _Literals(_both(changes.get("tried"))),
@@ -624,7 +628,16 @@ def _compile(kb: Knowledge) -> _Words:
                   _Literals(_both(changes.get("upgraded"))),
                   _Literals(_both(changes.get("worked_before"))),
                   _Literals(_both(changes.get("expected_release"))),
-                  _Literals(_both(changes.get("versions"))), _Literals(_both(changes.get("settings"))))
+                  _Literals(_both(changes.get("versions"))), _Literals(_both(changes.get("settings"))),
+                  _endings(later.get("before"), latin_space=True), _endings(later.get("after")),
+                  _endings(table.get("negations"), latin_space=True))
+
+
+def _endings(words: Iterable[str] | None, latin_space: bool = False) -> tuple[str, ...]:
+    """Words compared with the end (or start) of a normal-form text; a Latin word keeps its leading space so that
+    "no" does not end "piano"."""
+    out = [_normal(w).strip() for w in words or []]
+    return tuple(" " + w if latin_space and w[:1].isascii() else w for w in out if w)
 
 
 def framework_named(text: str, kb: Knowledge) -> str | None:
@@ -709,12 +722,6 @@ class _Literals:
         return bool(self.spans(text))
 
 
-# a phase said to come later or to be over is not the one that failed: "it dies right after generation, before the
-# log-prob pass"; "OOM when vLLM wakes up, after the actor update"
-_NOT_YET = (" before", " prior to", " until", " ahead of", " after")
-_NOT_YET_ZH = ("之前", "以前")  # "在计算 log prob 之前就 OOM 了"
-
-
 def _hits(key: str, clause: str, words: _Words) -> list[tuple[str, str]]:
     """(value, matched words) in one clause; a match inside a longer match of another value is not one, and a phase
     said to come later or to be over ("before the log-prob pass", "after the update") is not the one that failed."""
@@ -722,8 +729,8 @@ def _hits(key: str, clause: str, words: _Words) -> list[tuple[str, str]]:
     norm = _normal(clause) if key == "phases" else ""
     for value, literals in words.lists.get(key, []):
         spans += [(start, end, value, said) for start, end, said in literals.spans(clause)
-                  if not norm or not (norm[:start].rstrip().endswith(_NOT_YET)
-                                      or norm[end:].lstrip().startswith(_NOT_YET_ZH))]
+                  if not norm or not (norm[:start].rstrip().endswith(words.later_before)
+                                      or norm[end:].lstrip().startswith(words.later_after))]
     kept = [h for h in spans if not any(o[0] <= h[0] and h[1] <= o[1] and (o[1] - o[0]) > (h[1] - h[0])
                                         for o in spans)]
     return [(value, said) for _, _, value, said in sorted(kept)]
@@ -779,16 +786,13 @@ def _process_from_words(clauses: list[str], words: _Words) -> Reading | None:
     return None if any(_says_gpu_failed(c, words) for c in clauses) else reading
 
 
-_NEGATED = (" not", " no", " isn't", " wasn't", " never", "不是", "并非", "没有", "不")
-
-
 def _says_gpu_failed(clause: str, words: _Words) -> bool:
     """The clause says something failed and names the GPU's memory, not as a denial ("it is not a CUDA OOM",
     "不是显存不够")."""
     if not words.failure.search(clause):
         return False
     norm = _normal(clause)
-    return any(not norm[:start].rstrip().removesuffix(" a").endswith(_NEGATED)
+    return any(not norm[:start].rstrip().endswith(words.negations)
                for start, _, _ in words.gpu_memory.spans(clause))
 
 

@@ -236,9 +236,9 @@ def _model_size(text: str, vocab: Mapping[str, Any]) -> float | None:
     if len(found) > 1:
         clause = _rx((vocab.get("memory") or {}).get("clause_break", r"$^"))
         bounds = sorted({0, len(text), *(b.end() for b in (*_SENTENCE_END.finditer(text), *clause.finditer(text)))})
-        failing = _rx("|".join(w for t in vocab.get("topics") or [] if t["id"] == "oom"
-                               for lang in ("en", "zh") for w in (t.get("keywords") or {}).get(lang) or [])
-                      + r"|\bfail(?:s|ed|ing)?\b|失败|报错|挂了")
+        failing = _rx("|".join([*(w for t in vocab.get("topics") or [] if t["id"] == "oom"
+                                  for lang in ("en", "zh") for w in (t.get("keywords") or {}).get(lang) or []),
+                                vocab.get("failure_words") or r"$^"]))
         for start, size in found:
             lo = max(b for b in bounds if b <= start)
             hi = min((b for b in bounds if b > start), default=len(text))
