@@ -347,3 +347,47 @@ def test_a_crash_that_is_no_memory_failure_is_quoted(kb):
            "AssertionError: Parameter model.embed_tokens.weight too large for buffer: 1853358080 > 1771261132"]
     _, flat, _ = pipeline.run(pipeline.Inputs(question="refit fails", log=log), kb)
     assert flat["situation.error"].startswith("AssertionError: Parameter model.embed_tokens.weight too large")
+
+
+def _said(text, kb):
+    return read_situation(Facts(question=parse_question(text, kb)), kb)
+
+
+def test_the_step_that_failed_is_the_one_beside_the_failure(kb):
+    """"Step 1 completes, step 2 runs out": the second step, when the first optimizer step has created Adam's state."""
+    sit = _said("Step 1 completes fine, but step 2 always runs out of GPU memory.", kb)
+    assert sit.step.value == "second-step"
+    assert _said("第一步正常，第二步就显存不足了", kb).step.value == "second-step"
+    assert _said("It OOMs at the very first step.", kb).step.value == "first-step"
+
+
+def test_an_engine_on_gpus_of_its_own_is_not_colocated(kb):
+    """The engine's name said elsewhere in the message does not make a non-colocated run colocated."""
+    sit = _said("Non-colocated: vLLM generation runs on a separate inference cluster; the trainer OOMs.", kb)
+    assert sit.process.value == "separate-engine"
+    assert _said("vLLM is colocated with the trainer and the update OOMs", kb).process.value == "colocated-engine"
+
+
+def test_a_forward_only_model_holding_more_than_its_weights(kb):
+    sit = _said("The reference model only does forward, yet it takes much more memory than the weights should need.",
+                kb)
+    assert sit.forward_only and sit.more_than_expected
+    sit = _said("ref 模型只做前向、完全不训练，为什么会比预期多占这么多显存？", kb)
+    assert sit.forward_only and sit.more_than_expected
+    assert not _said("The actor OOMs in the backward pass.", kb).forward_only
+
+
+def test_a_size_and_a_layout_without_a_sequence_still_give_the_model_state(kb):
+    """"A 30B model, PP2 on 8 A100 40GB, OOM": weights + gradients + optimizer per GPU need no sequence length."""
+    inputs = pipeline.Inputs(question="Full fine-tuning a 30B GPT model with PP 2 on 8x A100 40GB runs out of memory.")
+    facts, flat, diag = pipeline.run(inputs, kb)
+    assert not facts.estimate and flat["derived.model_state_bytes"] > 40 * GIB
+    assert diag.causes[0].id == "capacity-model-state"
+    assert "selective-recompute" not in [f.id for f in diag.fixes]
+
+
+def test_a_model_named_in_an_auxiliary_role_is_not_the_trained_one(kb):
+    q = parse_question("我用 16B 模型做 PPO 训练，4 卡 OOM。reward 模型是 Llama-3-8B-Instruct。", kb)
+    assert q.model_name is None and q.model_size_b == 16
+    q = parse_question("The critic model is Llama-3-8B and it OOMs.", kb)
+    assert q.model_name is not None

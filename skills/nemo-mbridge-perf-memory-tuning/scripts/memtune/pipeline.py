@@ -89,7 +89,29 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
     facts.estimate = _estimate(facts, kb, inputs.num_microbatches)
     facts.derived = derive(facts.config, facts.env)
     facts.derived["preset_only_violations"] = _preset_only_violations(facts, kb)
+    if not facts.estimate:
+        facts.derived.update(_model_state_only(facts, kb))
     return facts
+
+
+def _model_state_only(facts: Facts, kb: Knowledge) -> dict[str, Any]:
+    """Weights, gradients and optimizer state per GPU of a layout whose sequence length nobody stated: they do not
+    depend on it, and "16B x 16 B / 4 GPUs = 64 GB before any activation" is the first number an expert works out.
+    The estimator runs at the shortest sequence the layout allows; only its model-state figures are kept (as
+    ``derived.model_state_*``: they are no estimate of the peak)."""
+    from .errors import UserError
+    from .estimator import estimate
+
+    cfg = facts.config
+    shortest = (cfg.tensor_model_parallel_size or 1) * 2 * (cfg.context_parallel_size or 1)
+    try:
+        est = estimate(replace(cfg, seq_length=shortest), gpu=facts.gpu, kb=kb, env=facts.env)
+    except UserError:
+        return {}
+    peak = max(est.stages, key=lambda s: s.weights_bytes + s.grads_bytes + s.optimizer_bytes)
+    state = peak.weights_bytes + peak.grads_bytes + peak.optimizer_bytes
+    capacity = facts.gpu.capacity_bytes
+    return {"model_state_bytes": state, "model_state_ratio": state / capacity if capacity else None}
 
 
 def _preset_only_violations(facts: Facts, kb: Knowledge) -> list[str]:

@@ -84,6 +84,8 @@ class Situation:
     waste_source: str | None = None  # number (the OOM message) or words (the question's figures)
     worked_before: bool = False  # the user says the same setup ran before
     expected_release: bool = False  # the user expects memory to have been released (offload, sleep) before it failed
+    forward_only: bool = False  # the user says the model or pass that holds the memory only runs forward (no update)
+    more_than_expected: bool = False  # the user says it holds more than it should (more than its weights)
     gpu_memory_failed: bool = False  # a clause that says something failed names the GPU's memory ("CUDA OOM", "显存")
     call_path: list[str] = field(default_factory=list)  # the failing traceback's innermost functions, innermost first
     error: str | None = None  # the error line of a crash with no memory failure in it ("pidfd_getfd: not permitted")
@@ -104,6 +106,8 @@ class Situation:
         out["situation.waste_source"] = self.waste_source
         out["situation.worked_before"] = self.worked_before
         out["situation.expected_release"] = self.expected_release
+        out["situation.forward_only"] = self.forward_only
+        out["situation.more_than_expected"] = self.more_than_expected
         out["situation.gpu_memory_failed"] = self.gpu_memory_failed
         out["situation.call_path"] = list(self.call_path)
         out["situation.error"] = self.error
@@ -175,6 +179,8 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.capacity_bytes = facts.log.capacity_bytes or facts.gpu.capacity_bytes
     sit.worked_before = bool(words.worked_before.search(text))
     sit.expected_release = bool(words.expected_release.search(text))
+    sit.forward_only = bool(words.forward_only.search(text))
+    sit.more_than_expected = bool(words.more_than_expected.search(text))
     sit.gpu_memory_failed = any(_says_gpu_failed(c, words) for c in clauses)
     sit.call_path = _call_path(facts, log_text) or _said_call_path(text)
     if facts.log.crash and not facts.log.has_memory_failure and facts.log.first_error:
@@ -575,6 +581,8 @@ class _Words:
     upgraded: _Literals
     worked_before: _Literals
     expected_release: _Literals
+    forward_only: _Literals
+    more_than_expected: _Literals
     versions: _Literals
     settings: _Literals
     later_before: tuple[str, ...]  # situation.yaml not_this_phase, in the normal form ("before" -> " before")
@@ -628,6 +636,7 @@ def _compile(kb: Knowledge) -> _Words:
                   _Literals(_both(changes.get("upgraded"))),
                   _Literals(_both(changes.get("worked_before"))),
                   _Literals(_both(changes.get("expected_release"))),
+                  _Literals(_both(changes.get("forward_only"))), _Literals(_both(changes.get("more_than_expected"))),
                   _Literals(_both(changes.get("versions"))), _Literals(_both(changes.get("settings"))),
                   _endings(later.get("before"), latin_space=True), _endings(later.get("after")),
                   _endings(table.get("negations"), latin_space=True))
@@ -779,7 +788,12 @@ def _one(key: str, clauses: list[str], words: _Words, *, failing_only: bool = Tr
 
 def _process_from_words(clauses: list[str], words: _Words) -> Reading | None:
     """What shares the GPU, or which memory ran out: any clause may name it, but host memory does not count where
-    the user says the GPU's memory ran out ("OOM on the 24 GB card - could I convert in CPU memory instead?")."""
+    the user says the GPU's memory ran out ("OOM on the 24 GB card - could I convert in CPU memory instead?").
+    An engine said to run on GPUs of its own ("non-colocated: vLLM runs on a separate cluster") outranks the
+    engine's name, wherever each is said."""
+    separate = next(((v, w) for c in clauses for v, w in _hits("processes", c, words) if v == "separate-engine"), None)
+    if separate:
+        return Reading(separate[0], [Clue(f"“{separate[1]}”", "words")])
     reading = _one("processes", clauses, words, failing_only=False)
     if reading is None or reading.value != "host":
         return reading

@@ -205,9 +205,12 @@ def _count_of(parts: Mapping[str, str | None], vocab: Mapping[str, Any], kb: Any
 
 
 def _model(text: str, vocab: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The vocabulary model named by the longest mention; a mention followed by another size is not it."""
+    """The vocabulary model named by the longest mention; a mention followed by another size is not it.  A model
+    named in an auxiliary role ("reward 模型是 Llama-3-8B") is the trained one only if no other model or size is
+    named (then the other one, read by ``_model_size``, is)."""
     suffix = vocab.get("model_size_suffix")
-    best: tuple[int, Mapping[str, Any]] | None = None
+    best: dict[bool, tuple[int, Mapping[str, Any]]] = {}  # auxiliary role? -> (length, model)
+    spans: list[tuple[int, int]] = []  # where the auxiliary models are named
     for model in vocab.get("models") or []:
         for pattern in model.get("patterns") or []:
             for m in _rx(pattern).finditer(text):
@@ -215,14 +218,33 @@ def _model(text: str, vocab: Mapping[str, Any]) -> Mapping[str, Any] | None:
                     stated = _rx(suffix).match(text[m.end():m.end() + 24])
                     if stated and float(stated.group("b")) != float(model["size_b"]):
                         continue
-                if best is None or m.end() - m.start() > best[0]:
-                    best = (m.end() - m.start(), model)
-    return best[1] if best else None
+                role = _auxiliary(text, m.start(), vocab)
+                if role:
+                    spans.append((m.start(), m.end()))
+                if role not in best or m.end() - m.start() > best[role][0]:
+                    best[role] = (m.end() - m.start(), model)
+    if False in best:
+        return best[False][1]
+    if True in best and _model_size(text, vocab, trained_only=True, besides=spans) is None:
+        return best[True][1]
+    return None
 
 
-def _model_size(text: str, vocab: Mapping[str, Any]) -> float | None:
+_ROLE_WINDOW = 24  # characters before a model's name in which a role word names its role
+
+
+def _auxiliary(text: str, start: int, vocab: Mapping[str, Any]) -> bool:
+    """A role word (reward / reference / teacher / critic model) right before ``start``: not the trained model."""
+    roles = vocab.get("auxiliary_roles")
+    return bool(roles) and bool(_rx(roles).search(text[max(0, start - _ROLE_WINDOW):start]))
+
+
+def _model_size(text: str, vocab: Mapping[str, Any], trained_only: bool = False,
+                besides: list[tuple[int, int]] | None = None) -> float | None:
     """Total parameters (billions) written in a model name that no preset matches: "GPT-30B", "gpt2 large(774M)".
-    Of several sizes, the one in a clause that says it failed ("0.5B runs fine; with 7B it fails" is the 7B)."""
+    Of several sizes, the one in a clause that says it failed ("0.5B runs fine; with 7B it fails" is the 7B); a size
+    named in an auxiliary role ("the reward model is 8B") only when no other is named (never, with ``trained_only``,
+    nor one inside the ``besides`` spans: the sizes in the auxiliary models' own names)."""
     found: list[tuple[int, float]] = []
     for pattern in vocab.get("model_size") or []:
         for m in _rx(pattern).finditer(text):
@@ -233,6 +255,10 @@ def _model_size(text: str, vocab: Mapping[str, Any]) -> float | None:
                 found.append((m.start(), float(parts["m"]) / 1000))
         if found:  # the patterns are in order of preference: the first that matches names the sizes
             break
+    trained = [f for f in found if not _auxiliary(text, f[0], vocab)
+               and not any(lo <= f[0] < hi for lo, hi in besides or ())]
+    if trained_only or trained:
+        found = trained
     if len(found) > 1:
         clause = _rx((vocab.get("memory") or {}).get("clause_break", r"$^"))
         bounds = sorted({0, len(text), *(b.end() for b in (*_SENTENCE_END.finditer(text), *clause.finditer(text)))})
