@@ -391,3 +391,12 @@ def test_a_model_named_in_an_auxiliary_role_is_not_the_trained_one(kb):
     assert q.model_name is None and q.model_size_b == 16
     q = parse_question("The critic model is Llama-3-8B and it OOMs.", kb)
     assert q.model_name is not None
+
+
+def test_host_ram_growing_in_chinese_and_figures_said_live(kb):
+    """"内存不断的增加" is host RAM that grows; "(158.5 GiB) reserved but only 19,191 MiB (18.7 GiB) actually live"
+    says what is reserved and what is live, so the rest is held by the cache."""
+    sit = _said("训练的时候内存会不断的增加，最后会出现 OOM", kb)
+    assert sit.trend.value == "grows" and sit.process.value == "host"
+    q = parse_question("PyTorch had 162,286 MiB (158.5 GiB) reserved but only 19,191 MiB (18.7 GiB) actually live.", kb)
+    assert q.figure("reserved", last=True) > 150 * GIB and q.figure("allocated", last=True) < 20 * GIB
