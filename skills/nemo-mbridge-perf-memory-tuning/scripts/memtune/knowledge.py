@@ -2,11 +2,11 @@
 
 ``load()`` is cheap and cached per process: it reads the tables parsed on an earlier run from the user's
 cache (``$HOME/.cache/memtune/kb-<folder key>.json``, a private folder) when the hash of every source file
-(``*.yaml``, the language catalogs ``zh/*.yaml`` and ``schema/*.json``) still matches the hashes recorded in it, and otherwise parses the YAML
-sources and keeps them there for the next start, so an edited table takes effect at once and the
-installed skill ships no generated file.  Either way the Knowledge is the same.  ``validate()`` adds the
-JSON-Schema checks and the cross-reference checks that ``memtune kb validate`` and CI run.  The KB
-directory is found next to this package in a skill folder, or in the installed data path after
+(``*.yaml``, the language catalogs ``zh/*.yaml`` and ``schema/*.json``) still matches the hashes recorded
+in it, and otherwise parses the YAML sources and keeps them there for the next start, so an edited table
+takes effect at once and the installed skill ships no generated file.  Either way the Knowledge is the
+same.  ``validate()`` adds the JSON-Schema checks and the cross-reference checks that ``memtune kb validate``
+and CI run.  The KB directory is found next to this package in a skill folder, or in the installed data path after
 ``pip install``; no environment variable moves it.
 
 PyYAML and jsonschema are imported only on the paths that need them (a missing or stale cache,
@@ -405,7 +405,21 @@ def validate(kb: Knowledge) -> list[str]:
     problems = _schema_problems(kb) + catalog_problems(kb.root, list(kb.index["tables"]))
     if not problems:  # cross-references assume the shapes the schemas guarantee
         problems += _reference_problems(kb)
-    return problems + _truncation_problems(kb)
+    return problems + _truncation_problems(kb) + _ascii_problems(kb)
+
+
+def _ascii_problems(kb: Knowledge) -> list[str]:
+    """A character outside ASCII in an English table: scanners that read a non-ASCII file character by character
+    (NVIDIA SkillSpector) would read the whole table slowly, so Chinese goes to the catalog, the rest to escapes."""
+    problems = []
+    for name in ["index", *kb.index["tables"]]:
+        text = (kb.root / f"{name}.yaml").read_text(encoding="utf-8")
+        if text.isascii():
+            continue
+        line_no, char = next((i + 1, c) for i, line in enumerate(text.split("\n")) for c in line if not c.isascii())
+        problems.append(f"{name}.yaml:{line_no}: {char!r} (U+{ord(char):04X}) is not ASCII; move Chinese text to "
+                        f"{CATALOG_DIRS[0]}/{name}.yaml, write the rest as ASCII or a \\u escape")
+    return problems
 
 
 def _schema_problems(kb: Knowledge) -> list[str]:
