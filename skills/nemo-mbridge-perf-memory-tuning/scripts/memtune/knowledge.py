@@ -154,7 +154,8 @@ def read_table(base: Path, name: str) -> Any:
 def merge_catalog(table: Any, catalog: Any) -> list[str]:
     """Merge ``catalog`` into ``table`` in place; the key paths of catalog entries with no place in it.
 
-    A mapping merges key by key (a key the table lacks is added).  Into a list, a string key names the unit
+    A mapping merges key by key: a key the table lacks is added, one it leaves empty (``key: ~``, kept where
+    the order of keys matters) is filled.  Into a list, a string key names the unit
     with that ``id``; an int key with a mapping merges into the item at that position of the table's list, an
     int key with any other value is an item inserted so that it stands at that position of the merged list.
     """
@@ -166,11 +167,10 @@ def merge_catalog(table: Any, catalog: Any) -> list[str]:
 def _merge(table: Any, catalog: Any, path: tuple[str | int, ...], problems: list[str]) -> None:
     if isinstance(table, dict) and isinstance(catalog, dict):
         for key, value in catalog.items():
-            if key not in table:
-                if isinstance(value, dict):  # a subtree the table lacks: renamed or removed in English
-                    problems.append(_path_text((*path, key)))
-                else:
-                    table[key] = value
+            if key not in table and isinstance(value, dict):  # a subtree the table lacks: renamed or removed
+                problems.append(_path_text((*path, key)))
+            elif key not in table or (table[key] is None and value is not None):  # "key: ~" keeps its place
+                table[key] = value
             elif isinstance(value, dict) and isinstance(table[key], (dict, list)):
                 _merge(table[key], value, (*path, key), problems)
             else:
