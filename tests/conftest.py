@@ -23,6 +23,14 @@ def read_yaml(path: Path) -> Any:
         return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
+def read_kb(name: str) -> Any:
+    """Knowledge table ``name`` as the skill loads it: ``<name>.yaml`` with its language catalogs (knowledge/zh/)
+    merged in, so a test sees the Chinese text that the English file no longer holds."""
+    from memtune.knowledge import read_table
+
+    return read_table(SKILL / "knowledge", name)
+
+
 @functools.cache
 def parsed(path: Path) -> ast.Module:
     """The syntax tree of a source file, parsed once per run: several tests walk every module of the package

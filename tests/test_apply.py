@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import SKILL
+from conftest import read_kb
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from memtune import cli, knowledge
@@ -18,7 +18,7 @@ from memtune.errors import UserError
 
 pytestmark = pytest.mark.usefixtures("private_home")  # the backup journal lives in $HOME
 
-PATTERNS = yaml.safe_load((SKILL / "knowledge" / "validations.yaml").read_text())[
+PATTERNS = read_kb("validations")[
     "launch_script"]["command_patterns"]
 ENV_FIX = {"id": "t-env", "apply": {"env": ["PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"]}}
 OVERRIDE_FIX = {"id": "t-yaml", "apply": {"bridge_override": ["model.recompute_granularity=selective",

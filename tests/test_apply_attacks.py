@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 
 import pytest
-import yaml
+from conftest import read_kb
 from memtune.actions import apply as actions
 from memtune.actions import journal, safewrite
 from memtune.errors import UserError
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("private_home")  # the backup journal lives
 
 ROOT = Path(__file__).resolve().parents[1]
 SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"
-PATTERNS = yaml.safe_load((SKILL / "knowledge" / "validations.yaml").read_text())["launch_script"]["command_patterns"]
+PATTERNS = read_kb("validations")["launch_script"]["command_patterns"]
 FIX = {"id": "t-a", "apply": {"env": ["PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"]}}
 LAUNCH = "#!/bin/bash\nexport CUDA_DEVICE_MAX_CONNECTIONS=1\ntorchrun pretrain_gpt.py\n"
 SECRET = "root-only secret\n"

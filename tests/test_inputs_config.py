@@ -5,7 +5,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-from conftest import SKILL, read_yaml
+from conftest import SKILL, read_kb
 from memtune.errors import UserError
 from memtune.inputs import config as cfgmod
 from memtune.inputs.config import apply_overrides, read_bridge_config, read_config
@@ -20,7 +20,7 @@ KB_DIR = SKILL / "knowledge"
 @pytest.fixture(scope="module")
 def vkb():
     """Only the tables these readers use (vocabulary, gpus), so the tests do not depend on the rest of the KB."""
-    tables = {n: read_yaml(KB_DIR / f"{n}.yaml") for n in ("vocabulary", "gpus")}
+    tables = {n: read_kb(n) for n in ("vocabulary", "gpus")}
     return Knowledge(root=KB_DIR, index={"tables": list(tables)}, tables=tables)
 
 

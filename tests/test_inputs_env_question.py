@@ -4,7 +4,7 @@ import json
 import re
 
 import pytest
-from conftest import SKILL, read_yaml
+from conftest import SKILL, read_kb
 from memtune.errors import UserError
 from memtune.facts import TrainingConfig
 from memtune.inputs.gpu import find_gpus, gpu_from_capacity, lookup_gpu
@@ -19,7 +19,7 @@ GIB = 2**30
 @pytest.fixture(scope="module")
 def vkb():
     """Only the tables these readers use (vocabulary, gpus), so the tests do not depend on the rest of the KB."""
-    tables = {n: read_yaml(KB_DIR / f"{n}.yaml") for n in ("vocabulary", "gpus")}
+    tables = {n: read_kb(n) for n in ("vocabulary", "gpus")}
     return Knowledge(root=KB_DIR, index={"tables": list(tables)}, tables=tables)
 
 

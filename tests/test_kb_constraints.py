@@ -12,7 +12,7 @@ from functools import cache
 from typing import Any
 
 import pytest
-from conftest import SKILL, read_yaml
+from conftest import SKILL, read_kb, read_yaml
 from memtune.conditions import evaluate, referenced_facts
 from memtune.derive import derive
 from memtune.facts import EnvFacts, Facts, TrainingConfig
@@ -26,7 +26,7 @@ REQUIRED_CONSTRAINTS = set(_INDEX["required_ids"]["constraints"])
 
 @cache  # read once per run: the tests only read the tables
 def _table(name: str) -> list[dict[str, Any]]:
-    return read_yaml(KNOWLEDGE / f"{name}.yaml")[name]
+    return read_kb(name)[name]
 
 
 CONSTRAINTS = _table("constraints")

@@ -13,7 +13,7 @@ from functools import cache
 from typing import Any
 
 import pytest
-from conftest import SKILL, read_yaml
+from conftest import SKILL, read_kb, read_yaml
 
 KB = SKILL / "knowledge"
 
@@ -24,7 +24,7 @@ NOT_MEMORY_FIXES = {"change-vpp", "confirm-setting-applied", "find-first-failing
 
 @cache
 def _table(name: str) -> dict[str, Any]:
-    return read_yaml(KB / f"{name}.yaml")
+    return read_kb(name)
 
 
 def _fixes() -> list[dict[str, Any]]:

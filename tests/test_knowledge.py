@@ -67,6 +67,27 @@ def test_schema_error_names_table_and_path(kb_copy):
     assert any(p.startswith("fixes.yaml: fixes/0") and "'undo' is a required property" in p for p in problems)
 
 
+def test_catalog_text_without_english_and_english_without_translation_are_reported(kb_copy):
+    """knowledge/zh/ mirrors the English tables: a translation of a unit that is gone, or English text whose
+    translation is missing, is one line naming the file and the key path."""
+    _edit(kb_copy / "zh" / "fixes.yaml", lambda d: d["fixes"].update({"no-such-fix": {"title": {"zh": "无"}}}))
+    _edit(kb_copy / "zh" / "causes.yaml", lambda d: d["causes"]["fragmentation"]["title"].pop("zh"))
+    problems = knowledge.validate(knowledge.load(str(kb_copy)))
+    assert "zh/fixes.yaml: fixes/no-such-fix: no English counterpart in fixes.yaml" in problems
+    assert ("causes.yaml: causes/fragmentation/title: English text without its zh translation "
+            "(add it to zh/causes.yaml)") in problems
+
+
+def test_catalog_merges_units_by_id_and_list_items_by_position():
+    table = {"units": [{"id": "a", "t": {"en": "A"}}, {"id": "b", "t": {"en": "B"}}],
+             "words": ["x", "z"], "pairs": [{"en": "p"}]}
+    catalog = {"units": {"b": {"t": {"zh": "乙"}}}, "words": {1: "y", 3: "w"}, "pairs": {0: {"zh": "对"}}}
+    assert knowledge.merge_catalog(table, catalog) == []
+    assert table == {"units": [{"id": "a", "t": {"en": "A"}}, {"id": "b", "t": {"en": "B", "zh": "乙"}}],
+                     "words": ["x", "y", "z", "w"], "pairs": [{"en": "p", "zh": "对"}]}
+    assert knowledge.merge_catalog(table, {"units": {"gone": {"t": {"zh": "丙"}}}}) == ["units/gone"]
+
+
 def test_comment_that_cuts_a_value_is_reported(kb_copy):
     path = kb_copy / "causes.yaml"
     text = path.read_text(encoding="utf-8")

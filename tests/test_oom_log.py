@@ -14,7 +14,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
-from conftest import read_yaml
+from conftest import read_kb, read_yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memtune.errors import UserError
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 EXAMPLES = SKILL / "examples"
-TABLE = read_yaml(SKILL / "knowledge" / "signatures.yaml")
+TABLE = read_kb("signatures")
 GIB = 2**30
 MIB = 2**20
 

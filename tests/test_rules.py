@@ -1,11 +1,11 @@
 """Every rule's own examples: `fires` must satisfy its condition, `silent` must not (sqlfluff-style)."""
 
 import pytest
-from conftest import SKILL, read_yaml
+from conftest import read_kb
 from memtune.conditions import evaluate
 from memtune.textfmt import fill
 
-RULES = read_yaml(SKILL / "knowledge" / "rules.yaml")["rules"]
+RULES = read_kb("rules")["rules"]
 CASES = [(r["id"], kind, i, facts) for r in RULES for kind in ("fires", "silent")
          for i, facts in enumerate(r["tests"][kind])]
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from conftest import read_kb
 from memtune import cli, conditions, knowledge
 from memtune.actions import launch, verify
 from memtune.errors import UserError
@@ -20,7 +20,7 @@ from memtune.render import verify as view
 
 ROOT = Path(__file__).resolve().parents[1]
 SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
-TABLE = yaml.safe_load((SKILL / "knowledge" / "validations.yaml").read_text(encoding="utf-8"))
+TABLE = read_kb("validations")
 STEPS = {s["id"]: s for s in TABLE["validations"]}
 PATTERNS = launch.compile_patterns(TABLE["launch_script"]["command_patterns"])
 

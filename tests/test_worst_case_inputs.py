@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import read_yaml
+from conftest import read_kb
 from memtune import knowledge
 from memtune.errors import UserError
 from memtune.inputs import oom_log
@@ -128,7 +128,7 @@ def _examples() -> list[str]:
             for item in obj:
                 walk(item)
 
-    walk(read_yaml(SKILL / "knowledge" / "signatures.yaml"))
+    walk(read_kb("signatures"))
     return texts
 
 

@@ -7,8 +7,8 @@ error (a bug: the one-line message says what to report), 130 interrupted.  Nothi
 ``main`` as a traceback.
 
 ``main`` imports only the module of the command being run (``memtune diagnose`` does not pay
-for importing what the other eight commands need); anything else — no command, ``--help``,
-``--version``, a mistyped command — builds the full parser as before.
+for importing what the other eight commands need); anything else - no command, ``--help``,
+``--version``, a mistyped command - builds the full parser as before.
 """
 
 from __future__ import annotations

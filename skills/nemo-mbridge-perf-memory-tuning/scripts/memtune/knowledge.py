@@ -2,11 +2,11 @@
 
 ``load()`` is cheap and cached per process: it reads the tables parsed on an earlier run from the user's
 cache (``$HOME/.cache/memtune/kb-<folder key>.json``, a private folder) when the hash of every source file
-(``*.yaml`` and ``schema/*.json``) still matches the hashes recorded in it, and otherwise parses the YAML
-sources and keeps them there for the next start, so an edited table takes effect at once and the
-installed skill ships no generated file.  Either way the Knowledge is the same.  ``validate()`` adds the
-JSON-Schema checks and the cross-reference checks that ``memtune kb validate`` and CI run.  The KB
-directory is found next to this package in a skill folder, or in the installed data path after
+(``*.yaml``, the language catalogs ``zh/*.yaml`` and ``schema/*.json``) still matches the hashes recorded
+in it, and otherwise parses the YAML sources and keeps them there for the next start, so an edited table
+takes effect at once and the installed skill ships no generated file.  Either way the Knowledge is the
+same.  ``validate()`` adds the JSON-Schema checks and the cross-reference checks that ``memtune kb validate``
+and CI run.  The KB directory is found next to this package in a skill folder, or in the installed data path after
 ``pip install``; no environment variable moves it.
 
 PyYAML and jsonschema are imported only on the paths that need them (a missing or stale cache,
@@ -127,14 +127,129 @@ def _read_sources(base: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     index = _read_yaml(base / "index.yaml")
     if not isinstance(index, dict) or "tables" not in index:
         raise KnowledgeError(f"{base / 'index.yaml'}: missing key 'tables'")
-    return index, {name: _read_yaml(base / f"{name}.yaml") for name in index["tables"]}
+    return index, {name: read_table(base, name) for name in index["tables"]}
+
+
+# ---- language catalogs ---------------------------------------------------------------------------
+# The English tables are pure ASCII; the Chinese text lives in knowledge/zh/<table>.yaml, laid out like the
+# table.  A scanner that reads every non-ASCII file character by character then reads only the catalogs.
+
+CATALOG_DIRS = ("zh",)
+
+
+def catalog_path(base: Path, lang: str, name: str) -> Path:
+    return base / lang / f"{name}.yaml"
+
+
+def read_table(base: Path, name: str) -> Any:
+    """Table ``name`` as the code sees it: ``<name>.yaml`` with each language catalog of it merged in."""
+    data = _read_yaml(base / f"{name}.yaml")
+    for lang in CATALOG_DIRS:
+        path = catalog_path(base, lang, name)
+        if path.is_file():
+            merge_catalog(data, _read_yaml(path))
+    return data
+
+
+def merge_catalog(table: Any, catalog: Any) -> list[str]:
+    """Merge ``catalog`` into ``table`` in place; the key paths of catalog entries with no place in it.
+
+    A mapping merges key by key: a key the table lacks is added, one it leaves empty (``key: ~``, kept where
+    the order of keys matters) is filled.  Into a list, a string key names the unit
+    with that ``id``; an int key with a mapping merges into the item at that position of the table's list, an
+    int key with any other value is an item inserted so that it stands at that position of the merged list.
+    """
+    problems: list[str] = []
+    _merge(table, catalog, (), problems)
+    return problems
+
+
+def _merge(table: Any, catalog: Any, path: tuple[str | int, ...], problems: list[str]) -> None:
+    if isinstance(table, dict) and isinstance(catalog, dict):
+        for key, value in catalog.items():
+            if key not in table and isinstance(value, dict):  # a subtree the table lacks: renamed or removed
+                problems.append(_path_text((*path, key)))
+            elif key not in table or (table[key] is None and value is not None):  # "key: ~" keeps its place
+                table[key] = value
+            elif isinstance(value, dict) and isinstance(table[key], (dict, list)):
+                _merge(table[key], value, (*path, key), problems)
+            else:
+                problems.append(_path_text((*path, key)))
+    elif isinstance(table, list) and isinstance(catalog, dict):
+        _merge_list(table, catalog, path, problems)
+    else:
+        problems.append(_path_text(path))
+
+
+def _merge_list(table: list[Any], catalog: dict[Any, Any], path: tuple[str | int, ...], problems: list[str]) -> None:
+    """Units by id, id-less items by position, then the inserted items in ascending position (see merge_catalog)."""
+    units = {row["id"]: row for row in table if isinstance(row, dict) and "id" in row}
+    inserts = []
+    for key, value in catalog.items():
+        if isinstance(key, int) and not isinstance(value, dict):
+            inserts.append((key, value))
+        elif isinstance(key, int) and 0 <= key < len(table):
+            _merge(table[key], value, (*path, key), problems)
+        elif isinstance(key, str) and key in units:
+            _merge(units[key], value, (*path, key), problems)
+        else:
+            problems.append(_path_text((*path, key)))
+    for position, value in sorted(inserts, key=lambda item: item[0]):
+        if 0 <= position <= len(table):
+            table.insert(position, value)
+        else:
+            problems.append(_path_text((*path, position)))
+
+
+def _path_text(path: tuple[str | int, ...]) -> str:
+    return "/".join(map(str, path)) or "(top)"
+
+
+def catalog_problems(base: Path, tables: list[str]) -> list[str]:
+    """Catalog entries with no English counterpart, and English text (``en``) without its translations."""
+    problems: list[str] = []
+    for name in tables:
+        merged = _read_yaml(base / f"{name}.yaml")
+        for lang in CATALOG_DIRS:
+            path = catalog_path(base, lang, name)
+            if not path.is_file():
+                continue
+            catalog = _read_yaml(path)
+            problems += [f"{lang}/{name}.yaml: {where}: no English counterpart in {name}.yaml"
+                         for where in merge_catalog(merged, catalog)]
+            problems += [f"{lang}/{name}.yaml: {where}: {lang} text with no English (en) beside it"
+                         for where in _lone_translations(merged, lang, ())]
+        problems += [f"{name}.yaml: {where}: English text without its {lang} translation "
+                     f"(add it to {lang}/{name}.yaml)"
+                     for lang in CATALOG_DIRS for where in _missing_translations(merged, lang, ())]
+    return problems
+
+
+def _text_nodes(data: Any, path: tuple[str | int, ...]) -> Any:
+    """``(path, mapping)`` for every mapping in ``data``, units of a list named by id."""
+    if isinstance(data, dict):
+        yield path, data
+        for key, value in data.items():
+            yield from _text_nodes(value, (*path, key))
+    elif isinstance(data, list):
+        for i, item in enumerate(data):
+            yield from _text_nodes(item, (*path, item["id"] if isinstance(item, dict) and "id" in item else i))
+
+
+def _missing_translations(data: Any, lang: str, path: tuple[str | int, ...]) -> list[str]:
+    return [_path_text(where) for where, node in _text_nodes(data, path) if "en" in node and lang not in node]
+
+
+def _lone_translations(data: Any, lang: str, path: tuple[str | int, ...]) -> list[str]:
+    return [_path_text(where) for where, node in _text_nodes(data, path) if lang in node and "en" not in node]
 
 
 # ---- compiled knowledge base -------------------------------------------------------------------
 
 def source_files(base: Path) -> list[Path]:
     """Every file the compiled KB is derived from or was validated against, in a stable order."""
-    return sorted([*base.glob("*.yaml"), *(base / "schema").glob("*.json")])
+    catalogs = [path for lang in CATALOG_DIRS for path in (base / lang).glob("*.yaml")]
+    return sorted([*base.glob("*.yaml"), *catalogs, *(base / "schema").glob("*.json")])
 
 
 def _blake2b() -> Callable[..., Any]:
@@ -287,10 +402,24 @@ def _json_problem(value: Any, where: str) -> str | None:
 
 def validate(kb: Knowledge) -> list[str]:
     """Schema, comment-truncation and cross-reference problems, one readable line each (empty = valid)."""
-    problems = _schema_problems(kb)
+    problems = _schema_problems(kb) + catalog_problems(kb.root, list(kb.index["tables"]))
     if not problems:  # cross-references assume the shapes the schemas guarantee
         problems += _reference_problems(kb)
-    return problems + _truncation_problems(kb)
+    return problems + _truncation_problems(kb) + _ascii_problems(kb)
+
+
+def _ascii_problems(kb: Knowledge) -> list[str]:
+    """A character outside ASCII in an English table: scanners that read a non-ASCII file character by character
+    (NVIDIA SkillSpector) would read the whole table slowly, so Chinese goes to the catalog, the rest to escapes."""
+    problems = []
+    for name in ["index", *kb.index["tables"]]:
+        text = (kb.root / f"{name}.yaml").read_text(encoding="utf-8")
+        if text.isascii():
+            continue
+        line_no, char = next((i + 1, c) for i, line in enumerate(text.split("\n")) for c in line if not c.isascii())
+        problems.append(f"{name}.yaml:{line_no}: {char!r} (U+{ord(char):04X}) is not ASCII; move Chinese text to "
+                        f"{CATALOG_DIRS[0]}/{name}.yaml, write the rest as ASCII or a \\u escape")
+    return problems
 
 
 def _schema_problems(kb: Knowledge) -> list[str]:
@@ -324,8 +453,7 @@ def _truncation_problems(kb: Knowledge) -> list[str]:
     import yaml
 
     problems = []
-    for name in ["index", *kb.index["tables"]]:
-        path = kb.root / f"{name}.yaml"
+    for path in _yaml_sources(kb):
         text = path.read_text(encoding="utf-8")
         lines = text.split("\n")
         for tok in yaml.scan(text, Loader=_safe_loader()):
@@ -335,10 +463,21 @@ def _truncation_problems(kb: Knowledge) -> list[str]:
                 # A deliberate note reads "  # text" after a one-word value; "#3107" or prose is a cut value.
                 looks_cut = comment[1:2] not in (" ", "") or " " in tok.value
                 if rest[:1].isspace() and comment.startswith("#") and looks_cut:
-                    problems.append(f"{path.name}:{tok.end_mark.line + 1}: text after ' #' is a YAML comment and is "
-                                    f"dropped from {tok.value[:40]!r}...; quote the value")
-        problems += _duplicate_keys(yaml.compose(text, Loader=_safe_loader()), path.name)
+                    problems.append(f"{_shown(kb, path)}:{tok.end_mark.line + 1}: text after ' #' is a YAML comment "
+                                    f"and is dropped from {tok.value[:40]!r}...; quote the value")
+        problems += _duplicate_keys(yaml.compose(text, Loader=_safe_loader()), _shown(kb, path))
     return problems
+
+
+def _yaml_sources(kb: Knowledge) -> list[Path]:
+    """index.yaml, each table's file, and its language catalogs."""
+    names = ["index", *kb.index["tables"]]
+    catalogs = [catalog_path(kb.root, lang, name) for name in names for lang in CATALOG_DIRS]
+    return [kb.root / f"{name}.yaml" for name in names] + [path for path in catalogs if path.is_file()]
+
+
+def _shown(kb: Knowledge, path: Path) -> str:
+    return path.relative_to(kb.root).as_posix()
 
 
 def _duplicate_keys(node: Any, name: str) -> list[str]:

@@ -65,7 +65,8 @@ class _Cue:
 
 @lru_cache(maxsize=4096)
 def _folds_to_ascii(char: str) -> bool:
-    """A character outside ASCII that matches an ASCII letter case-insensitively (the Kelvin sign, 'ſ', 'ı')."""
+    """A character outside ASCII that matches an ASCII letter case-insensitively (the Kelvin sign, the long s,
+    the dotless i)."""
     return any(c.isascii() for c in char.lower() + char.upper() + char.casefold())
 
 

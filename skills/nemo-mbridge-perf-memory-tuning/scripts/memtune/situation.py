@@ -86,7 +86,7 @@ class Situation:
     expected_release: bool = False  # the user expects memory to have been released (offload, sleep) before it failed
     forward_only: bool = False  # the user says the model or pass that holds the memory only runs forward (no update)
     more_than_expected: bool = False  # the user says it holds more than it should (more than its weights)
-    gpu_memory_failed: bool = False  # a clause that says something failed names the GPU's memory ("CUDA OOM", "显存")
+    gpu_memory_failed: bool = False  # a clause that says something failed names the GPU's memory ("CUDA OOM", xiancun)
     call_path: list[str] = field(default_factory=list)  # the failing traceback's innermost functions, innermost first
     error: str | None = None  # the error line of a crash with no memory failure in it ("pidfd_getfd: not permitted")
     headroom_bytes: float | None = None  # free + reserved-but-unallocated at the failure: all an allocator could use
@@ -303,11 +303,12 @@ def _token_counts(facts: Facts) -> dict[int, str]:
     return out
 
 
-# A batch size the question states ("logprob_batch_size 4", "micro batch 2", "MBS=8", "mbs 为 4") and a token count
-# it states ("--max-tokens-per-gpu 9216", "response length 8192", "61,565 tokens").
-_BATCH = re.compile(r"(?:batch[\w\-]*|mbs|micro[\s_\-]*batch[\w\-]*|bs)\s*(?:size)?\s*(?:[=:为是]|to|of)?\s*"
+# A batch size the question states ("logprob_batch_size 4", "micro batch 2", "MBS=8", "mbs wei 4": \u4e3a wei and
+# \u662f shi are Chinese "is") and a token count it states ("--max-tokens-per-gpu 9216", "response length 8192",
+# "61,565 tokens").
+_BATCH = re.compile(r"(?:batch[\w\-]*|mbs|micro[\s_\-]*batch[\w\-]*|bs)\s*(?:size)?\s*(?:[=:\u4e3a\u662f]|to|of)?\s*"
                     r"(?P<n>\d{1,3})(?![\d.])", re.I)
-_TOKENS = re.compile(r"(?:tokens?[\w\-]*|length[\w\-]*|len)\s*(?:[=:为是]|of)?\s*(?P<n>\d{3,7})(?![\d.])"
+_TOKENS = re.compile(r"(?:tokens?[\w\-]*|length[\w\-]*|len)\s*(?:[=:\u4e3a\u662f]|of)?\s*(?P<n>\d{3,7})(?![\d.])"
                      r"|(?P<m>\d{1,3}(?:,\d{3})+|\d{3,7})\s*tokens?\b", re.I)
 
 
@@ -440,7 +441,7 @@ def _phase_from_log(facts: Facts, words: _Words, log_text: str | None) -> Readin
 
 
 # Where a pasted trace names a function: 'File "...", line N, in NAME', '-> NAME (file.py:12)', '  at NAME('.
-_FRAME_NAME = re.compile(r"(?:, in |(?:->|→|=>)\s*|^\s*at\s+)([A-Za-z_][\w.]*)", re.M)
+_FRAME_NAME = re.compile(r"(?:, in |(?:->|\u2192|=>)\s*|^\s*at\s+)([A-Za-z_][\w.]*)", re.M)
 
 
 # The program a Python traceback starts in: its '<module>' frame.
@@ -485,8 +486,9 @@ def _call_path(facts: Facts, log_text: str | None) -> list[str]:
 
 
 # A function the user says it failed in: code-shaped (snake_case, CamelCase, dotted) after "in", "inside",
-# "called from", "via", "->", "在" ("dies inside _warmup_jit_function (called from set_jit_fusion_options)").
-_SAID_FRAME = re.compile(r"(?:\b(?:in|inside|within|from|via|through)\s+|->\s*|→\s*|在\s*)`?"
+# "called from", "via", "->", zai "in" ("dies inside _warmup_jit_function (called from set_jit_fusion_options)").
+# (\u2192 is the arrow, \u5728 zai "in")
+_SAID_FRAME = re.compile(r"(?:\b(?:in|inside|within|from|via|through)\s+|->\s*|\u2192\s*|\u5728\s*)`?"
                          r"((?:[A-Za-z_]\w*\.)*(?:_?[a-z][a-z0-9]*(?:_[a-z0-9]+)+|[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*){2,}))"
                          r"(?:\(\))?`?")
 ERROR_CHARS = 160
@@ -503,7 +505,7 @@ def _said_call_path(text: str) -> list[str]:
 
 def _phase_from_question_frames(text: str, words: _Words) -> Reading | None:
     hit = words.frame_phase(text)
-    return Reading(hit[0], [Clue(f"“{hit[1]}”", "words")]) if hit else None
+    return Reading(hit[0], [Clue(f"\u201c{hit[1]}\u201d", "words")]) if hit else None
 
 
 def _step_from_log(facts: Facts) -> Reading | None:
@@ -672,18 +674,20 @@ def _normal(text: str) -> str:
 
 class _Literals:
     """A list of literal words, matched by plain substring search in the normal form (no regex to compile: the
-    vocabulary has hundreds of words and a diagnosis reads a few sentences).  A word with '…' in it is its parts
-    in that order, each within ``GAP`` characters of the one before: "一直…上升" reads "显存一直在上升" and
-    "保存…模型" reads "保存 Megatron 模型", where Chinese puts the words a phrase is made of a few characters
-    apart."""
+    vocabulary has hundreds of words and a diagnosis reads a few sentences).  A word with ``JOIN`` (an ellipsis)
+    in it is its parts in that order, each within ``GAP`` characters of the one before: yizhi...shangsheng
+    ("keeps...rising") reads a sentence with the memory named between them, and baocun...moxing ("save...model")
+    reads "save the Megatron model", where Chinese puts the words a phrase is made of a few characters apart."""
 
     GAP = 16
+    JOIN = "\u2026"  # the horizontal ellipsis of situation.yaml's words
 
     def __init__(self, words: list[str]):
         normal = {_normal(w).strip() for w in words}
-        normal = {" … ".join(p.strip() for p in w.split("…")) if "…" in w else w for w in normal}
-        self.words = sorted((w for w in normal if w and "…" not in w), key=len, reverse=True)
-        self.gapped = sorted(((w, tuple(p.strip() for p in w.split("…"))) for w in normal if "…" in w),
+        join = self.JOIN
+        normal = {f" {join} ".join(p.strip() for p in w.split(join)) if join in w else w for w in normal}
+        self.words = sorted((w for w in normal if w and join not in w), key=len, reverse=True)
+        self.gapped = sorted(((w, tuple(p.strip() for p in w.split(join))) for w in normal if join in w),
                              key=lambda g: len(g[0]), reverse=True)
 
     @staticmethod
@@ -745,8 +749,11 @@ def _hits(key: str, clause: str, words: _Words) -> list[tuple[str, str]]:
     return [(value, said) for _, _, value, said in sorted(kept)]
 
 
-_CLAUSE = re.compile(r"(?:[.;!?](?=\s|$)|[。；！？，\n]|,\s|\bbut\b|\bthen\b|但是|然后)")
-_SENTENCE = re.compile(r"(?:[.;!?](?=\s|$)|[。；！？\n])")
+# \u3002 \uff1b \uff01 \uff1f \uff0c: the Chinese full stop and the full-width ";", "!", "?", ","; \u4f46\u662f danshi
+# "but", \u7136\u540e ranhou "then".
+_CLAUSE = re.compile(r"(?:[.;!?](?=\s|$)|[\u3002\uff1b\uff01\uff1f\uff0c\n]|,\s|\bbut\b|\bthen\b"
+                     r"|\u4f46\u662f|\u7136\u540e)")
+_SENTENCE = re.compile(r"(?:[.;!?](?=\s|$)|[\u3002\uff1b\uff01\uff1f\n])")
 
 
 def _clauses(text: str) -> list[str]:
@@ -783,7 +790,7 @@ def _one(key: str, clauses: list[str], words: _Words, *, failing_only: bool = Tr
     else:
         return None
     said = next(w for v, w, _ in hits if v == value)
-    return Reading(value, [Clue(f"“{said}”", "words")])
+    return Reading(value, [Clue(f"\u201c{said}\u201d", "words")])
 
 
 def _process_from_words(clauses: list[str], words: _Words) -> Reading | None:
@@ -793,7 +800,7 @@ def _process_from_words(clauses: list[str], words: _Words) -> Reading | None:
     engine's name, wherever each is said."""
     separate = next(((v, w) for c in clauses for v, w in _hits("processes", c, words) if v == "separate-engine"), None)
     if separate:
-        return Reading(separate[0], [Clue(f"“{separate[1]}”", "words")])
+        return Reading(separate[0], [Clue(f"\u201c{separate[1]}\u201d", "words")])
     reading = _one("processes", clauses, words, failing_only=False)
     if reading is None or reading.value != "host":
         return reading
@@ -802,7 +809,7 @@ def _process_from_words(clauses: list[str], words: _Words) -> Reading | None:
 
 def _says_gpu_failed(clause: str, words: _Words) -> bool:
     """The clause says something failed and names the GPU's memory, not as a denial ("it is not a CUDA OOM",
-    "不是显存不够")."""
+    bu shi xiancun bugou, "not a shortage of GPU memory")."""
     if not words.failure.search(clause):
         return False
     norm = _normal(clause)
@@ -814,7 +821,7 @@ def _all(key: str, clauses: list[str], words: _Words) -> list[Reading]:
     found: dict[str, Reading] = {}
     for clause in clauses:
         for value, said in _hits(key, clause, words):
-            found.setdefault(value, Reading(value, [Clue(f"“{said}”", "words")]))
+            found.setdefault(value, Reading(value, [Clue(f"\u201c{said}\u201d", "words")]))
     return list(found.values())
 
 
@@ -848,7 +855,7 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
         from .recognize import fix_recognizer  # only where a sentence says something was changed or tried
 
         for fix_id in dict.fromkeys(m.ident for m in fix_recognizer(kb).find(clause)):
-            reading = Reading(fix_id, [Clue(f"“{quote}”", source)])
+            reading = Reading(fix_id, [Clue(f"\u201c{quote}\u201d", source)])
             if took_out:
                 removed.setdefault(fix_id, reading)
                 continue
@@ -862,8 +869,8 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
             if useless:
                 no_effect.setdefault(fix_id, reading)
         if useless and not took_out and not no_effect and words.settings.search(clause):
-            no_effect.setdefault("setting", Reading("setting", [Clue(f"“{quote}”", source)]))
+            no_effect.setdefault("setting", Reading("setting", [Clue(f"\u201c{quote}\u201d", source)]))
         if moved and words.versions.search(_ENV_NAME.sub(" ", clause)):
-            changed.setdefault("stack", Reading("stack", [Clue(f"“{quote}”", source)]))
+            changed.setdefault("stack", Reading("stack", [Clue(f"\u201c{quote}\u201d", source)]))
     return (list(changed.values()), list(tried.values()), list(no_effect.values()), list(removed.values()),
             list(worked.values()))

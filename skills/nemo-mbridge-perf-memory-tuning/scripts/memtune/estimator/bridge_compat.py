@@ -2,8 +2,8 @@
 
 Written from the description of
 ``megatron/bridge/training/utils/theoretical_memory_utils.py`` (Bridge 0.6.2)
-in shared/research/megatron-bridge.md §1.1 and checked against every unit-test
-vector of §1.4 (tests/test_estimator_bridge.py).  Same inputs, same
+in shared/research/megatron-bridge.md sec. 1.1 and checked against every unit-test
+vector of sec. 1.4 (tests/test_estimator_bridge.py).  Same inputs, same
 assumptions, same quirks: 4h layernorm parameters per layer whatever the norm,
 no router weights, gated factor 3 only for SwiGLU (GLU + SiLU), untied
 embeddings counted twice only when PP = 1, uneven stages giving both the first

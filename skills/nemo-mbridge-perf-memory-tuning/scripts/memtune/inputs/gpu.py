@@ -76,9 +76,9 @@ def facts_for(entry: Mapping[str, Any], inferred_from: str, candidates: list[str
 def lookup_gpu(name_or_capacity: str | float | int, kb: Knowledge) -> GpuFacts:
     """A GPU as people type it, or by reported capacity in bytes (nearest GPU).
 
-    "H100", "8x H800", "H100*8", "80GB", "GH200 96GB", "RTX 4090 24GB", "8张A800": a count is kept, a known name
-    gives its gpus.yaml entry, a size gives the capacity. Nothing is refused: what the tool had to assume (a
-    capacity from the size as typed, or none for a name it does not know) is stated in ``assumption``.
+    "H100", "8x H800", "H100*8", "80GB", "GH200 96GB", "RTX 4090 24GB", "8 zhang A800" (8 A800 cards): a count is
+    kept, a known name gives its gpus.yaml entry, a size gives the capacity. Nothing is refused: what the tool had to
+    assume (a capacity from the size as typed, or none for a name it does not know) is stated in ``assumption``.
     """
     if isinstance(name_or_capacity, (int, float)) and not isinstance(name_or_capacity, bool):
         return gpu_from_capacity(float(name_or_capacity), kb)
@@ -91,7 +91,7 @@ def lookup_gpu(name_or_capacity: str | float | int, kb: Knowledge) -> GpuFacts:
         (e for start, end, e in find_gpus(name, kb) if start == 0 and end >= len(name.rstrip("s"))), None)
     if entry is None:  # a known name followed by words the alias does not spell ("H100 SXM5 80GB HBM3 node")
         entry = next((e for start, _, e in find_gpus(name, kb) if start == 0), None)
-    if entry is None:  # a known name inside a description ("单机8卡H20（多机）", "4节点 × 8卡 H100")
+    if entry is None:  # a known name inside a description (Chinese "one machine 8 cards H20", "4 nodes x 8 cards H100")
         entry = next((e for _, _, e in find_gpus(typed, kb)), None)
         count = count or _count_within(typed)
     size = _typed_size_gib(name)
@@ -112,14 +112,18 @@ def lookup_gpu(name_or_capacity: str | float | int, kb: Knowledge) -> GpuFacts:
                                f"unknown (give it as e.g. '--gpu \"{name} 48GB\"')")
 
 
-_COUNT_BEFORE = re.compile(r"^(?:(?P<nodes>\d{1,4})\s*[x×*]\s*)?(?P<n>\d{1,5})\s*"
-                           r"(?:[x×*]|张|块|卡|(?:gpus?|cards?)\b|(?<=\s)(?=[a-z]))\s*(?:of\s+)?", re.I)
-_COUNT_AFTER = re.compile(r"\s*(?:(?<![a-z])[x×*]\s*(?P<n>\d{1,5})|(?P<m>\d{1,5})\s*(?:张|块|卡))\s*$", re.I)
+# Chinese in the count patterns (ASCII source: scanners read non-ASCII files slowly): \u00d7 the times sign, the
+# counters \u5f20 zhang, \u5757 kuai, \u5361 ka (card), \u8282\u70b9 jiedian (node), \u53f0 tai and \u673a ji (machine).
+_COUNT_BEFORE = re.compile(r"^(?:(?P<nodes>\d{1,4})\s*[x\u00d7*]\s*)?(?P<n>\d{1,5})\s*"
+                           r"(?:[x\u00d7*]|\u5f20|\u5757|\u5361|(?:gpus?|cards?)\b|(?<=\s)(?=[a-z]))\s*(?:of\s+)?",
+                           re.I)
+_COUNT_AFTER = re.compile(r"\s*(?:(?<![a-z])[x\u00d7*]\s*(?P<n>\d{1,5})|(?P<m>\d{1,5})\s*(?:\u5f20|\u5757|\u5361))\s*$",
+                          re.I)
 _SIZE = re.compile(r"(?<![\w.])(?P<v>\d+(?:\.\d+)?)\s*(?P<u>gib|gb|g)(?![a-z])", re.I)
 
 
 def _split_count(text: str) -> tuple[int | None, str]:
-    """("8x H800" | "H800 x8" | "8张A800") -> (8, "H800"); a count that is really a size ("80GB") is left alone."""
+    """("8x H800" | "H800 x8" | "8 zhang A800") -> (8, "H800"); a count that is really a size ("80GB") is left alone."""
     m = _COUNT_BEFORE.match(text)
     if m and not _SIZE.match(text):
         return int(m.group("n")) * int(m.group("nodes") or 1) or None, text[m.end():].strip() or text
@@ -129,13 +133,13 @@ def _split_count(text: str) -> tuple[int | None, str]:
     return None, text
 
 
-_NODES_TIMES = re.compile(r"(?P<nodes>\d{1,4})\s*(?:节点|台|nodes?|机)\s*[x×*]?\s*(?P<n>\d{1,3})\s*(?:卡|张|块|gpus?)",
-                          re.I)
-_COUNT_WORD = re.compile(r"(?<![\d.])(?P<n>\d{1,5})\s*(?:卡|张|块|[x×*](?=\s*[A-Za-z]))", re.I)
+_NODES_TIMES = re.compile(r"(?P<nodes>\d{1,4})\s*(?:\u8282\u70b9|\u53f0|nodes?|\u673a)\s*[x\u00d7*]?\s*"
+                          r"(?P<n>\d{1,3})\s*(?:\u5361|\u5f20|\u5757|gpus?)", re.I)
+_COUNT_WORD = re.compile(r"(?<![\d.])(?P<n>\d{1,5})\s*(?:\u5361|\u5f20|\u5757|[x\u00d7*](?=\s*[A-Za-z]))", re.I)
 
 
 def _count_within(text: str) -> int | None:
-    """A GPU count written inside a description: "4节点 × 8卡" = 32, "单机8卡" = 8."""
+    """A GPU count written inside a description: Chinese "4 nodes x 8 cards" = 32, "one machine 8 cards" = 8."""
     m = _NODES_TIMES.search(text)
     if m:
         return int(m.group("nodes")) * int(m.group("n"))

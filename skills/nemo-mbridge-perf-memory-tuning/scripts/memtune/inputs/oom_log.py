@@ -360,7 +360,7 @@ def _constraint_regex(entry: dict[str, Any]) -> re.Pattern[str]:
 
 
 def report_pairs(sig: Signature, text: str | None) -> dict[str, float]:
-    """``key: value`` items of a report or footprint line -> {field: bytes or count}; see signatures.yaml §7.
+    """``key: value`` items of a report or footprint line -> {field: bytes or count}; see signatures.yaml sec. 7.
 
     One ``findall`` per line and each key's field and unit resolved once per signature: a report-dense log
     has 360k such lines, and the per-item match objects and unit look-ups were a third of its scan."""

@@ -4,7 +4,8 @@ Every word it recognises is a pattern in knowledge/vocabulary.yaml (models, task
 English and Chinese keywords, layout spellings and on/off settings, GPU counts, memory figures and
 their roles, claims such as "expandable_segments already set") or an alias in knowledge/gpus.yaml;
 this module only applies them.  Patterns are matched case-insensitively with ASCII word boundaries,
-so "LoRA" is found in "用LoRA微调" as well as in "LoRA + SP".  A pattern may name shared fragments as
+so "LoRA" is found in Chinese "fine-tune with LoRA" written without spaces as well as in "LoRA + SP".  A pattern
+may name shared fragments as
 {word}: {gpu} (any GPU name), {num} (a number in digits or words), {figure} (a memory figure's place)
 and the layout words of vocabulary.yaml layout_words.
 """
@@ -103,7 +104,8 @@ _SIZE_BEFORE = re.compile(r"\d+(?:\.\d+)?\s*G(?:i?B)?[\s\-_]*$", FLAGS)
 def _mask(text: str, spans: list[tuple[int, int]]) -> str:
     """Blank GPU mentions (and the size written next to them) so "H100 80GB" is not read as a layout number."""
     chars = list(text)
-    size = _rx(r"[\s\-_(（]*\d+(?:\.\d+)?\s*G(?:i?B)?\b")
+    # \uff08 is the full-width "(" a Chinese question writes after a GPU name
+    size = _rx(r"[\s\-_(\uff08]*\d+(?:\.\d+)?\s*G(?:i?B)?\b")
     for start, end in spans:
         m = size.match(text, end)
         if m:
@@ -158,7 +160,7 @@ def _num_pattern(vocab: Mapping[str, Any]) -> str:
 
 
 def _int(text: str | None, vocab: Mapping[str, Any]) -> int | None:
-    """A count written in digits or words ("8", "eight", "两", "十六"); None when it is not one."""
+    """A count written in digits or words ("8", "eight", liang "two", shiliu "sixteen"); None when it is not one."""
     if not text:
         return None
     t = text.strip().lower()
@@ -168,7 +170,7 @@ def _int(text: str | None, vocab: Mapping[str, Any]) -> int | None:
     if t in words:
         return words[t]
     ten = next((w for w, v in words.items() if v == 10 and not w.isascii()), None)
-    if ten and ten in t:  # Chinese: [tens]十[ones]
+    if ten and ten in t:  # Chinese: [tens] shi (ten) [ones]
         tens, _, ones = t.partition(ten)
         hi = words.get(tens, 0) if tens else 1
         lo = words.get(ones, 0) if ones else 0
@@ -206,8 +208,8 @@ def _count_of(parts: Mapping[str, str | None], vocab: Mapping[str, Any], kb: Any
 
 def _model(text: str, vocab: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The vocabulary model named by the longest mention; a mention followed by another size is not it.  A model
-    named in an auxiliary role ("reward 模型是 Llama-3-8B") is the trained one only if no other model or size is
-    named (then the other one, read by ``_model_size``, is)."""
+    named in an auxiliary role ("the reward model is Llama-3-8B", or the same in Chinese) is the trained one only
+    if no other model or size is named (then the other one, read by ``_model_size``, is)."""
     suffix = vocab.get("model_size_suffix")
     best: dict[bool, tuple[int, Mapping[str, Any]]] = {}  # auxiliary role? -> (length, model)
     spans: list[tuple[int, int]] = []  # where the auxiliary models are named
@@ -291,7 +293,8 @@ def _first(text: str, entries: list[Mapping[str, Any]]) -> str | None:
 
 # --- memory figures ------------------------------------------------------------------------------
 
-_SENTENCE_END = re.compile(r"[.;!?。；！？\n](?=\s|$)|[。；！？\n]")
+# \u3002 \uff1b \uff01 \uff1f: the Chinese full stop and the full-width ";", "!", "?"
+_SENTENCE_END = re.compile(r"[.;!?\u3002\uff1b\uff01\uff1f\n](?=\s|$)|[\u3002\uff1b\uff01\uff1f\n]")
 
 
 def _raw_figures(text: str, mem: Mapping[str, Any], units: Mapping[str, float]) -> list[tuple[int, int, float, str]]:

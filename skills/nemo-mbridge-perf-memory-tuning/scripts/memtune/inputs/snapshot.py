@@ -9,7 +9,7 @@ rejected before anything in it runs.
 Two layouts are accepted: the dict form (``segments``, ``device_traces``, and in
 newer PyTorch ``allocator_settings`` / ``external_annotations``) and the old bare
 list of segments.  Field meanings follow PyTorch's ``torch/cuda/_memory_viz.py``
-and ``memory_snapshot.cpp`` (see research/peers.md §3.5).
+and ``memory_snapshot.cpp`` (see research/peers.md sec. 3.5).
 """
 
 from __future__ import annotations
@@ -597,7 +597,7 @@ def summarize(data: Any, source: str = "<snapshot>", top: int = 10, file_bytes: 
 
 
 def _oom_verdict(summary: dict[str, Any], segments: list[_Segment]) -> dict[str, Any]:
-    """Capacity vs fragmentation, by the test in research/peers.md §3.5.
+    """Capacity vs fragmentation, by the test in research/peers.md sec. 3.5.
 
     Capacity: the request exceeds free device memory plus every cached-but-unallocated
     byte, so no compaction could have served it.  Fragmentation: it would fit in that

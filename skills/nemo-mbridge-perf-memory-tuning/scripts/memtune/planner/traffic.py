@@ -276,7 +276,7 @@ def dispatch_bytes(m: ModelCounts, dispatcher: str, ep: int, etp: int, domain: i
     GPU's NVLink domain.  ``alltoall`` sends each of a token's top-k copies to its expert's rank (two experts on one
     rank: two copies), and with ETP > 1 gathers what it received over the expert-TP group; the flex dispatchers
     (DeepEP, HybridEP) send a token once to each rank that holds one of its experts, over the network once to each
-    other domain, forwarded over NVLink there (DeepSeek-V3 technical report, arXiv 2412.19437 §3.2.2; DeepEP's
+    other domain, forwarded over NVLink there (DeepSeek-V3 technical report, arXiv 2412.19437 sec. 3.2.2; DeepEP's
     "forwarding data from NVLink domain to RDMA domain"); ``allgather`` gathers every token of the TP x EP group to
     every rank and reduce-scatters the results, a ring whose domain-crossing hops share the domain's network links.
     """

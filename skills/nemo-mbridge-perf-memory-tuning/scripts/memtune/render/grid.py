@@ -5,7 +5,8 @@ from __future__ import annotations
 import unicodedata
 
 BAR_WIDTH = 40
-_EIGHTHS = " ▏▎▍▌▋▊▉"
+# U+2588 is the full block, U+258F..U+2589 the left one- to seven-eighths blocks (the source file stays ASCII).
+_EIGHTHS = " \u258f\u258e\u258d\u258c\u258b\u258a\u2589"
 
 
 def bar(value: float, scale: float, width: int = BAR_WIDTH) -> str:
@@ -13,7 +14,7 @@ def bar(value: float, scale: float, width: int = BAR_WIDTH) -> str:
     if scale <= 0 or value <= 0:
         return ""
     eighths = round(value / scale * width * 8)
-    return "█" * (eighths // 8) + (_EIGHTHS[eighths % 8] if eighths % 8 else "")
+    return "\u2588" * (eighths // 8) + (_EIGHTHS[eighths % 8] if eighths % 8 else "")
 
 
 def width(text: str) -> int:

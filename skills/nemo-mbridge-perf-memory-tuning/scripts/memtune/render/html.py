@@ -332,7 +332,7 @@ def ledger_view(report: Mapping[str, Any], t: Mapping[str, str]) -> dict[str, An
             steps.append({"text": t["html-ledger-deficit"], "low": level, "high": req, "kind": "deficit",
                           "value": req - level})
     view["rows"] = [(st["text"], gib(st["value"])) for st in steps]  # the table keeps the full names
-    short = [{**st, "text": st["text"] if len(st["text"]) <= 32 else st["text"][:31] + "…"} for st in steps]
+    short = [{**st, "text": st["text"] if len(st["text"]) <= 32 else st["text"][:31] + "\u2026"} for st in steps]
     view["chart"] = step_chart(short, t["html-ledger"])
     return view
 

@@ -37,7 +37,8 @@ LEAD_WORDS = 120  # issue 11: the answer an agent can paste as it is, before any
 # The interface a lead shows the first fix in: the one a user edits first when several are listed.
 LEAD_INTERFACES = ("framework", "env", "bridge_override", "megatron_lm", "bridge_python", "perf_script", "shell")
 _CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`(\"'])|(?<=[。！？；])")
+# \u3002 \uff01 \uff1f \uff1b \uff0c: the Chinese full stop and the full-width "!", "?", ";", ","
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`(\"'])|(?<=[\u3002\uff01\uff1f\uff1b])")
 
 
 def words(text: str) -> int:
@@ -52,7 +53,7 @@ def first_sentence(text: str) -> str:
     spans = code_ranges(text)
     end = next((m.start() for m in _SENTENCE_END.finditer(text)
                 if not any(a < m.start() < b for a, b in spans)), len(text))
-    return text[:end].rstrip("；;，,: ")
+    return text[:end].rstrip("\uff1b;\uff0c,: ")
 
 
 def lead_lines(report: Mapping[str, Any], t: Mapping[str, str]) -> list[str]:
