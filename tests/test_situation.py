@@ -400,3 +400,17 @@ def test_host_ram_growing_in_chinese_and_figures_said_live(kb):
     assert sit.trend.value == "grows" and sit.process.value == "host"
     q = parse_question("PyTorch had 162,286 MiB (158.5 GiB) reserved but only 19,191 MiB (18.7 GiB) actually live.", kb)
     assert q.figure("reserved", last=True) > 150 * GIB and q.figure("allocated", last=True) < 20 * GIB
+
+
+def test_the_answer_quotes_what_the_user_changed_or_tried(kb):
+    """The agent checks the reading against the user's words: each change or try is listed with the words it came
+    from, cut to the part that says it."""
+    text = ("Llama3 70B SFT on 32 H100s OOMs at step 1 after we upgraded to the 25.09 container. "
+            "I already tried turning on expandable segments and it made no difference.")
+    facts, _, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    from memtune.report import situation_report
+
+    said = {(s["kind"], s["value"]): s["clues"][0] for s in situation_report(diag, kb, "en")["said"]}
+    assert "container" in said[("changed", "stack")]
+    assert "expandable segments" in said[("tried", "expandable-segments")]
+    assert all(len(q) <= 2 + 2 * 32 + 40 for q in said.values())

@@ -210,6 +210,12 @@ def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any
     if sit.no_effect:
         parts.append(f"{say['no_effect']}: " + ", ".join(
             say["setting"] if r.value == "setting" else kb.get("fixes", r.value)["title"][lang] for r in sit.no_effect))
+    said = [{"kind": kind, "label": say.get(kind, kind), "value": r.value,
+             "title": say[r.value] if r.value in ("stack", "setting") else kb.get("fixes", r.value)["title"][lang],
+             "clues": [c.text for c in r.clues]}
+            for kind, readings in (("changed", sit.changed), ("tried", sit.tried), ("no_effect", sit.no_effect),
+                                   ("worked_with", sit.worked_with), ("removed", sit.removed))
+            for r in readings]
     causes = kb.by_id.get("causes", {})
     ruled = [{"id": cid, "title": causes[cid]["title"][lang],
               "why": ((causes[cid].get("situation") or {}).get("why_ruled_out") or {}).get(lang, ""), "facts": said}
@@ -225,6 +231,7 @@ def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any
         "no_effect": [r.value for r in sit.no_effect],
         "removed": [r.value for r in sit.removed],
         "worked_with": [r.value for r in sit.worked_with],
+        "said": said,
         "call_path": list(sit.call_path),
         "error": sit.error,
         "ruled_out": ruled,

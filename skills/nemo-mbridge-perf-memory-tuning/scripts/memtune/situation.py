@@ -834,6 +834,28 @@ def _merge(first: list[Reading], then: list[Reading]) -> list[Reading]:
 _ENV_NAME = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
 
 
+QUOTE_AROUND = 32  # characters of the user's sentence kept on each side of the words that were read
+
+
+def _first_word(clause: str, literals: _Literals) -> tuple[int, int]:
+    """Where in ``clause`` the first of ``literals`` stands as a word ("TE" is not the end of "step"); the whole
+    clause when none is found as typed."""
+    low = clause.lower()
+    hits = []
+    for word in (w.strip() for w in literals.words):
+        edge = r"\b" if word[:1].isascii() else ""
+        m = re.search(f"{edge}{re.escape(word)}{edge if word[-1:].isascii() else ''}", low) if word else None
+        if m:
+            hits.append((m.start(), m.end()))
+    return min(hits) if hits else (0, len(clause))
+
+
+def _quote(clause: str, start: int, end: int) -> str:
+    """The user's words around ``clause[start:end]``: enough to recognise the sentence, not the whole message."""
+    lo, hi = max(0, start - QUOTE_AROUND), min(len(clause), end + QUOTE_AROUND)
+    return ("\u2026" if lo else "") + clause[lo:hi].strip() + ("\u2026" if hi < len(clause) else "")
+
+
 def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = False
              ) -> tuple[list[Reading], list[Reading], list[Reading], list[Reading], list[Reading]]:
     """Settings named in a clause that says they were changed, tried, did nothing, were taken out, or made the run
@@ -851,11 +873,13 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
             words.changed, words.tried, words.no_effect, words.removed, words.upgraded, words.worked))
         if not (is_change or is_try or useless or took_out or moved or fits):
             continue
-        quote = clause.strip()[:120]
+        quote = _quote(clause, *_first_word(clause, words.versions if moved else words.settings))
         from .recognize import fix_recognizer  # only where a sentence says something was changed or tried
 
-        for fix_id in dict.fromkeys(m.ident for m in fix_recognizer(kb).find(clause)):
-            reading = Reading(fix_id, [Clue(f"\u201c{quote}\u201d", source)])
+        found = fix_recognizer(kb).find(clause)
+        for fix_id in dict.fromkeys(m.ident for m in found):
+            m = next(m for m in found if m.ident == fix_id)
+            reading = Reading(fix_id, [Clue(f"\u201c{_quote(clause, m.start, m.end)}\u201d", source)])
             if took_out:
                 removed.setdefault(fix_id, reading)
                 continue
