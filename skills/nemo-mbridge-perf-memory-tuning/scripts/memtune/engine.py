@@ -15,7 +15,7 @@ adds the ``alternatives`` of the constraints named by those facts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -49,6 +49,15 @@ class AvoidAdvice:
     reason: dict[str, str]  # {en, zh}
 
 
+@dataclass(frozen=True)
+class RuledOut:
+    """Why the situation contradicts one cause: the facts that did it and the reason of each thing that held (the
+    engine's own rule-out, each rules_out branch whose condition is true) - only those, since a branch that did
+    not hold says nothing true of this run."""
+    facts: str
+    why: tuple[Mapping[str, str], ...]
+
+
 @dataclass
 class Violation:
     id: str  # constraints.yaml id
@@ -64,7 +73,7 @@ class Diagnosis:
     violations: list[Violation]
     fired_rules: list[str]
     facts: dict[str, Any] = field(default_factory=dict)  # the facts the rules saw, derived ones included
-    ruled_out: dict[str, str] = field(default_factory=dict)  # cause id -> the situation fact that contradicts it
+    ruled_out: dict[str, RuledOut] = field(default_factory=dict)  # cause id -> the facts that contradict it, and why
     tried: list[str] = field(default_factory=list)  # fixes the user says they already tried
     candidates: list[str] = field(default_factory=list)  # causes that remain when the evidence is thin
     generic_only: bool = False  # no rule but the generic fallback matched the evidence
@@ -295,10 +304,11 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge, led: Any = None, ranking: s
             for fix_id in con.get("blocks_fixes", []):
                 if fix_id in proposed:
                     avoid.setdefault(fix_id, AvoidAdvice(fix_id, con["id"], "constraint", con["message"]))
+    joiner = ((kb.tables.get("situation") or {}).get("wording") or {}).get("sentences_join") or {"en": " "}
     for fix in kb.entries("fixes"):  # a fix the situation says cannot help here (fixes.yaml situation.rules_out)
-        why = fix_ruled_out_why(fix, flat) if fix["id"] in proposed else None
-        if why is not None:
-            avoid.setdefault(fix["id"], AvoidAdvice(fix["id"], fix["id"], "situation", why))
+        whys = fix_ruled_out_whys(fix, flat) if fix["id"] in proposed else ()
+        if whys:
+            avoid.setdefault(fix["id"], AvoidAdvice(fix["id"], fix["id"], "situation", join_reasons(whys, joiner)))
 
     fixes: dict[str, FixAdvice] = {}
 
@@ -348,28 +358,54 @@ def host_memory_only(flat: Mapping[str, Any]) -> str | None:
     return None
 
 
-def ruled_out_causes(flat: Mapping[str, Any], kb: Knowledge) -> dict[str, str]:
-    """Causes the situation contradicts (causes.yaml situation.rules_out), with the facts that do it.
+def fired_branches(branches: Sequence[Mapping[str, Any]] | None, flat: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The rules_out branches (causes.yaml / fixes.yaml situation.rules_out) whose condition holds: the entry is
+    ruled out when any does, and only their reasons are true of this situation."""
+    return [branch for branch in branches or () if evaluate(branch["when"], flat)]
 
-    A log whose failure is a crash with no memory signal on any rank rules out every cause that explains memory
-    (a ledger component): there is no shortage for it to explain.  Host RAM that ran out, with no GPU memory
-    failure anywhere, rules out every cause that explains GPU memory; a load's or save's transients stay (they
-    live in host RAM too)."""
-    out = {}
-    no_memory = (flat.get("log.crash") and not flat.get("log.has_memory_failure") and not flat.get("log.host_oom"))
+
+def stated_facts(conds: Sequence[Mapping[str, Any]], flat: Mapping[str, Any]) -> str:
+    """The facts the conditions read that the evidence gave, as name=value: what the answer cites."""
+    names = dict.fromkeys(name for cond in conds for name in referenced_facts(cond))
+    return ", ".join(f"{name}={flat.get(name)}" for name in names if flat.get(name) not in (None, [], ""))
+
+
+def join_reasons(whys: Sequence[Mapping[str, str]], joiner: Mapping[str, str]) -> dict[str, str]:
+    """Several reasons as one text per language (``joiner``: situation.yaml wording), each said once: two
+    branches that held may give the same reason."""
+    return {lang: sep.join(dict.fromkeys(w[lang] for w in whys if lang in w)) for lang, sep in joiner.items()}
+
+
+def _no_gpu_shortage(cause: Mapping[str, Any], flat: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(facts, ledger.yaml ruled_out_explain key) when the evidence says no GPU memory ran out for this cause to
+    explain: a crash with no memory signal on any rank rules out every cause that explains memory (a ledger
+    component); host RAM that ran out, with no GPU memory failure anywhere, every cause that explains GPU memory (a
+    load's or save's transients stay: they live in host RAM too)."""
+    explains = set(cause.get("explains") or [])
+    if explains and flat.get("log.crash") and not flat.get("log.has_memory_failure") and not flat.get("log.host_oom"):
+        return "log.crash=True, log.has_memory_failure=False", "crash"
     host_only = host_memory_only(flat)
+    if host_only and explains - HOST_SIDE_COMPONENTS:
+        return host_only, "host"
+    return None
+
+
+def ruled_out_causes(flat: Mapping[str, Any], kb: Knowledge) -> dict[str, RuledOut]:
+    """Causes the situation contradicts, each with the facts that do it and the reason of each thing that held:
+    the engine's own rule-out (_no_gpu_shortage) first, then every causes.yaml situation.rules_out branch whose
+    condition is true - never the reason of a branch that did not hold."""
+    explain = (kb.tables.get("ledger") or {}).get("ruled_out_explain") or {}
+    out = {}
     for cause in kb.entries("causes"):
-        if no_memory and cause.get("explains"):
-            out[cause["id"]] = "log.crash=True, log.has_memory_failure=False"
+        fired = fired_branches((cause.get("situation") or {}).get("rules_out"), flat)
+        engine = _no_gpu_shortage(cause, flat)
+        if not fired and engine is None:
             continue
-        if host_only and set(cause.get("explains") or []) - HOST_SIDE_COMPONENTS:
-            out[cause["id"]] = host_only
-            continue
-        cond = (cause.get("situation") or {}).get("rules_out")
-        if cond and evaluate(cond, flat):
-            said = [f"{name}={flat.get(name)}" for name in dict.fromkeys(referenced_facts(cond))
-                    if flat.get(name) not in (None, [], "")]
-            out[cause["id"]] = ", ".join(said)
+        facts = [engine[0]] if engine else []
+        branch_facts = stated_facts([b["when"] for b in fired], flat)
+        facts += [branch_facts] if branch_facts else []
+        whys = ([explain[engine[1]]] if engine else []) + [b["why"] for b in fired]
+        out[cause["id"]] = RuledOut(", ".join(facts), tuple(whys))
     return out
 
 
@@ -416,7 +452,7 @@ def _identifies(leaf: Mapping[str, Any]) -> bool:
 
 
 def _situation_rules(fired: list[tuple[int, Mapping[str, Any]]], rules: list[Mapping[str, Any]],
-                     flat: Mapping[str, Any], kb: Knowledge, ruled_out: Mapping[str, str]
+                     flat: Mapping[str, Any], kb: Knowledge, ruled_out: Mapping[str, RuledOut]
                      ) -> list[tuple[int, Mapping[str, Any]]]:
     """Causes the situation supports that no rule concluded, as rules: the situation is evidence of its own (a
     failure in save_checkpoint frames is a save-time failure whatever the numbers say)."""
@@ -541,18 +577,14 @@ def cause_fixes(cause_id: str, kb: Knowledge) -> list[str]:
         f for r in kb.entries("rules") if r["cause"] == cause_id and not r.get("fallback") for f in r.get("fixes", [])))
 
 
-def fix_ruled_out_why(fix: Mapping[str, Any], flat: Mapping[str, Any]) -> Mapping[str, str] | None:
-    """Why the situation says this fix cannot help here (fixes.yaml situation.rules_out, then each of
-    situation.also), None when nothing rules it out."""
-    sit = fix.get("situation") or {}
-    for case in (sit, *sit.get("also", ())):
-        if case.get("rules_out") and evaluate(case["rules_out"], flat):
-            return case["why"]
-    return None
+def fix_ruled_out_whys(fix: Mapping[str, Any], flat: Mapping[str, Any]) -> tuple[Mapping[str, str], ...]:
+    """Why the situation says this fix cannot help here: the reason of each fixes.yaml situation.rules_out branch
+    that holds (none when nothing rules it out)."""
+    return tuple(b["why"] for b in fired_branches((fix.get("situation") or {}).get("rules_out"), flat))
 
 
 def fix_ruled_out(fix: Mapping[str, Any], flat: Mapping[str, Any]) -> bool:
-    return fix_ruled_out_why(fix, flat) is not None
+    return bool(fix_ruled_out_whys(fix, flat))
 
 
 def candidate_fix(cause_id: str, kb: Knowledge, flat: Mapping[str, Any]) -> str | None:

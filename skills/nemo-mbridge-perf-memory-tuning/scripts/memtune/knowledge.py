@@ -25,7 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .conditions import referenced_facts
+from .conditions import evaluate, referenced_facts
 from .facts import Facts
 
 COMPILED_FORMAT = 1
@@ -555,9 +555,10 @@ def _reference_problems(kb: Knowledge) -> list[str]:
             if comp["fix"] not in fixes:
                 problems.append(f"{where}: companion names unknown fix {comp['fix']!r}")
             check_facts(where, comp["when"])
-        sit = fix.get("situation") or {}
-        for case in (sit, *sit.get("also", ())):
-            check_facts(where, case.get("rules_out"))
+        for branch in (fix.get("situation") or {}).get("rules_out", []):
+            check_facts(where, branch["when"])
+            check_facts(where, {"all": [{"fact": name, "exists": True} for name in branch["example"]]})
+        problems.extend(rules_out_example_problems(where, (fix.get("situation") or {}).get("rules_out")))
         check_facts(where, fix.get("simulated_when"))
         check_facts(where, (fix.get("shrinks_request") or {}).get("when"))
         for ref in fix.get("measurements", []):
@@ -576,8 +577,11 @@ def _reference_problems(kb: Knowledge) -> list[str]:
         where = f"causes.yaml: {cause['id']}: situation"
         if not sit.get("supports") and not any(rule["cause"] == cause["id"] for rule in kb.entries("rules")):
             problems.append(f"causes.yaml: {cause['id']}: no rule concludes this cause and no situation supports it")
-        for key in ("supports", "rules_out"):
-            check_facts(where, sit.get(key))
+        check_facts(where, sit.get("supports"))
+        for branch in sit.get("rules_out", []):
+            check_facts(where, branch["when"])
+            check_facts(where, {"all": [{"fact": name, "exists": True} for name in branch["example"]]})
+        problems.extend(rules_out_example_problems(where, sit.get("rules_out")))
         for ref in [*sit.get("fixes", []), *([sit["check_fix"]] if sit.get("check_fix") else []),
                     *(a["fix"] for a in sit.get("avoid", []))]:
             if ref not in fixes:
@@ -590,6 +594,17 @@ def _reference_problems(kb: Knowledge) -> list[str]:
                  if c["cause"] not in causes]
     for c in cand.get("generic", []):
         check_facts("ledger.yaml: candidates.generic", c.get("when"))
+    return problems
+
+
+def rules_out_example_problems(where: str, branches: list[dict[str, Any]] | None) -> list[str]:
+    """Each rules_out branch's example must make that branch hold and no other: the answer gives the reason of
+    every branch that holds, so an example that fires two shows no reason alone (the test renders each one)."""
+    problems = []
+    for n, branch in enumerate(branches or []):
+        fired = [m for m, other in enumerate(branches or []) if evaluate(other["when"], branch["example"])]
+        if fired != [n]:
+            problems.append(f"{where}: rules_out[{n}].example makes branches {fired} hold, not only its own")
     return problems
 
 

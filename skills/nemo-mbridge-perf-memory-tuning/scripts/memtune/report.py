@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .conditions import evaluate, referenced_facts
-from .engine import Diagnosis
+from .engine import Diagnosis, RuledOut, join_reasons
 from .knowledge import Knowledge
 from .textfmt import code_span, fill
 
@@ -216,10 +216,7 @@ def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any
             for kind, readings in (("changed", sit.changed), ("tried", sit.tried), ("no_effect", sit.no_effect),
                                    ("worked_with", sit.worked_with), ("removed", sit.removed))
             for r in readings]
-    causes = kb.by_id.get("causes", {})
-    ruled = [{"id": cid, "title": causes[cid]["title"][lang],
-              "why": ((causes[cid].get("situation") or {}).get("why_ruled_out") or {}).get(lang, ""), "facts": said}
-             for cid, said in diag.ruled_out.items()]
+    ruled = ruled_out_report(diag.ruled_out, kb, lang)
     return {
         "line": "; ".join(parts) if parts else None,
         "short": "; ".join(short) if short else None,
@@ -237,6 +234,16 @@ def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any
         "ruled_out": ruled,
         "candidates": _candidates(diag, kb, lang),
     }
+
+
+def ruled_out_report(ruled_out: Mapping[str, RuledOut], kb: Knowledge, lang: str) -> list[dict[str, str]]:
+    """Each ruled-out cause with the reasons of what held, joined (situation.yaml wording reasons_join), and the
+    facts it rests on: a reason of a branch that did not hold would tell the user something the evidence never
+    said."""
+    causes = kb.by_id.get("causes", {})
+    joiner = {lang: ((kb.tables.get("situation") or {}).get("wording") or {})["reasons_join"][lang]}
+    return [{"id": cid, "title": causes[cid]["title"][lang], "why": join_reasons(r.why, joiner)[lang], "facts": r.facts}
+            for cid, r in ruled_out.items()]
 
 
 def _candidates(diag: Diagnosis, kb: Knowledge, lang: str) -> list[dict[str, Any]]:
