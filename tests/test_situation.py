@@ -414,3 +414,14 @@ def test_the_answer_quotes_what_the_user_changed_or_tried(kb):
     assert "container" in said[("changed", "stack")]
     assert "expandable segments" in said[("tried", "expandable-segments")]
     assert all(len(q) <= 2 + 2 * 32 + 40 for q in said.values())
+
+
+def test_logits_larger_than_the_gpu_are_still_logits(kb):
+    """262,144 tokens x 151,936 vocabulary x 4 B = 148 GiB: no allocator serves it, but it is the run's logits, which
+    chunking or a vocabulary split shrink; a size no shape of the run explains stays impossible."""
+    cfg = TrainingConfig(vocab_size=151936, seq_length=262144, micro_batch_size=1, tensor_model_parallel_size=1)
+    logits = 262144 * 151936 * 4
+    sit = read_situation(_facts(LogFacts(requested_bytes=logits, capacity_bytes=139.8 * GIB), cfg), kb)
+    assert sit.failed.value == "logits" and "larger than the GPU" in sit.failed.clues[1].text
+    sit = read_situation(_facts(LogFacts(requested_bytes=logits * 1.3, capacity_bytes=139.8 * GIB), cfg), kb)
+    assert sit.failed.value == "impossible"

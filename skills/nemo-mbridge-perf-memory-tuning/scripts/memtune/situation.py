@@ -258,6 +258,11 @@ def _failed(facts: Facts, table: Mapping[str, Any], kb: Knowledge) -> tuple[Read
     if capacity and request > capacity:
         clue = Clue(f"Tried to allocate {_gib(request)} on a GPU of {_gib(capacity)}: no setting can serve one "
                     "allocation larger than the GPU", kind_of_source)
+        # a logits tensor of the run's own token count can outgrow a GPU (262k tokens x 152k vocabulary x 4 B is
+        # 149 GiB): still logits, which chunking, a vocabulary split or a shorter sequence shrink
+        logits = None if facts.config.approximate_shape else _logits_match(request, facts, tol)
+        if logits is not None:
+            return Reading("logits", [Clue(logits.text, kind_of_source), clue]), request
         extra = _attention_match(request, facts, tol, dense=True)
         return Reading("impossible", [clue, *([extra] if extra else [])]), request
     if facts.config.approximate_shape:
