@@ -71,7 +71,12 @@ def test_agreement_does_not_fall_below_its_floor(result, measure):
     assert result[measure] >= FLOORS[measure], f"{measure}: {result[measure]} < {FLOORS[measure]}"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26: the 95 % target is not met since writers j-l joined (91.1 / 94.7 %)")
-@pytest.mark.parametrize("measure", sorted(TARGET))
+# issue 26: since writers j-l joined, the first-fix verdict is below the target (an expected failure until it is not)
+BELOW_TARGET = {"first_fix_verdict"}
+
+
+@pytest.mark.parametrize("measure", [
+    pytest.param(m, marks=pytest.mark.xfail(strict=True, reason="issue 26: below 95 % since writers j-l joined"))
+    if m in BELOW_TARGET else m for m in sorted(TARGET)])
 def test_agreement_meets_the_target(result, measure):
     assert result[measure] >= TARGET[measure], f"{measure}: {result[measure]} < {TARGET[measure]}"
