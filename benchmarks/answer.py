@@ -450,6 +450,20 @@ def _moves_away(text: str, start: int, end: int, setting: tuple[str, str], curre
     return False
 
 
+_ASSIGNMENT = re.compile(r"([A-Za-z_][\w.]*)=['\"]?([^\s'\"]+)")
+
+
+def _line_restates(text: str, start: int, current: Mapping[str, str]) -> bool:
+    """The line holding the mention assigns only values the run already has (``export
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` where that is the run's env; not the same variable with a
+    GC threshold added)."""
+    lo = text.rfind("\n", 0, start) + 1
+    hi = text.find("\n", start)
+    line = text[lo:hi if hi >= 0 else None]
+    pairs = [(k.rsplit(".", 1)[-1].lower(), _norm_value(v)) for k, v in _ASSIGNMENT.findall(line)]
+    return bool(pairs) and all(current.get(k) == v for k, v in pairs)
+
+
 _COMMAND_BEFORE = re.compile(r"(?:\bexport|\bsetenv|\benv|-E|--env)\s+$")
 
 
@@ -587,7 +601,12 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
     argued_against: set[str] = set()  # named in a clause that argues against it (not merely under "Avoid")
     cause_hits: list[tuple[int, int, str]] = []  # (preference, order, id)
     order = 0
-    for unit in _units(markdown, grading):
+    units = _units(markdown, grading)
+    # what the answer says to keep as it is ("保留 expandable segments，启动前加一行：") and the run already has: a
+    # command block that writes it again beside the new line keeps it too, it does not recommend it
+    kept_ids = {m.ident for unit in units if not unit.code and unit.kind != "avoid"
+                for m in fixes.find(unit.text) if grading.kept(unit.text, m.start, m.end)} & applied
+    for unit in units:
         if unit.code:
             unit.text += _flattened_yaml(unit.text)
         kind, primary = unit.kind, unit.primary
@@ -618,8 +637,9 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
                     and not (m.ident in settings and _writes(unit.text, *settings[m.ident])))
             if not against and kind != "avoid" and grading.kept(unit.text, m.start, m.end):
                 continue  # kept as it is: neither advice for nor against
-            if not against and unit.code and current and _restated(unit.text, m.start, m.end, current,
-                                                                   grading.flag_aliases):
+            if not against and unit.code and current and (
+                    m.ident in kept_ids and _line_restates(unit.text, m.start, current)
+                    or _restated(unit.text, m.start, m.end, current, grading.flag_aliases)):
                 continue  # a command line repeating the run's own setting
             if against:
                 argued_against.add(m.ident)

@@ -64,3 +64,53 @@ def test_a_companion_written_off_beside_the_fix_is_part_of_the_fix(scorer):
     answer = scorer.read_markdown(text, {"config": {"model": {"recompute_granularity": "selective"}}})
     assert answer.first_fix == "moe-token-drop"
     assert "moe-token-drop" not in answer.avoided
+
+
+def test_a_block_that_keeps_the_run_s_setting_beside_the_new_line_recommends_the_new_line(scorer):
+    # k-014 / l-004: the export line the container already has, then the one the assert asks for
+    block = "```bash\nexport PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\nexport NCCL_GRAPH_REGISTER=0\n```\n"
+    for lead in ("## 推荐修复\n\n保留 expandable segments，启动前加一行：\n\n",
+                 "解决：启动前（torchrun / srun 之前）加一行，expandable segments 可以保留：\n"):
+        answer = scorer.read_markdown(lead + block, EXPANDABLE_ON)
+        assert answer.first_fix == "nccl-graph-register-off", lead
+        assert "expandable-segments" not in answer.recommended, lead
+
+
+def test_keeping_the_setting_does_not_cover_a_changed_value(scorer):
+    # e-002: "you already have expandable_segments" and then a new allocator config: that is advice
+    text = ("Even though you already have `expandable_segments:True`, the allocator can still hold on to freed "
+            "blocks. I'd extend the allocator config:\n\n```bash\n"
+            "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,garbage_collection_threshold:0.6\n```\n")
+    assert scorer.read_markdown(text, EXPANDABLE_ON).first_fix == "expandable-segments"
+
+
+def test_a_comment_saying_keep_it_keeps_the_setting(scorer):
+    # k-003: "# keep it" on the export line of a setting the run has
+    text = ("## Recommended fix\n\n```python\ncfg.train.micro_batch_size = 1          # keep GBS\n```\n```bash\n"
+            "export NCCL_GRAPH_REGISTER=0\n"
+            "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True   # keep it\n```\n")
+    answer = scorer.read_markdown(text, {**EXPANDABLE_ON, "overrides": ["train.micro_batch_size=2"]})
+    assert answer.first_fix == "reduce-micro-batch"
+    assert "expandable-segments" not in answer.recommended
+
+
+@pytest.mark.parametrize("text", [
+    # j-002: what the user tried, reported as having changed nothing
+    "That's graph memory capacity, not fragmentation — which is why MBS 2 vs 4 and expandable segments changed nothing.",
+    # j-005: a verdict after the fix, and what it does not touch
+    "Smaller MBS / expandable segments: no — they don't touch NCCL multicast memory.",
+])
+def test_a_fix_said_to_change_nothing_is_not_advice(scorer, text):
+    answer = scorer.read_markdown(text, {"env": {}})
+    assert "expandable-segments" not in answer.recommended
+    assert "expandable-segments" in answer.avoided
+
+
+def test_can_not_use_in_chinese_argues_against(scorer):
+    # l-014: layer-wise offload named to say PP=4 cannot use it, inside the fine-grained option
+    text = ("**方案一：细粒度激活 offload**。PP=4 用不了层级的 `cpu_offloading`（只支持 PP=1，而且和 CUDA Graph 不兼容），"
+            "但细粒度 offload 支持 PP>1，把专家那部分的输入卸到 CPU：\n\n```\n"
+            "model.fine_grained_activation_offloading=true\nmodel.offload_modules=[expert_fc1,moe_act]\n```\n")
+    answer = scorer.read_markdown(text, {"config": {"model": {"pipeline_model_parallel_size": 4}}})
+    assert answer.first_fix == "fine-grained-activation-offload"
+    assert "activation-cpu-offload" not in answer.recommended
