@@ -131,7 +131,9 @@ class Grading:
         is about something else ("halve the MBS so the global batch stays the same").
         """
         lo = max((m.end() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
-        return bool(self.kept_before.search(text[lo:start]) or self.kept_after.search(text[end:end + _KEPT_AFTER]))
+        nxt = _CLAUSE_END.search(text, end, end + _KEPT_AFTER)
+        after = text[end:nxt.start() if nxt else end + _KEPT_AFTER]  # "…的版本，其它配置不动" is another clause
+        return bool(self.kept_before.search(text[lo:start]) or self.kept_after.search(after))
 
     def against_later_in_sentence(self, text: str, end: int) -> bool:
         nxt = _SENTENCE_END.search(text, end)
@@ -186,6 +188,7 @@ class _Unit:
     primary: bool = False  # under a "do this first" heading or label, or the block such a label leads
     code: bool = False  # a fenced or indented code block: settings as the user would paste them
     addon: bool = False  # an add-on to the plan ("while you're at it"), or the block such a paragraph leads
+    leads_code: bool = False  # the short paragraph ending in ':' that introduces a code block ("TP 从 1 提到 2：")
 
 
 def _inline_text(token: Any) -> str:
@@ -227,7 +230,7 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
             label = _LABEL.match(last_para[1])
             # no label: the opening clause speaks for the block ("打开融合的 CE，避免多份拷贝：" is advice for it;
             # "避免" there is a purpose clause)
-            text = label.group(1) if label else re.split(r"[,，;；。]", last_para[1], maxsplit=1)[0]
+            text = label.group(1) if label else _main_clause(last_para[1])
             kind = grading.classify(text)
             short = len(text.strip(" *_")) <= _MAX_ACTION_LABEL or not label
             return kind, kind == "recommend" and short and bool(grading.is_primary(text))
@@ -281,11 +284,25 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
         elif tok.type in ("fence", "code_block"):
             kind, primary = section()
             led = lead()
+            if last_para and last_para[0] == i - 1 and units and units[-1].text == last_para[1]:
+                units[-1].leads_code = True
             if led and led[0] != "other":
                 kind, primary = led
             units.append(_Unit(tok.content, kind, olist(), primary, code=True,
                                addon=led_by_addon() or bool(lists and lists[-1][3])))
     return units
+
+
+_PRECONDITION = re.compile(r"(?i)^\s*(after|once)\b|(之后|以后|后)\s*$")
+
+
+def _main_clause(text: str) -> str:
+    """The opening clause of a lead, past a precondition ("确认 1873 是你自己之前残留的作业后，直接结束它：" speaks for
+    the block as "直接结束它", not as the confirmation it waits for; "Once you've confirmed it's yours, kill it:")."""
+    clauses = re.split(r"[,，;；。]", text)
+    while len(clauses) > 1 and _PRECONDITION.search(clauses[0]):
+        clauses.pop(0)
+    return clauses[0]
 
 
 def section_olist(section: tuple[str, bool], olist: int | None) -> tuple[str, int | None, bool]:
@@ -606,7 +623,10 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
     # command block that writes it again beside the new line keeps it too, it does not recommend it
     kept_ids = {m.ident for unit in units if not unit.code and unit.kind != "avoid"
                 for m in fixes.find(unit.text) if grading.kept(unit.text, m.start, m.end)} & applied
-    for unit in units:
+    for index, unit in enumerate(units):
+        # the paragraph just before a command block, naming a change the block makes, names it first
+        # ("只给第一段减负：让第一个 stage 少放几层 decoder" before a block that restates PP and sets the first stage)
+        in_block = {m.ident for m in fixes.find(units[index + 1].text)} - applied if unit.leads_code else set()
         if unit.code:
             unit.text += _flattened_yaml(unit.text)
         kind, primary = unit.kind, unit.primary
@@ -650,6 +670,8 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
             elif kind in ("recommend", "other"):
                 place = ("other" if unit.addon else "primary" if primary else "list" if unit.olist is not None else
                          "recommend" if kind == "recommend" else "code" if unit.code else "other")
+                if place == "other" and m.ident in in_block and not unit.addon:
+                    place = "code"
                 if place == "other" and m.ident in applied and _describes_run(unit.text, m.start, m.end, current):
                     continue  # prose about a setting the run already has ("expandable segments changed nothing")
                 recommended.append((_STRENGTH[place], order, m.ident, unit.code))
