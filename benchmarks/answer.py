@@ -484,6 +484,19 @@ def _line_restates(text: str, start: int, current: Mapping[str, str]) -> bool:
 _COMMAND_BEFORE = re.compile(r"(?:\bexport|\bsetenv|\benv|-E|--env)\s+$")
 
 
+def _names_only(text: str, start: int, end: int) -> bool:
+    """The mention names a setting without writing a value ("the expandable segments"), and no verb before it in
+    its clause asks for it (turn on, enable, set, add, use, 开, 加, 设)."""
+    if re.search(r"[=:\d]", text[start:end + 1]):
+        return False
+    lo = max((m.end() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
+    return not _ASKS_FOR.search(text[lo:start])
+
+
+_ASKS_FOR = re.compile(r"(?i)\b(turn(ing)?\s+on|enabl\w*|set(ting)?|add(ing)?|us(e|ing)|switch\w*\s+(on|to)|try|"
+                       r"export\w*|apply|go\s+with|start\s+with)\b|开|加|设|用|启")
+
+
 def _describes_run(text: str, start: int, end: int, current: Mapping[str, str]) -> bool:
     """The mention names a setting ("expandable segments") or writes only values the run already has
     ("with `expandable_segments:True`"): it speaks of the run as it is, not of a change."""
@@ -672,8 +685,12 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
                          "recommend" if kind == "recommend" else "code" if unit.code else "other")
                 if place == "other" and m.ident in in_block and not unit.addon:
                     place = "code"
-                if place == "other" and m.ident in applied and _describes_run(unit.text, m.start, m.end, current):
-                    continue  # prose about a setting the run already has ("expandable segments changed nothing")
+                if m.ident in applied and not unit.code and (
+                        place == "other" and _describes_run(unit.text, m.start, m.end, current)
+                        or place in ("primary", "recommend") and _names_only(unit.text, m.start, m.end)):
+                    # prose about a setting the run already has ("expandable segments changed nothing"; "with
+                    # NCCL_GRAPH_REGISTER=0 the expandable segments can actually be remapped")
+                    continue
                 recommended.append((_STRENGTH[place], order, m.ident, unit.code))
                 places[order] = place
         for m in causes.find(unit.text):

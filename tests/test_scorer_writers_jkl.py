@@ -242,3 +242,13 @@ def test_the_option_the_answer_starts_with_is_the_first_fix(scorer):
     answer = scorer.read_markdown(text, inputs)
     assert answer.first_fix == "increase-pp"
     assert "rebalance-pipeline-stages" in answer.recommended
+
+
+def test_naming_the_run_s_setting_in_the_fix_s_explanation_is_not_advice(scorer):
+    # k-003: expandable segments is already set; the sentence explains what the new line does for it
+    text = ("## Recommended fix\n\nMBS 1 roughly halves the activation footprint the graph has to capture compared "
+            "to MBS 2, and with `NCCL_GRAPH_REGISTER=0` the expandable segments can actually be remapped.\n")
+    assert "expandable-segments" not in scorer.read_markdown(text, EXPANDABLE_ON).recommended
+    # asking for it is still advice, whatever the run has
+    text = "## Recommended fix\n\nTurn on expandable segments before the launch.\n"
+    assert "expandable-segments" in scorer.read_markdown(text, EXPANDABLE_ON).recommended
