@@ -78,6 +78,7 @@ class Grading:
     kept_before: CueSet = field(default_factory=lambda: CueSet([]))
     kept_after: CueSet = field(default_factory=lambda: CueSet([]))
     against_in_sentence: CueSet = field(default_factory=lambda: CueSet([]))
+    addon: CueSet = field(default_factory=lambda: CueSet([]))
 
     @classmethod
     def load(cls, path: Path = GRADING_FILE) -> Grading:
@@ -104,6 +105,7 @@ class Grading:
                 kept_before=CueSet.from_langs((data.get("kept") or {}).get("before")),
                 kept_after=CueSet.from_langs((data.get("kept") or {}).get("after")),
                 against_in_sentence=CueSet.from_langs(data.get("against_in_sentence")),
+                addon=CueSet.from_langs(data.get("addon")),
             )
         except (KeyError, TypeError) as exc:
             raise UserError(f"{path}: missing or malformed key {exc}") from None
@@ -111,6 +113,10 @@ class Grading:
     def is_primary(self, label: str) -> bool:
         """A recommend heading or label that says it is the first thing to do."""
         return self.classify(label) == "recommend" and self.primary.search(label)
+
+    def is_addon(self, text: str) -> bool:
+        """Opens as an add-on to the plan ("While you're at it, ...", "顺手把 ...")."""
+        return self.addon.search(_LABEL.sub("", text, count=1).lstrip(" *_（(")[:_ADDON_HEAD])
 
     def is_conditional(self, text: str) -> bool:
         """Opens with a condition ("Only if you move to TP2...") that is not the plan's next step ("If still OOM")."""
@@ -125,7 +131,9 @@ class Grading:
         is about something else ("halve the MBS so the global batch stays the same").
         """
         lo = max((m.end() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
-        return bool(self.kept_before.search(text[lo:start]) or self.kept_after.search(text[end:end + _KEPT_AFTER]))
+        nxt = _CLAUSE_END.search(text, end, end + _KEPT_AFTER)
+        after = text[end:nxt.start() if nxt else end + _KEPT_AFTER]  # "…的版本，其它配置不动" is another clause
+        return bool(self.kept_before.search(text[lo:start]) or self.kept_after.search(after))
 
     def against_later_in_sentence(self, text: str, end: int) -> bool:
         nxt = _SENTENCE_END.search(text, end)
@@ -179,6 +187,8 @@ class _Unit:
     olist: int | None  # the outermost recommendation ordered list this unit sits in
     primary: bool = False  # under a "do this first" heading or label, or the block such a label leads
     code: bool = False  # a fenced or indented code block: settings as the user would paste them
+    addon: bool = False  # an add-on to the plan ("while you're at it"), or the block such a paragraph leads
+    leads_code: bool = False  # the short paragraph ending in ':' that introduces a code block ("TP 从 1 提到 2：")
 
 
 def _inline_text(token: Any) -> str:
@@ -201,7 +211,7 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
     tokens = MarkdownIt("commonmark").enable(["table", "strikethrough"]).parse(markdown)
     units: list[_Unit] = []
     headings: list[tuple[int, str, bool]] = []  # (level, effective kind, primary)
-    lists: list[tuple[str, int | None, bool]] = []  # (kind, recommendation ordered-list id, primary)
+    lists: list[tuple[str, int | None, bool, bool]] = []  # (kind, recommendation ordered-list id, primary, add-on)
     next_olist = 0
     row: list[str] | None = None
     last_para: tuple[int, str, str] | None = None  # (closing token index, text, raw)
@@ -220,11 +230,15 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
             label = _LABEL.match(last_para[1])
             # no label: the opening clause speaks for the block ("打开融合的 CE，避免多份拷贝：" is advice for it;
             # "避免" there is a purpose clause)
-            text = label.group(1) if label else re.split(r"[,，;；。]", last_para[1], maxsplit=1)[0]
+            text = label.group(1) if label else _main_clause(last_para[1])
             kind = grading.classify(text)
             short = len(text.strip(" *_")) <= _MAX_ACTION_LABEL or not label
             return kind, kind == "recommend" and short and bool(grading.is_primary(text))
         return None
+
+    def led_by_addon() -> bool:
+        """The paragraph just before this block opens as an add-on ("While you're at it, I'd also run ...")."""
+        return bool(last_para and last_para[0] == i - 1 and grading.is_addon(last_para[1]))
 
     for i, tok in enumerate(tokens):
         if tok.type == "heading_open":
@@ -240,13 +254,14 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
             units.append(_Unit(text, kind, None, primary))
         elif tok.type in ("bullet_list_open", "ordered_list_open"):
             kind, primary = section()
+            addon = led_by_addon()
             led = lead()
             if led and led[0] != "other":
                 kind, primary = led
             ident = olist()
             if ident is None and tok.type == "ordered_list_open" and kind == "recommend":
                 ident, next_olist = next_olist, next_olist + 1
-            lists.append((kind, ident, primary))
+            lists.append((kind, ident, primary, addon or (lists[-1][3] if lists else False)))
         elif tok.type in ("bullet_list_close", "ordered_list_close"):
             lists.pop()
         elif tok.type == "tr_open":
@@ -262,16 +277,32 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
             if row is not None:
                 row.append(text)
             else:
-                units.append(_Unit(text, *section_olist(section(), olist())))
+                units.append(_Unit(text, *section_olist(section(), olist()),
+                                   addon=bool(lists and lists[-1][3]) or bool(grading.is_addon(text))))
                 if prev == "paragraph_open":
                     last_para = (i + 1, text, tok.content)
         elif tok.type in ("fence", "code_block"):
             kind, primary = section()
             led = lead()
+            if last_para and last_para[0] == i - 1 and units and units[-1].text == last_para[1]:
+                units[-1].leads_code = True
             if led and led[0] != "other":
                 kind, primary = led
-            units.append(_Unit(tok.content, kind, olist(), primary, code=True))
+            units.append(_Unit(tok.content, kind, olist(), primary, code=True,
+                               addon=led_by_addon() or bool(lists and lists[-1][3])))
     return units
+
+
+_PRECONDITION = re.compile(r"(?i)^\s*(after|once)\b|(之后|以后|后)\s*$")
+
+
+def _main_clause(text: str) -> str:
+    """The opening clause of a lead, past a precondition ("确认 1873 是你自己之前残留的作业后，直接结束它：" speaks for
+    the block as "直接结束它", not as the confirmation it waits for; "Once you've confirmed it's yours, kill it:")."""
+    clauses = re.split(r"[,，;；。]", text)
+    while len(clauses) > 1 and _PRECONDITION.search(clauses[0]):
+        clauses.pop(0)
+    return clauses[0]
 
 
 def section_olist(section: tuple[str, bool], olist: int | None) -> tuple[str, int | None, bool]:
@@ -279,6 +310,7 @@ def section_olist(section: tuple[str, bool], olist: int | None) -> tuple[str, in
 
 
 _LABEL = re.compile(r"^\s*([^:：\n。！？!?，,]{1,40})[:：]")  # a label is one phrase, not a sentence
+_ADDON_HEAD = 24  # characters at the start of a paragraph in which an add-on cue speaks for all of it
 
 
 _MAX_ACTION_LABEL = 24  # "Change first", "修法", "Step 1": short; a fix's title before a colon is not a label
@@ -365,6 +397,8 @@ def fix_switches(fixes: list[Mapping[str, Any]]) -> dict[str, dict[str, bool]]:
                 key, sep, value = str(item).split("#", 1)[0].strip().lstrip("+").partition("=")
                 if sep and "," not in value and ":" not in value:
                     pairs.append((key.rsplit(".", 1)[-1].lower(), _state(value)))
+                elif sep:  # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True switches its options
+                    pairs.extend((k, _state(v)) for k, v in _options(value))
             # the settings in the same state as the fix's defining (first) one; the others are companions it
             # switches the other way (activation offload sets recompute_granularity=null), not the fix itself
             for key, state in pairs:
@@ -373,20 +407,151 @@ def fix_switches(fixes: list[Mapping[str, Any]]) -> dict[str, dict[str, bool]]:
     return out
 
 
+UP = "+"  # fix_settings: the fix raises the setting (a parallel size), whatever its value now
+
+
+def fix_settings(fixes: list[Mapping[str, Any]]) -> dict[str, tuple[str, str]]:
+    """For each fix, the setting its first apply line writes and the value it writes: ``increase-tp`` ->
+    ("tensor_model_parallel_size", UP), ``reduce-micro-batch`` -> ("micro_batch_size", "1"), ``expandable-segments``
+    -> ("expandable_segments", "true").  A fix is already applied when the run has that value, and a line that
+    writes the setting is this fix only if it moves the run's value towards it."""
+    out: dict[str, tuple[str, str]] = {}
+    for fix in fixes:
+        apply = fix.get("apply") or {}
+        for item in [*(apply.get("bridge_override") or []), *(apply.get("env") or [])][:1]:
+            key, sep, value = str(item).split("#", 1)[0].strip().lstrip("+").partition("=")
+            if not sep:
+                continue
+            key = key.rsplit(".", 1)[-1].lower()
+            if "{derived.next_" in value:
+                out[fix["id"]] = (key, UP)
+            elif _options(value):
+                out[fix["id"]] = _options(value)[0][0], _norm_value(_options(value)[0][1])
+            elif "{" not in value:
+                out[fix["id"]] = (key, _norm_value(value))
+    return out
+
+
+def applied_fixes(settings: Mapping[str, tuple[str, str]], current: Mapping[str, str]) -> set[str]:
+    """The fixes the run already has: their setting already holds the value the fix writes (an option of
+    PYTORCH_CUDA_ALLOC_CONF counts as a setting)."""
+    options = {k: _norm_value(v) for value in current.values() for k, v in _options(value)}
+    return {ident for ident, (key, value) in settings.items()
+            if value != UP and (current.get(key) == value or key not in current and options.get(key) == value)}
+
+
+def _number(value: str | None) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _moves_away(text: str, start: int, end: int, setting: tuple[str, str], current: Mapping[str, str],
+                aliases: Mapping[str, str]) -> bool:
+    """The mention writes the fix's numeric setting with a value that does not move the run's value towards the
+    fix's (``--tensor-model-parallel-size 4`` at TP 8 is no TP increase, ``micro_batch_size 2`` at MBS 2 no
+    reduction)."""
+    key, target = setting
+    now = _number(current.get(key))
+    if now is None:
+        return False
+    for k, value in _settings_at(text, start, end):
+        written = _number(_norm_value(value)) if aliases.get(k, k) == key else None
+        if written is None:
+            continue
+        goal = _number(target)
+        toward = written > now if target == UP else goal is not None and abs(written - goal) < abs(now - goal)
+        if not toward:
+            return True
+    return False
+
+
+_ASSIGNMENT = re.compile(r"([A-Za-z_][\w.]*)=['\"]?([^\s'\"]+)")
+
+
+def _line_restates(text: str, start: int, current: Mapping[str, str]) -> bool:
+    """The line holding the mention assigns only values the run already has (``export
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` where that is the run's env; not the same variable with a
+    GC threshold added)."""
+    lo = text.rfind("\n", 0, start) + 1
+    hi = text.find("\n", start)
+    line = text[lo:hi if hi >= 0 else None]
+    pairs = [(k.rsplit(".", 1)[-1].lower(), _norm_value(v)) for k, v in _ASSIGNMENT.findall(line)]
+    return bool(pairs) and all(current.get(k) == v for k, v in pairs)
+
+
+_COMMAND_BEFORE = re.compile(r"(?:\bexport|\bsetenv|\benv|-E|--env)\s+$")
+
+
+def _names_only(text: str, start: int, end: int) -> bool:
+    """The mention names a setting without writing a value ("the expandable segments"), and no verb before it in
+    its clause asks for it (turn on, enable, set, add, use, 开, 加, 设)."""
+    if re.search(r"[=:\d]", text[start:end + 1]):
+        return False
+    lo = max((m.end() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
+    return not _ASKS_FOR.search(text[lo:start])
+
+
+_ASKS_FOR = re.compile(r"(?i)\b(turn(ing)?\s+on|enabl\w*|set(ting)?|add(ing)?|us(e|ing)|switch\w*\s+(on|to)|try|"
+                       r"export\w*|apply|go\s+with|start\s+with)\b|开|加|设|用|启")
+
+
+def _describes_run(text: str, start: int, end: int, current: Mapping[str, str]) -> bool:
+    """The mention names a setting ("expandable segments") or writes only values the run already has
+    ("with `expandable_segments:True`"): it speaks of the run as it is, not of a change."""
+    if not re.search(r"[=:\d]", text[start:end + 1]):
+        return True
+    m = _SETTING.match(text, start)
+    if not m or _COMMAND_BEFORE.search(text, max(0, start - 12), start):
+        return False  # "先 `export PYTORCH_CUDA_ALLOC_CONF=...` 再 torchrun": a command, exported where it takes effect
+    value = m.group(2) if m.group(2) is not None else m.group(3)
+    written = _options(value) or [(m.group(1).rsplit(".", 1)[-1].lower(), value)]
+    options = {k: _norm_value(v) for v in current.values() for k, v in _options(v)}
+    return all(current.get(k, options.get(k)) == _norm_value(v) for k, v in written)
+
+
+def _writes(text: str, key: str, value: str) -> bool:
+    """``text`` writes ``key`` with the fix's ``value`` somewhere (any value that moves it, for a number)."""
+    for m in _SETTING.finditer(text):
+        if m.group(1).lstrip("-").rsplit(".", 1)[-1].lower().replace("-", "_") != key:
+            continue
+        written = _norm_value(m.group(2) if m.group(2) is not None else m.group(3))
+        if written == value or (value == UP or _number(value) is not None) and _number(written):
+            return True
+    return False
+
+
 # key=value / key: value / --flag value; a bare flag (--use-megatron-fsdp \\) has no value and is left alone.
+# An option-list value (``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,garbage_collection_threshold:0.8``) is read
+# whole and as its options.
+_OPTIONS = r"[\w.-]*(?::[\w.-]+(?:,[\w.-]+:[\w.-]+)*)?"
 _SETTING = re.compile(r"([A-Za-z_][\w.-]*)"
-                      r"(?:[ \t]*[=:][ \t]*['\"]?(\[[^\]\n]*\]|[\w.-]*)|[ \t]+['\"]?(?!-)(\[[^\]\n]*\]|[\w.]+))")
+                      rf"(?:[ \t]*[=:][ \t]*['\"]?(\[[^\]\n]*\]|{_OPTIONS})|[ \t]+['\"]?(?!-)(\[[^\]\n]*\]|[\w.]+))")
+_OPTION_LIST = re.compile(r"^[A-Za-z_]\w*:[\w.-]+(?:,[A-Za-z_]\w*:[\w.-]+)*$")
 
 
-def _settings_at(text: str, start: int, end: int) -> Iterator[tuple[str, str]]:
-    """``(key, value)`` of each setting the mention at ``text[start:end]`` writes (the key starts the mention).
+def _options(value: str) -> list[tuple[str, str]]:
+    """``expandable_segments:True,x:1`` -> [("expandable_segments", "True"), ("x", "1")]; anything else -> []."""
+    value = value.strip().strip("'\"")
+    if not _OPTION_LIST.match(value):
+        return []
+    return [(k.lower(), v) for k, _, v in (opt.partition(":") for opt in value.split(","))]
+
+
+def _settings_at(text: str, start: int, end: int, options: bool = True) -> Iterator[tuple[str, str]]:
+    """``(key, value)`` of each setting the mention at ``text[start:end]`` writes (the key starts the mention),
+    then each option of an option-list value (``expandable_segments``, "True").
 
     Keys are the last dotted part, lower-case, with '-' as '_' (``--recompute-method`` -> recompute_method).
     """
     for m in _SETTING.finditer(text, max(0, start - 2), min(len(text), end + 40)):
         if m.start() <= end and m.end() >= start:
             key = m.group(1).lstrip("-").rsplit(".", 1)[-1].lower().replace("-", "_")
-            yield key, m.group(2) if m.group(2) is not None else m.group(3)
+            value = m.group(2) if m.group(2) is not None else m.group(3)
+            yield key, value
+            if options:
+                yield from _options(value)
 
 
 def _turned_off(text: str, start: int, end: int, switches: Mapping[str, bool]) -> bool:
@@ -429,10 +594,13 @@ def _norm_value(value: str) -> str:
 def _restated(text: str, start: int, end: int, current: Mapping[str, str],
               aliases: Mapping[str, str] | None = None) -> bool:
     """The mention writes a setting with the value the run already has ("--use-distributed-optimizer" when
-    it is on, "tensor_model_parallel_size: 2" at TP 2): the layout restated, not a change."""
-    for key, value in _settings_at(text, start, end):
+    it is on, "tensor_model_parallel_size: 2" at TP 2): the layout restated, not a change.
+
+    An allocator option list exported again is not restated: where it is exported decides whether it takes
+    effect at all (set after CUDA initialised, bypassed by a launcher), so experts read it as advice."""
+    for key, value in _settings_at(text, start, end, options=False):
         key = (aliases or {}).get(key, key)
-        if key in current and _norm_value(value) == current[key]:
+        if not _options(value) and key in current and _norm_value(value) == current[key]:
             return True
     for m in _BARE_FLAG.finditer(text, max(0, start - 2), min(len(text), end + 2)):
         key = m.group(1).replace("-", "_").lower()
@@ -446,10 +614,14 @@ _BARE_FLAG = re.compile(r"--([a-z][a-z0-9-]*)(?=\s*(?:\\|$|\s--))", re.M)
 
 def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading: Grading,
                   switches: Mapping[str, Mapping[str, bool]] | None = None,
-                  current: Mapping[str, str] | None = None) -> Answer:
-    """Score-ready view of a free-text answer; ``current``: the run's stated settings (current_settings)."""
+                  current: Mapping[str, str] | None = None,
+                  settings: Mapping[str, tuple[str, str]] | None = None) -> Answer:
+    """Score-ready view of a free-text answer; ``current``: the run's stated settings (current_settings);
+    ``settings``: the setting each fix writes (fix_settings)."""
     switches = switches or {}
     current = current or {}
+    settings = settings or {}
+    applied = applied_fixes(settings, current)
     recommended: list[tuple[int, int, str, bool]] = []  # (strength, order, id, in a code block)
     avoided: list[str] = []
     spans: dict[tuple[str, int], str] = {}
@@ -459,7 +631,15 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
     argued_against: set[str] = set()  # named in a clause that argues against it (not merely under "Avoid")
     cause_hits: list[tuple[int, int, str]] = []  # (preference, order, id)
     order = 0
-    for unit in _units(markdown, grading):
+    units = _units(markdown, grading)
+    # what the answer says to keep as it is ("保留 expandable segments，启动前加一行：") and the run already has: a
+    # command block that writes it again beside the new line keeps it too, it does not recommend it
+    kept_ids = {m.ident for unit in units if not unit.code and unit.kind != "avoid"
+                for m in fixes.find(unit.text) if grading.kept(unit.text, m.start, m.end)} & applied
+    for index, unit in enumerate(units):
+        # the paragraph just before a command block, naming a change the block makes, names it first
+        # ("只给第一段减负：让第一个 stage 少放几层 decoder" before a block that restates PP and sets the first stage)
+        in_block = {m.ident for m in fixes.find(units[index + 1].text)} - applied if unit.leads_code else set()
         if unit.code:
             unit.text += _flattened_yaml(unit.text)
         kind, primary = unit.kind, unit.primary
@@ -477,15 +657,22 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
             spans.setdefault((m.ident, order), _span(unit.text, m.start, m.end))
             if kind == "conditional":
                 continue  # an option for a situation the user is not in: neither advice for nor against
+            if m.ident in settings and current and _moves_away(unit.text, m.start, m.end, settings[m.ident], current,
+                                                               grading.flag_aliases):
+                continue  # writes the setting, but not the change this fix makes (TP 8 -> 4 is no TP increase)
             against = negated(
                 unit.text, m.start, m.end, grading.negation_before, grading.negation_after, grading.negation_exceptions,
                 double=grading.negation_double,
             ) or any(a <= m.start < b for a, b in replaced) or grading.against_later_in_sentence(unit.text, m.end) \
-                or (instructs and m.ident in switches and _turned_off(unit.text, m.start, m.end, switches[m.ident]))
+                or (instructs and m.ident in switches and _turned_off(unit.text, m.start, m.end, switches[m.ident])
+                    # a companion written off beside the fix's own setting written on is part of the fix
+                    # (moe_pad_expert_input_to_capacity: false next to moe_expert_capacity_factor: 1.25)
+                    and not (m.ident in settings and _writes(unit.text, *settings[m.ident])))
             if not against and kind != "avoid" and grading.kept(unit.text, m.start, m.end):
                 continue  # kept as it is: neither advice for nor against
-            if not against and unit.code and current and _restated(unit.text, m.start, m.end, current,
-                                                                   grading.flag_aliases):
+            if not against and unit.code and current and (
+                    m.ident in kept_ids and _line_restates(unit.text, m.start, current)
+                    or _restated(unit.text, m.start, m.end, current, grading.flag_aliases)):
                 continue  # a command line repeating the run's own setting
             if against:
                 argued_against.add(m.ident)
@@ -494,8 +681,16 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
                 avoid_why.setdefault(m.ident, f"against ({'avoid section' if kind == 'avoid' else 'clause'}): "
                                               f"«{spans[(m.ident, order)]}»")
             elif kind in ("recommend", "other"):
-                place = ("primary" if primary else "list" if unit.olist is not None else
+                place = ("other" if unit.addon else "primary" if primary else "list" if unit.olist is not None else
                          "recommend" if kind == "recommend" else "code" if unit.code else "other")
+                if place == "other" and m.ident in in_block and not unit.addon:
+                    place = "code"
+                if m.ident in applied and not unit.code and (
+                        place == "other" and _describes_run(unit.text, m.start, m.end, current)
+                        or place in ("primary", "recommend") and _names_only(unit.text, m.start, m.end)):
+                    # prose about a setting the run already has ("expandable segments changed nothing"; "with
+                    # NCCL_GRAPH_REGISTER=0 the expandable segments can actually be remapped")
+                    continue
                 recommended.append((_STRENGTH[place], order, m.ident, unit.code))
                 places[order] = place
         for m in causes.find(unit.text):

@@ -22,7 +22,7 @@ from typing import Any
 from memtune.errors import UserError
 from memtune.recognize import Recognizer
 
-from .answer import Answer, Grading, current_settings, fix_switches, from_json, from_markdown
+from .answer import Answer, Grading, current_settings, fix_settings, fix_switches, from_json, from_markdown
 from .scenario import Scenario, kb_entries
 
 METRICS = ("first_fix_accuracy", "cause_accuracy", "include_recall", "avoid_recall", "violations", "mentions_recall")
@@ -77,6 +77,7 @@ class Scorer:
     causes: Recognizer
     grading: Grading
     switches: dict[str, dict[str, bool]] = field(default_factory=dict)  # fix -> setting -> on/off it writes
+    settings: dict[str, tuple[str, str]] = field(default_factory=dict)  # fix -> (setting, value) it writes first
 
     @classmethod
     def from_kb(cls, kb_root: Path | None = None, grading: Grading | None = None) -> Scorer:
@@ -87,12 +88,13 @@ class Scorer:
             raise UserError("knowledge/fixes.yaml: no fix declares `recognize`, free-text answers cannot be scored")
         fallback = Recognizer.from_phrases(grading.cause_phrases, "benchmarks/grading.yaml: causes")
         causes = Recognizer.from_recognize(kb_entries("causes", kb_root), "knowledge/causes.yaml").merged(fallback)
-        return cls(fixes, causes, grading, fix_switches(kb_entries("fixes", kb_root)))
+        entries = kb_entries("fixes", kb_root)
+        return cls(fixes, causes, grading, fix_switches(entries), fix_settings(entries))
 
     def read_markdown(self, text: str, inputs: Mapping[str, Any] | None = None) -> Answer:
         """``inputs``: the scenario's inputs, so a command line that repeats the run's settings is read as such."""
         return from_markdown(text, self.fixes, self.causes, self.grading, self.switches,
-                             current_settings(inputs) if inputs else None)
+                             current_settings(inputs) if inputs else None, self.settings)
 
     @staticmethod
     def read_json(diagnosis: dict[str, Any], markdown: str = "") -> Answer:

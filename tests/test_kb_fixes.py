@@ -36,11 +36,13 @@ def _fix_ids() -> list[str]:
 
 
 def _own_text(fix: dict[str, Any], lang: str | None = None) -> str:
-    """Title, summary, effects and apply lines: the text a fix's recognizers must describe."""
+    """Title, summary, effects and apply lines (the fix's own and its per-framework ones): the text a fix's
+    recognizers must describe."""
     langs = [lang] if lang else ["en", "zh"]
     parts = [fix[key][code] for key in ("title", "summary", "memory_effect", "throughput_cost") for code in langs]
     if lang in (None, "en"):
         parts += [line for lines in fix["apply"].values() for line in lines]
+        parts += [line for entry in fix.get("frameworks") or [] for line in entry["lines"]]
     return "\n".join(parts)
 
 

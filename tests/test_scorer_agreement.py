@@ -28,7 +28,9 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # re-measured when writer i's 9 answers (the three new fixes first) joined the set: violations 96.1 -> 95.9 %.
 # Writers j, k and l (66 answers by three kinds of agent, 39 in Chinese, read by nobody before) came in at 75.0 %
 # verdict / 72.7 % id / 89.4 % violations on their first read: the whole set fell to the floors below.
-FLOORS = {"first_fix_verdict": 0.9107, "violations": 0.9467, "first_fix_id": 0.8609}
+# After learning their misreadings (one mechanism per class, tests/test_scorer_writers_jkl.py) the whole set reads
+# 96.9 % / 92.6 % / 97.3 %; writers j-l are development data now (100 % on each), not a held-out measure.
+FLOORS = {"first_fix_verdict": 0.9691, "violations": 0.9734, "first_fix_id": 0.926}
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +73,12 @@ def test_agreement_does_not_fall_below_its_floor(result, measure):
     assert result[measure] >= FLOORS[measure], f"{measure}: {result[measure]} < {FLOORS[measure]}"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26: the 95 % target is not met since writers j-l joined (91.1 / 94.7 %)")
-@pytest.mark.parametrize("measure", sorted(TARGET))
+# measures below the target, each an expected failure until it is not (issue 26 brought both back above 95 %)
+BELOW_TARGET: set[str] = set()
+
+
+@pytest.mark.parametrize("measure", [
+    pytest.param(m, marks=pytest.mark.xfail(strict=True, reason="issue 26: below 95 % since writers j-l joined"))
+    if m in BELOW_TARGET else m for m in sorted(TARGET)])
 def test_agreement_meets_the_target(result, measure):
     assert result[measure] >= TARGET[measure], f"{measure}: {result[measure]} < {TARGET[measure]}"
