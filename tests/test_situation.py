@@ -425,3 +425,14 @@ def test_logits_larger_than_the_gpu_are_still_logits(kb):
     assert sit.failed.value == "logits" and "larger than the GPU" in sit.failed.clues[1].text
     sit = read_situation(_facts(LogFacts(requested_bytes=logits * 1.3, capacity_bytes=139.8 * GIB), cfg), kb)
     assert sit.failed.value == "impossible"
+
+
+def test_a_verb_with_its_ending_is_still_the_fix(kb):
+    """"reducing", "decreasing": a stem, not the bare verb, before the \\w* that takes the ending."""
+    from memtune.recognize import fix_recognizer
+
+    find = fix_recognizer(kb).find
+    assert [m.ident for m in find("reducing the micro batch to 1 makes it fit")] == ["reduce-micro-batch"]
+    assert [m.ident for m in find("decreasing the number of workers")] == ["reduce-dataloader-workers"]
+    sit = _said("It OOMs at step 1; reducing the micro batch to 1 makes it fit but is slow.", kb)
+    assert [r.value for r in sit.worked_with] == ["reduce-micro-batch"]
