@@ -436,3 +436,11 @@ def test_a_verb_with_its_ending_is_still_the_fix(kb):
     assert [m.ident for m in find("decreasing the number of workers")] == ["reduce-dataloader-workers"]
     sit = _said("It OOMs at step 1; reducing the micro batch to 1 makes it fit but is slow.", kb)
     assert [r.value for r in sit.worked_with] == ["reduce-micro-batch"]
+
+
+def test_settings_stated_for_the_reference_model_are_not_the_trainers(kb):
+    q = parse_question("ref 的 megatron 配置是 TP1/PP1/CP1、sequence_parallel: True、use_distributed_optimizer: False，"
+                       "save_freq: -1。请问这个 OOM 应该怎么解决？", kb)
+    assert "use_distributed_optimizer" not in q.layout and "tensor_model_parallel_size" not in q.layout
+    q = parse_question("The actor uses TP 4 and use_distributed_optimizer: False. It OOMs.", kb)
+    assert q.layout.get("use_distributed_optimizer") is False and q.layout.get("tensor_model_parallel_size") == 4

@@ -74,11 +74,12 @@ def parse_question(text: str | None, kb: Knowledge) -> QuestionFacts:
     q.memory_bytes = _failure_figure(q.memory_figures, text, vocab)
     q.gpu_nominal_gb = next((f["nominal_gb"] for f in q.memory_figures if f.get("nominal_gb")), None)
     q.num_gpus = _gpu_count(text, vocab, kb, words)
-    q.layout = _layout(_mask(text, [(s, e) for s, e, _ in gpus]), vocab)
+    own = _blank(text, [vocab["auxiliary_settings"]] if vocab.get("auxiliary_settings") else [])  # not the ref's
+    q.layout = _layout(_mask(own, [(s, e) for s, e, _ in gpus]), vocab)
     task = _first(text, vocab.get("tasks") or [])
     if task:
         q.layout["task"] = task
-    q.env, claimed = _claims(_blank(text, vocab.get("not_stated") or []), vocab)
+    q.env, claimed = _claims(_blank(own, vocab.get("not_stated") or []), vocab)
     for key, value in claimed.items():
         q.layout.setdefault(key, value)
     return q
