@@ -444,3 +444,10 @@ def test_settings_stated_for_the_reference_model_are_not_the_trainers(kb):
     assert "use_distributed_optimizer" not in q.layout and "tensor_model_parallel_size" not in q.layout
     q = parse_question("The actor uses TP 4 and use_distributed_optimizer: False. It OOMs.", kb)
     assert q.layout.get("use_distributed_optimizer") is False and q.layout.get("tensor_model_parallel_size") == 4
+
+
+def test_two_versions_one_that_worked_is_the_stack_moving(kb):
+    """"3.12.4 OOMs while 3.10.3 runs normally" says the software moved under a config that fit."""
+    sit = _said("同样的训练代码，ms-swift 3.12.4 版本 GRPO 训练报显存 OOM，而 3.10.3 版本正常运行。", kb)
+    assert sit.worked_before and [r.value for r in sit.changed] == ["stack"]
+    assert not _said("TP 2 and PP 4 with 3.5 GB free; it worked before.", kb).changed

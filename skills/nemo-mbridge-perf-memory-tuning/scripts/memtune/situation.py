@@ -178,6 +178,8 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
         "number" if facts.log.reserved_unallocated_bytes is not None else "words")
     sit.capacity_bytes = facts.log.capacity_bytes or facts.gpu.capacity_bytes
     sit.worked_before = bool(words.worked_before.search(text))
+    if sit.worked_before and not any(r.value == "stack" for r in sit.changed):
+        sit.changed.extend(_two_versions(text, words))
     sit.expected_release = bool(words.expected_release.search(text))
     sit.forward_only = bool(words.forward_only.search(text))
     sit.more_than_expected = bool(words.more_than_expected.search(text))
@@ -837,6 +839,18 @@ def _merge(first: list[Reading], then: list[Reading]) -> list[Reading]:
 
 # An environment variable's name ("CUDA_VISIBLE_DEVICES") is a setting, not a version of CUDA.
 _ENV_NAME = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
+
+
+_VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+|rc\d+)?)(?![\w.])")
+
+
+def _two_versions(text: str, words: _Words) -> list[Reading]:
+    """"3.12.4 OOMs, 3.10.3 runs fine": two versions of the software named, one said to have worked, is the stack
+    moving under a config that fit, whether or not the user wrote the word 'upgrade'."""
+    found = list(dict.fromkeys(m.group(1) for m in _VERSION.finditer(text)))
+    if len(found) < 2 or not words.versions.search(text):
+        return []
+    return [Reading("stack", [Clue(f"\u201c{found[0]}\u201d / \u201c{found[1]}\u201d", "words")])]
 
 
 QUOTE_AROUND = 32  # characters of the user's sentence kept on each side of the words that were read
