@@ -1,4 +1,4 @@
-"""Tracebacks still open per rank: their frames, the phase those frames name, and the failures they explain.
+"""Tracebacks still open per rank: their frames, the phase those frames name, and both handed to nearby failures.
 
 ``FramesMixin`` holds the scanner's traceback methods; the state they use is set up in ``_Scanner.__init__``
 (scanner.py).
