@@ -199,23 +199,18 @@ def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any
         parts.append(f"{say['call_path']} " + " <- ".join(code_span(name) for name in sit.call_path[:3]))
     if "framework" in fields:
         parts.append(f"{say['framework']} {fields['framework']['title']}")
-    changed = [say["stack"] if r.value == "stack" else kb.get("fixes", r.value)["title"][lang] for r in sit.changed]
-    if changed:
-        parts.append(f"{say['changed']}: {', '.join(changed)}")
-    if sit.tried:
-        parts.append(f"{say['tried']}: {', '.join(kb.get('fixes', r.value)['title'][lang] for r in sit.tried)}")
-    if sit.worked_with:
-        fits = ", ".join(kb.get("fixes", r.value)["title"][lang] for r in sit.worked_with)
-        parts.append(f"{say['worked_with']}: {fits}")
-    if sit.no_effect:
-        parts.append(f"{say['no_effect']}: " + ", ".join(
-            say["setting"] if r.value == "setting" else kb.get("fixes", r.value)["title"][lang] for r in sit.no_effect))
-    said = [{"kind": kind, "label": say.get(kind, kind), "value": r.value,
-             "title": say[r.value] if r.value in ("stack", "setting") else kb.get("fixes", r.value)["title"][lang],
-             "clues": [c.text for c in r.clues]}
-            for kind, readings in (("changed", sit.changed), ("tried", sit.tried), ("no_effect", sit.no_effect),
-                                   ("worked_with", sit.worked_with), ("removed", sit.removed))
-            for r in readings]
+    def named(value: str) -> str:
+        """A change or try as the answer names it: the software stack, an unnamed setting, or a fix's title."""
+        return say[value] if value in ("stack", "setting") else kb.get("fixes", value)["title"][lang]
+
+    kinds = (("changed", sit.changed), ("tried", sit.tried), ("no_effect", sit.no_effect),
+             ("worked_with", sit.worked_with), ("removed", sit.removed))
+    said = [{"kind": kind, "label": say.get(kind, kind), "value": r.value, "title": named(r.value),
+             "clues": [c.text for c in r.clues]} for kind, readings in kinds for r in readings]
+    for kind in ("changed", "tried", "worked_with", "no_effect"):  # the situation line, in this order
+        titles = [s["title"] for s in said if s["kind"] == kind]
+        if titles:
+            parts.append(f"{say[kind]}: {', '.join(titles)}")
     ruled = ruled_out_report(diag.ruled_out, kb, lang)
     return {
         "line": "; ".join(parts) if parts else None,
