@@ -632,3 +632,35 @@ def test_a_long_line_holds_the_triggers_a_plain_search_finds(kb):
         parts = [rnd.choice(triggers) if rnd.random() < 0.3 else rnd.choice(["x", " ", "9", ":"]) for _ in range(40)]
         text = "".join(parts) * 20
         assert scanner._triggers_in(text) == frozenset(t for t in triggers if t in text)
+
+
+# --------------------------------------------------------------------------- NVML process lines
+
+_NVML_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total capacity of "
+             "95.62 GiB of which 773.41 MiB is free. {processes}Of the allocated memory 76.80 GiB is allocated by "
+             "PyTorch, with 10.17 GiB allocated in private pools (e.g., CUDA Graphs), and 189.91 MiB is reserved by "
+             "PyTorch but unallocated. If reserved but unallocated memory is large try setting "
+             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.\n")
+
+
+@pytest.mark.parametrize("processes, own, others, count", [
+    # in a container NVML names this process by its host PID, and may list it twice (verl #3104's message)
+    ("Process 895189 has 95.61 GiB memory in use. Process 895189 has 95.61 GiB memory in use. ", 95.61, 0.0, 0),
+    ("Process 895189 has 92.61 GiB memory in use. Process 17 has 3.00 GiB memory in use. ", 92.61, 3.00, 1),
+    ("Process 17 has 3.00 GiB memory in use. Process 17 has 3.00 GiB memory in use. "
+     "Including non-PyTorch memory, this process has 92.61 GiB memory in use. ", 92.61, 3.00, 1),
+])
+def test_each_nvml_process_counts_once_and_this_process_is_not_another(kb, processes, own, others, count):
+    facts = parse_log([_NVML_OOM.format(processes=processes)], kb)
+    assert facts.process_bytes == pytest.approx(own * GIB)
+    assert facts.other_process_bytes == pytest.approx(others * GIB) and facts.other_process_count == count
+
+
+def test_the_answer_quotes_the_message_figures_as_pytorch_printed_them(kb):
+    from memtune.report import message_figures
+
+    log = parse_log([_NVML_OOM.format(processes="Process 895189 has 95.61 GiB memory in use. ")], kb)
+    shown = {m["name"]: m["text"] for m in message_figures({f"log.{k}": v for k, v in asdict(log).items()})}
+    assert shown["requested"] == "2.00 MiB" and shown["reserved_unallocated"] == "189.91 MiB"
+    assert shown["private_pool"] == "10.17 GiB" and shown["process"] == "95.61 GiB"
+    assert "other_process" not in shown  # the only process listed is this one

@@ -5,6 +5,8 @@ from memtune.textfmt import fill, human
 
 def test_units():
     assert human(3 * 2**30, "gib") == "3.00 GiB"
+    assert human(189.91 * 2**20, "gib") == "189.91 MiB"  # as PyTorch prints it: the user finds it in the message
+    assert human(0, "gib") == "0.00 GiB"
     assert human(58.8e9, "gb") == "58.8 GB"
     assert human(20 * 2**20, "mib") == "20 MiB"
     assert human(0.375, "pct") == "37.5 %"

@@ -218,6 +218,7 @@ def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any
         "fields": fields,
         "components": [r.value for r in sit.components],
         "figures": [{"text": text, "role": role} for text, role in sit.figures],
+        "message": message_figures(diag.facts),
         "changed": [r.value for r in sit.changed],
         "tried": [r.value for r in sit.tried],
         "no_effect": [r.value for r in sit.no_effect],
@@ -229,6 +230,24 @@ def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any
         "ruled_out": ruled,
         "candidates": _candidates(diag, kb, lang),
     }
+
+
+# The OOM message's figures in the order an engineer reads them: the request against what was free, then who holds
+# the GPU (this process: PyTorch's allocation, its private pools, its cache; memory outside PyTorch; other processes).
+MESSAGE_FIGURES = ("requested", "free", "capacity", "process", "allocated", "private_pool", "reserved_unallocated",
+                   "non_pytorch", "other_process")
+
+
+def message_figures(flat: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The first memory failure's own numbers (``log.*_bytes`` facts), printed as PyTorch prints a size, so the
+    answer quotes the message the user has in front of them (render/ labels each: ui.yaml ``message-<name>``)."""
+    out = []
+    for name in MESSAGE_FIGURES:
+        value = flat.get(f"log.{name}_bytes")
+        if value is None or (name in ("other_process", "non_pytorch") and not value):
+            continue
+        out.append({"name": name, "bytes": value, "text": fill("{x|gib}", {"x": value})})
+    return out
 
 
 def ruled_out_report(ruled_out: Mapping[str, RuledOut], kb: Knowledge, lang: str) -> list[dict[str, str]]:

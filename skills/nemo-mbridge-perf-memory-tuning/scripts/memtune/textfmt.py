@@ -1,6 +1,6 @@
 """Fill ``{fact.name|filter}`` placeholders in knowledge-base text with fact values.
 
-Filters: ``gib`` (bytes -> "12.34 GiB"), ``gb`` (bytes -> decimal GB), ``mib``,
+Filters: ``gib`` (bytes -> "12.34 GiB", "189.91 MiB" below 1 GiB), ``gb`` (bytes -> decimal GB), ``mib``,
 ``pct`` (ratio -> "37.5 %"), ``int``, ``list``.  A placeholder whose fact is
 unknown renders as "?" (or the default after ``:``), so a sentence never claims a
 number nobody measured.
@@ -18,7 +18,9 @@ _PLACEHOLDER = re.compile(r"\{([a-z_][\w.]*)(?:\|(\w+))?(?::([^{}]*))?\}")
 def human(value: Any, unit: str | None) -> str:
     if value is None:
         return "?"
-    if unit == "gib":
+    if unit == "gib":  # as PyTorch's OOM message prints a size (format_size): below 1 GiB in MiB
+        if 0 < abs(value) < 2**30:
+            return f"{value / 2**20:.2f} MiB"
         return f"{value / 2**30:.2f} GiB"
     if unit == "gb":
         return f"{value / 1e9:.1f} GB"

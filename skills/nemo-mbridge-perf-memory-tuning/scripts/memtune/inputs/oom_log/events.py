@@ -100,7 +100,12 @@ class EventsMixin:
             if name in SIZE_GROUPS:
                 out[f"{name}_bytes"] = parse_size(value, sig.number_unit)
             elif name == "processes":
-                others = [parse_size(o.group("size")) for o in self.p.proc_other.finditer(value)]
+                # NVML may list one process twice (the same PID on two lines): each PID counts once
+                by_pid: dict[str, float] = {}
+                for o in self.p.proc_other.finditer(value):
+                    size = parse_size(o.group("size"))
+                    by_pid[o.group("pid")] = max(size, by_pid.get(o.group("pid"), size))
+                others = list(by_pid.values())
                 own = self.p.proc_self.search(value)
                 if own and "process_bytes" not in out:
                     out["process_bytes"] = parse_size(own.group("size"))
