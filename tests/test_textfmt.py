@@ -10,6 +10,7 @@ def test_units():
     assert human(58.8e9, "gb") == "58.8 GB"
     assert human(20 * 2**20, "mib") == "20 MiB"
     assert human(0.375, "pct") == "37.5 %"
+    assert human(18.0, "num") == "18" and human(16.5, "num") == "16.5"
     assert human(["a", "b"], "list") == "a, b"
     assert human(True, None) == "true"
 

@@ -506,6 +506,10 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
     from .ledger import present_components
 
     present = present_components(led.phase if led is not None else None, kb)
+    # when no simulated fix fits alone, the savings do not decide: the top cause's most confident rule says what the
+    # evidence calls for first (a bound such as "no layout of these GPUs holds the model state" outranks re-layouts)
+    lead_rule = _lead_rule(diag, kb) if not any(s.fits for s in sims.values() if s is not None) else None
+    lead_order = {f: i for i, f in enumerate(kb.get("rules", lead_rule).get("fixes") or [])} if lead_rule else {}
     avoid = list(diag.avoid)
     avoided = {a.id for a in avoid}
     kept: list[tuple[tuple, FixAdvice]] = []
@@ -536,6 +540,8 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
             key: tuple = (0, pos)
         elif advice.id in lead_checks:
             key = (0, pos)  # the check the top cause itself calls for: the other fixes' simulations assume it
+        elif advice.id in lead_order and lead_rule in advice.rules:
+            key = (1.5, lead_order[advice.id])
         elif simulated and sim.fits and sim.basis == "request":  # shrinks the very allocation that failed, on the
             key = (0.75, pos)  # OOM message's own numbers, and changes no layout: before any re-layout that fits
         elif simulated and sim.fits:  # exact fixes before those that change the training, then cheapest first;
@@ -558,6 +564,15 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
     elif not ranked.fixes:  # causes with nothing to do about them (a broken constraint alone): the check leads
         ranked = _lead_with_check(ranked, kb)
     return ranked
+
+
+def _lead_rule(diag: Diagnosis, kb: Knowledge) -> str | None:
+    """The most confident rule that concluded the top cause (None when the top cause came from no rule)."""
+    if not diag.causes:
+        return None
+    rules = kb.by_id.get("rules", {})
+    named = [r for r in diag.causes[0].rules if r in rules]
+    return max(named, key=lambda r: float(rules[r].get("confidence", 0)), default=None)
 
 
 def _lead_with_check(diag: Diagnosis, kb: Knowledge) -> Diagnosis:

@@ -91,7 +91,38 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
     facts.derived["preset_only_violations"] = _preset_only_violations(facts, kb)
     if not facts.estimate:
         facts.derived.update(_model_state_only(facts, kb))
+    facts.derived.update(_model_state_floor(facts, kb))
     return facts
+
+
+def _model_state_floor(facts: Facts, kb: Knowledge) -> dict[str, Any]:
+    """The whole model state over the run's GPU count: no TP/PP/EP/DP layout of these GPUs puts less on each one
+    (every parameter's weight, gradient and optimizer share lives somewhere), so a floor above the GPU means more
+    GPUs or less state (optimizer offload, PEFT), whatever the layout; "70B x 18 B / 16 GPUs = 79 GB" is the
+    expert's first sum.  Computed with the estimator at TP 1 PP 1 on one GPU and the shortest sequence."""
+    import math
+
+    from .errors import UserError
+    from .estimator import estimate
+    from .ledger import policy
+
+    cfg, capacity = facts.config, facts.gpu.capacity_bytes
+    if not (cfg.world_size and cfg.num_layers and cfg.hidden_size and capacity):
+        return {}
+    whole = replace(cfg, tensor_model_parallel_size=1, pipeline_model_parallel_size=1, context_parallel_size=1,
+                    expert_model_parallel_size=1, virtual_pipeline_model_parallel_size=None, world_size=1,
+                    seq_length=2, micro_batch_size=1, global_batch_size=1, sequence_parallel=False)
+    try:
+        stage = estimate(whole, gpu=facts.gpu, kb=kb, env=facts.env).stages[0]
+    except (UserError, IndexError):
+        return {}
+    total = stage.weights_bytes + stage.grads_bytes + stage.optimizer_bytes
+    room = float(policy(kb).get("model_state_room_share", 0.3))
+    floor = total / cfg.world_size
+    return {"model_state_floor_bytes": floor, "model_state_floor_ratio": floor / capacity,
+            "model_state_offload_floor_bytes": (stage.weights_bytes + stage.grads_bytes) / cfg.world_size,
+            "model_state_min_gpus": math.ceil(total / ((1 - room) * capacity)),
+            "model_state_bytes_per_param": total / stage.params if stage.params else None}
 
 
 def _model_state_only(facts: Facts, kb: Knowledge) -> dict[str, Any]:

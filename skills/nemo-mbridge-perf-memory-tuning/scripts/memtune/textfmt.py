@@ -1,7 +1,7 @@
 """Fill ``{fact.name|filter}`` placeholders in knowledge-base text with fact values.
 
 Filters: ``gib`` (bytes -> "12.34 GiB", "189.91 MiB" below 1 GiB), ``gb`` (bytes -> decimal GB), ``mib``,
-``pct`` (ratio -> "37.5 %"), ``int``, ``list``.  A placeholder whose fact is
+``pct`` (ratio -> "37.5 %"), ``int``, ``num`` (18, 16.5), ``list``.  A placeholder whose fact is
 unknown renders as "?" (or the default after ``:``), so a sentence never claims a
 number nobody measured.
 """
@@ -30,6 +30,8 @@ def human(value: Any, unit: str | None) -> str:
         return f"{value * 100:.1f} %"
     if unit == "int":
         return str(int(value))
+    if unit == "num":  # a count with one decimal at most: 18, 16.5
+        return f"{value:.1f}".removesuffix(".0")
     if unit == "list" and isinstance(value, (list, tuple)):
         return ", ".join(str(v) for v in value)
     if isinstance(value, bool):
