@@ -65,6 +65,10 @@ def test_fsdp_shards_weights_and_grads(kb):
     assert fsdp.optimizer_bytes == 12 * STAGE0 / 4
     grads_only = est(kb, use_megatron_fsdp=True, data_parallel_sharding_strategy="optim_grads").stages[0]
     assert grads_only.weights_bytes == 2 * STAGE0 and grads_only.grads_bytes == 4 * STAGE0 / 4
+    # Megatron-LM --use-torch-fsdp2 (torch fully_shard over the DP group) shards all three as well (Megatron-LM#1368)
+    torch_fsdp2 = est(kb, use_torch_fsdp2=True).stages[0]
+    assert (torch_fsdp2.weights_bytes, torch_fsdp2.grads_bytes, torch_fsdp2.optimizer_bytes) == (
+        fsdp.weights_bytes, fsdp.grads_bytes, fsdp.optimizer_bytes)
 
 
 def test_fp8_weight_copies(kb):

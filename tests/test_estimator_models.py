@@ -19,6 +19,8 @@ PUBLISHED = {
     "qwen3-30b-a3b": (30.5, 3.3), "qwen3-235b-a22b": (235.1, 22.2), "deepseek-v3": (685.0, None),
     "gpt-oss-20b": (20.9, None), "gpt-oss-120b": (116.8, None), "mixtral-8x7b": (46.7, 12.9),
     "nemotron-3-nano": (31.6, None),
+    # Llama 2 (Touvron et al. 2023, and the Hugging Face model cards): 6.74B, 13.0B, 69.0B
+    "llama2-7b": (6.74, None), "llama2-13b": (13.0, None), "llama2-70b": (69.0, None),
 }
 
 

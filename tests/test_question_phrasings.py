@@ -56,6 +56,8 @@ def observed(q, key: str, kb) -> Any:
         return names.get(q.model_name)
     if key == "layout":
         return {**q.layout}
+    if key == "model_size_b" and q.model_size_b is None and q.model_name:  # a preset carries the size its name states
+        return next((m.get("size_b") for m in kb.tables["vocabulary"]["models"] if m["name"] == q.model_name), None)
     return getattr(q, key)
 
 

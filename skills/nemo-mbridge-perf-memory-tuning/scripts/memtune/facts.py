@@ -234,6 +234,7 @@ class TrainingConfig:
     optimizer: str | None = None  # adam | sgd | muon ...
     use_distributed_optimizer: bool | None = None
     use_megatron_fsdp: bool | None = None
+    use_torch_fsdp2: bool | None = None  # Megatron-LM --use-torch-fsdp2: torch fully_shard, params + grads + optimizer
     data_parallel_sharding_strategy: str | None = None
     use_precision_aware_optimizer: bool | None = None
     main_grads_dtype: str | None = None

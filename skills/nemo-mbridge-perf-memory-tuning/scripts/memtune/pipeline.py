@@ -121,6 +121,7 @@ def _model_state_floor(facts: Facts, kb: Knowledge) -> dict[str, Any]:
     floor = total / cfg.world_size
     return {"model_state_floor_bytes": floor, "model_state_floor_ratio": floor / capacity,
             "model_state_offload_floor_bytes": (stage.weights_bytes + stage.grads_bytes) / cfg.world_size,
+            "model_state_offload_floor_ratio": (stage.weights_bytes + stage.grads_bytes) / cfg.world_size / capacity,
             "model_state_min_gpus": math.ceil(total / ((1 - room) * capacity)),
             "model_state_bytes_per_param": total / stage.params if stage.params else None}
 

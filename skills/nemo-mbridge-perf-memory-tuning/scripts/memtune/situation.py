@@ -265,6 +265,11 @@ def _failed(facts: Facts, table: Mapping[str, Any], kb: Knowledge) -> tuple[Read
         logits = None if facts.config.approximate_shape else _logits_match(request, facts, tol)
         if logits is not None:
             return Reading("logits", [Clue(logits.text, kind_of_source), clue]), request
+        # one fp32 copy of a whole 7B model is 25 GiB: a model-state buffer (Megatron's contiguous grad buffer,
+        # ZeRO / Gemini's flat fp32 master copy) that no layout of this one GPU holds - capacity, not a shape bug
+        params = None if facts.config.approximate_shape else _parameters_match(request, facts, tol, kb)
+        if params is not None:
+            return Reading("parameters", [Clue(params.text, kind_of_source), clue]), request
         extra = _attention_match(request, facts, tol, dense=True)
         return Reading("impossible", [clue, *([extra] if extra else [])]), request
     if facts.config.approximate_shape:

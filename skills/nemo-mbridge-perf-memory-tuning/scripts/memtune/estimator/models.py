@@ -86,6 +86,8 @@ def nearest_preset(size_b: float, moe: bool | None, kb: Knowledge) -> str | None
         defaults = constants(kb)["megatron-defaults"]
         rows = []
         for entry in kb.entries("models"):
+            if entry.get("stand_in") is False:
+                continue
             cfg = preset(entry["id"], kb)
             params = total_params(arch_from_config(cfg, 1, defaults))
             rows.append((params / 1e9, bool(cfg.num_moe_experts), entry["id"]))
