@@ -164,6 +164,8 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.process = _stated(stated.process, "process") or _process_from_words(clauses, words)
     sit.framework = (_stated(stated.framework, "framework")
                      or _one("frameworks", clauses, words, failing_only=False))
+    if sit.process is None and sit.framework is not None:  # the framework's own default, when the user is silent
+        sit.process = _default_process(sit.framework, table)
     sit.components = ([Reading(c, [Clue(f"--component {c}", "agent")]) for c in stated.component]
                       or _all("components", _sentences(text), words))  # "reserved ... but not allocated"
     sit.changed, sit.tried, sit.no_effect, sit.removed, sit.worked_with = _changes(_sentences(text), kb, words)
@@ -811,6 +813,14 @@ def _one(key: str, clauses: list[str], words: _Words, *, failing_only: bool = Tr
         return None
     said = next(w for v, w, _ in hits if v == value)
     return Reading(value, [Clue(f"\u201c{said}\u201d", "words")])
+
+
+def _default_process(framework: Reading, table: Mapping[str, Any]) -> Reading | None:
+    """Where the framework runs its rollout engine unless told otherwise (situation.yaml default_process)."""
+    row = next((f for f in table.get("frameworks") or [] if f["id"] == framework.value), None)
+    if not row or not row.get("default_process"):
+        return None
+    return Reading(row["default_process"], [Clue(f"{framework.clues[0].text}: the framework's default", "config")])
 
 
 def _process_from_words(clauses: list[str], words: _Words) -> Reading | None:
