@@ -506,6 +506,7 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
     from .ledger import present_components
 
     present = present_components(led.phase if led is not None else None, kb)
+    optimizer_step = led is not None and led.phase == "optimizer"
     # when no simulated fix fits alone, the savings do not decide: the top cause's most confident rule says what the
     # evidence calls for first (a bound such as "no layout of these GPUs holds the model state" outranks re-layouts)
     lead_rule = _lead_rule(diag, kb) if not any(s.fits for s in sims.values() if s is not None) else None
@@ -540,6 +541,11 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
             key: tuple = (0, pos)
         elif advice.id in lead_checks:
             key = (0, pos)  # the check the top cause itself calls for: the other fixes' simulations assume it
+        elif optimizer_step and set(fix.get("reduces") or ()) == {"optimizer"} and (
+                not simulated or (sim.predicted_saving_bytes or 0.0) > 0):
+            # the optimizer state's own allocation failed (Adam's moments at the first step): what shrinks that
+            # state comes before re-layouts that shrink everything; those that fit first, then by saving
+            key = (0.8, not (simulated and sim.fits), -(sim.predicted_saving_bytes or 0.0) if simulated else 0.0, pos)
         elif advice.id in lead_order and lead_rule in advice.rules:
             key = (1.5, lead_order[advice.id])
         elif simulated and sim.fits and sim.basis == "request":  # shrinks the very allocation that failed, on the
