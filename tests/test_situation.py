@@ -451,3 +451,17 @@ def test_two_versions_one_that_worked_is_the_stack_moving(kb):
     sit = _said("同样的训练代码，ms-swift 3.12.4 版本 GRPO 训练报显存 OOM，而 3.10.3 版本正常运行。", kb)
     assert sit.worked_before and [r.value for r in sit.changed] == ["stack"]
     assert not _said("TP 2 and PP 4 with 3.5 GB free; it worked before.", kb).changed
+
+
+def test_the_model_state_floor_sizes_add_gpus_and_the_fix_shows_its_own_lines_first(kb):
+    """70B on one H100: ~1.2 TB of state needs whole nodes, not twice one GPU; an offload shown in two lines shows the
+    offload itself, not the distributed optimizer it needs beside it."""
+    _, flat, diag = pipeline.run(pipeline.Inputs(question="Training Llama-2-70B with Megatron on one H100 runs out of "
+                                                          "memory. How many GPUs do I need?"), kb)
+    assert flat["derived.model_state_min_gpus"] > 8 and flat["derived.next_world"] % 8 == 0
+    assert flat["derived.next_world"] >= flat["derived.model_state_min_gpus"] and diag.fixes[0].id == "add-gpus"
+    from memtune.fixlines import apply_lines
+
+    static = {"bridge_override": ["optimizer.optimizer_cpu_offload=true"]}
+    lines = apply_lines(static, ["optimizer.use_distributed_optimizer=true", "optimizer.optimizer_cpu_offload=true"])
+    assert lines["bridge_override"][0] == "optimizer.optimizer_cpu_offload=true"

@@ -19,7 +19,10 @@ def apply_lines(static: Mapping[str, list[str]], overrides: Iterable[str]) -> di
     from .inputs.config import parse_scalar
     from .planner.options import field_of, split
 
-    overrides = list(overrides)
+    # the fix's own settings first, then what the simulated variant had to set beside them (a prerequisite such
+    # as the distributed optimizer): an answer that shows two lines shows the fix
+    own = {split(line)[0] for line in static.get("bridge_override") or []}
+    overrides = sorted(overrides, key=lambda line: split(line)[0] not in own)
     out: dict[str, list[str]] = {"bridge_override": list(overrides), "bridge_python": [], "megatron_lm": []}
     flags: list[str] = []
     for line in overrides:

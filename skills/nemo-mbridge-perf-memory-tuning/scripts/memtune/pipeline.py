@@ -92,6 +92,9 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
     if not facts.estimate:
         facts.derived.update(_model_state_only(facts, kb))
     facts.derived.update(_model_state_floor(facts, kb))
+    needed = facts.derived.get("model_state_min_gpus")
+    if needed and needed > (facts.derived.get("next_world") or 0):  # "add GPUs" says how many hold the state
+        facts.derived["next_world"] = -(-needed // 8) * 8 if needed > 8 else 1 << (needed - 1).bit_length()
     return facts
 
 
