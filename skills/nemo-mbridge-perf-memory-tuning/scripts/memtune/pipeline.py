@@ -94,8 +94,16 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
     facts.derived.update(_model_state_floor(facts, kb))
     needed = facts.derived.get("model_state_min_gpus")
     if needed and needed > (facts.derived.get("next_world") or 0):  # "add GPUs" says how many hold the state
-        facts.derived["next_world"] = -(-needed // 8) * 8 if needed > 8 else 1 << (needed - 1).bit_length()
+        node = _gpus_per_node(facts.gpu.name, kb)
+        facts.derived["next_world"] = -(-needed // node) * node if needed > node else 1 << (needed - 1).bit_length()
     return facts
+
+
+def _gpus_per_node(name: str | None, kb: Knowledge) -> int:
+    """GPUs in one node of this kind (gpus.yaml), whole nodes being what a job adds."""
+    table = kb.tables.get("gpus") or {}
+    entry = next((g for g in table.get("gpus") or [] if name and g.get("name") == name), None)
+    return int((entry or {}).get("gpus_per_node") or table["default_gpus_per_node"])
 
 
 def _model_state_floor(facts: Facts, kb: Knowledge) -> dict[str, Any]:
@@ -125,6 +133,8 @@ def _model_state_floor(facts: Facts, kb: Knowledge) -> dict[str, Any]:
     return {"model_state_floor_bytes": floor, "model_state_floor_ratio": floor / capacity,
             "model_state_offload_floor_bytes": (stage.weights_bytes + stage.grads_bytes) / cfg.world_size,
             "model_state_offload_floor_ratio": (stage.weights_bytes + stage.grads_bytes) / cfg.world_size / capacity,
+            "model_state_offload_leaves_room": (stage.weights_bytes + stage.grads_bytes) / cfg.world_size
+                                              <= (1 - room) * capacity,
             "model_state_min_gpus": math.ceil(total / ((1 - room) * capacity)),
             "model_state_bytes_per_param": total / stage.params if stage.params else None}
 

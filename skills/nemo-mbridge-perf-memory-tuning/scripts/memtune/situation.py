@@ -189,7 +189,8 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.call_path = _call_path(facts, log_text) or _said_call_path(text)
     if facts.log.crash and not facts.log.has_memory_failure and facts.log.first_error:
         sit.error = facts.log.first_error.strip()[:ERROR_CHARS]
-    refusal = next((e for e in facts.log.events if e.kind in REFUSAL_KINDS), None)
+    refusals = {k["id"] for k in (kb.tables.get("signatures") or {}).get("kinds") or [] if k.get("refusal")}
+    refusal = next((e for e in facts.log.events if e.kind in refusals), None)
     if sit.error is None and refusal is not None:  # a check that refused the run says in its own words what it needs
         sit.error = refusal.text.strip()[:ERROR_CHARS]
     log = facts.log
@@ -201,11 +202,6 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
 
 
 _FIGURE_TEXT = re.compile(r"\d+(?:\.\d+)?\s*[KMGT]i?B?\b|\d+(?:\.\d+)?\s*G\b", re.I)
-
-
-# signatures.yaml kinds whose message is a check refusing the run (an engine's KV-cache room, an upstream config
-# check): not an allocation that failed, so the message itself is what the answer quotes
-REFUSAL_KINDS = frozenset({"engine-kv-cache", "config-error"})
 
 
 def _figures(facts: Facts) -> list[tuple[str, str | None]]:
