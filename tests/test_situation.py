@@ -465,3 +465,43 @@ def test_the_model_state_floor_sizes_add_gpus_and_the_fix_shows_its_own_lines_fi
     static = {"bridge_override": ["optimizer.optimizer_cpu_offload=true"]}
     lines = apply_lines(static, ["optimizer.use_distributed_optimizer=true", "optimizer.optimizer_cpu_offload=true"])
     assert lines["bridge_override"][0] == "optimizer.optimizer_cpu_offload=true"
+
+
+def test_host_memory_named_where_the_gpu_is_fine_outranks_the_colocated_engine(kb):
+    """hostram-miles-3089: a colocated run whose GPU memory is fine while the node's RAM fills ran out of host RAM."""
+    text = ("miles colocated LoRA RL on one 8xH200 node. Host RAM is huge: the node shows 323.6 GB used while the "
+            "trainer is awake. GPU memory is fine. Where does all that host memory go?")
+    sit = read_situation(Facts(question=parse_question(text, kb)), kb)
+    assert sit.process.value == "host" and sit.gpu_memory_fine
+    # without the GPU said to be fine, the engine named first is what shares the GPU
+    sit = read_situation(Facts(question=parse_question(text.replace(" GPU memory is fine.", ""), kb)), kb)
+    assert sit.process.value == "colocated-engine"
+
+
+def test_offloading_to_the_cpu_is_ruled_out_where_host_ram_fills(kb):
+    """hostram-colossalai-6266: ZeRO cpu offload already on, GPUs at 20 of 80 GB, CPU memory full."""
+    text = ("zero_stage=1，zero_cpu_offload=true，80G 的卡显存占用很少，只用了 20G，CPU 内存占满了。"
+            "如何增大显存占用、减小 CPU 内存占用？")
+    q = parse_question(text, kb)
+    assert q.layout.get("optimizer_cpu_offload") is True and "cpu_offloading" not in q.layout
+    _, _, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    recommended = {f.id for f in diag.fixes}
+    assert not recommended & {"optimizer-cpu-offload", "activation-cpu-offload", "fine-grained-activation-offload"}
+
+
+def test_growth_words_that_say_it_climbs_until_the_oom(kb):
+    q = parse_question("The memory usage increases continuously until the OOM; no error in the log.", kb)
+    assert read_situation(Facts(question=q), kb).trend.value == "grows"
+
+
+def test_words_of_the_precision_and_fault_classes(kb):
+    """FP8 primary weights are fp8_param_gather; memory "essentially the same" did not drop; a CUDA 'invalid
+    argument' is a fault, not an allocation; asking whether FP8 saves memory is a question about its mechanism."""
+    q = parse_question("We keep the parameters natively in FP8 (FP8 primary weights); per-GPU memory is "
+                       "essentially the same as with BF16 parameters.", kb)
+    assert q.layout.get("fp8_param_gather") is True and "memory-unchanged" in q.topics
+    assert "fp8_param_gather" not in parse_question("Should I keep the parameters in FP8?", kb).layout
+    assert "cuda-fault" in parse_question("出现 Cuda failure 'invalid argument'，是不是显存不够？", kb).topics
+    assert "asks-saving" in parse_question("Megatron 的 FP8 训练能降低显存吗？", kb).topics
+    assert "asks-saving" in parse_question("Does FP8 training reduce GPU memory?", kb).topics
+    assert "asks-saving" not in parse_question("How can I reduce GPU memory with FP8 on?", kb).topics

@@ -87,6 +87,7 @@ class Situation:
     forward_only: bool = False  # the user says the model or pass that holds the memory only runs forward (no update)
     more_than_expected: bool = False  # the user says it holds more than it should (more than its weights)
     gpu_memory_failed: bool = False  # a clause that says something failed names the GPU's memory ("CUDA OOM", xiancun)
+    gpu_memory_fine: bool = False  # the user says the GPU's memory is fine or low ("GPU memory is fine")
     call_path: list[str] = field(default_factory=list)  # the failing traceback's innermost functions, innermost first
     error: str | None = None  # the error line of a crash with no memory failure in it ("pidfd_getfd: not permitted")
     headroom_bytes: float | None = None  # free + reserved-but-unallocated at the failure: all an allocator could use
@@ -109,6 +110,7 @@ class Situation:
         out["situation.forward_only"] = self.forward_only
         out["situation.more_than_expected"] = self.more_than_expected
         out["situation.gpu_memory_failed"] = self.gpu_memory_failed
+        out["situation.gpu_memory_fine"] = self.gpu_memory_fine
         out["situation.call_path"] = list(self.call_path)
         out["situation.error"] = self.error
         out["situation.headroom_bytes"] = self.headroom_bytes
@@ -186,6 +188,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.forward_only = bool(words.forward_only.search(text))
     sit.more_than_expected = bool(words.more_than_expected.search(text))
     sit.gpu_memory_failed = any(_says_gpu_failed(c, words) for c in clauses)
+    sit.gpu_memory_fine = bool(words.gpu_memory_fine.search(text))
     sit.call_path = _call_path(facts, log_text) or _said_call_path(text)
     if facts.log.crash and not facts.log.has_memory_failure and facts.log.first_error:
         sit.error = facts.log.first_error.strip()[:ERROR_CHARS]
@@ -593,6 +596,7 @@ class _Words:
     log_phase: dict[str, str]  # parser phase -> situation phase
     failure: _Literals
     gpu_memory: _Literals
+    gpu_memory_fine: _Literals
     changed: _Literals
     tried: _Literals
     no_effect: _Literals
@@ -649,7 +653,8 @@ def _compile(kb: Knowledge) -> _Words:
     changes = table.get("changes") or {}
     later = table.get("not_this_phase") or {}
     return _Words(lists, frames, scripts, tuple(order), log_phase, _Literals(_both(table.get("failure_words"))),
-                  _Literals(_both(table.get("gpu_memory_words"))), _Literals(_both(changes.get("changed"))),
+                  _Literals(_both(table.get("gpu_memory_words"))), _Literals(_both(table.get("gpu_memory_fine_words"))),
+                  _Literals(_both(changes.get("changed"))),
                   _Literals(_both(changes.get("tried"))),
                   _Literals(_both(changes.get("no_effect"))), _Literals(_both(changes.get("removed"))),
                   _Literals(_both(changes.get("worked"))),
@@ -823,11 +828,16 @@ def _process_from_words(clauses: list[str], words: _Words) -> Reading | None:
     """What shares the GPU, or which memory ran out: any clause may name it, but host memory does not count where
     the user says the GPU's memory ran out ("OOM on the 24 GB card - could I convert in CPU memory instead?").
     An engine said to run on GPUs of its own ("non-colocated: vLLM runs on a separate cluster") outranks the
-    engine's name, wherever each is said."""
+    engine's name, wherever each is said; host memory named where the user says the GPU's memory is fine outranks
+    the engine that shares the GPU."""
     separate = next(((v, w) for c in clauses for v, w in _hits("processes", c, words) if v == "separate-engine"), None)
     if separate:
         return Reading(separate[0], [Clue(f"\u201c{separate[1]}\u201d", "words")])
     reading = _one("processes", clauses, words, failing_only=False)
+    if reading is not None and reading.value != "host" and any(words.gpu_memory_fine.search(c) for c in clauses):
+        host = next((w for c in clauses for v, w in _hits("processes", c, words) if v == "host"), None)
+        if host:  # "colocated ... GPU memory is fine, host RAM fills": the host is what ran out
+            return Reading("host", [Clue(f"\u201c{host}\u201d", "words")])
     if reading is None or reading.value != "host":
         return reading
     return None if any(_says_gpu_failed(c, words) for c in clauses) else reading
