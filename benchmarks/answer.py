@@ -34,6 +34,11 @@ KINDS = ("avoid", "neutral", "recommend", "cause")  # heading classification ord
 # A colon ends a clause only for causes: "Avoid: X" negates X, but "not fragmentation: the logits" does not
 # negate the logits.
 _CLAUSE_END = re.compile(r"[;!?。；！？，\n]|[.,](?=\s|$)")
+# a "do this first" label inside a paragraph, after what the answer mentioned before it
+_INLINE_FIRST = re.compile(r"(?i)(?<=\S)\s*(?:\bbut\s+|\band\s+)?"
+                           r"\b(?:do\s+(?:this\s+)?first|check\s+first|first\s+step)\s*[:：]"
+                           r"|(?<=\S)\s*(?:但|不过)?(?:先做|先查|第一步)\s*[:：]")
+_AS_CAUSE_BEFORE = 24  # characters before a mention in which "caused by" still names it as the cause
 _KEPT_AFTER = 24  # characters after a mention in which "already on" / "保持不动" still speaks of it
 _SENTENCE_END = re.compile(r"[!?。！？\n]|[.;；](?=\s|$)")
 _CAUSE_CLAUSE_END = re.compile(r"[;!?。；！？，：\n]|[.,:](?=\s|$)")
@@ -77,6 +82,7 @@ class Grading:
     negation_double: CueSet = field(default_factory=lambda: CueSet([]))
     kept_before: CueSet = field(default_factory=lambda: CueSet([]))
     kept_after: CueSet = field(default_factory=lambda: CueSet([]))
+    as_cause: CueSet = field(default_factory=lambda: CueSet([]))
     against_in_sentence: CueSet = field(default_factory=lambda: CueSet([]))
     addon: CueSet = field(default_factory=lambda: CueSet([]))
 
@@ -104,6 +110,7 @@ class Grading:
                 negation_double=CueSet.from_langs(neg.get("double")),
                 kept_before=CueSet.from_langs((data.get("kept") or {}).get("before")),
                 kept_after=CueSet.from_langs((data.get("kept") or {}).get("after")),
+                as_cause=CueSet.from_langs((data.get("as_cause") or {}).get("before")),
                 against_in_sentence=CueSet.from_langs(data.get("against_in_sentence")),
                 addon=CueSet.from_langs(data.get("addon")),
             )
@@ -134,6 +141,11 @@ class Grading:
         nxt = _CLAUSE_END.search(text, end, end + _KEPT_AFTER)
         after = text[end:nxt.start() if nxt else end + _KEPT_AFTER]  # "…的版本，其它配置不动" is another clause
         return bool(self.kept_before.search(text[lo:start]) or self.kept_after.search(after))
+
+    def named_as_cause(self, text: str, start: int) -> bool:
+        """The mention follows "caused by" / "due to" in its clause, at most a few words before it."""
+        lo = max((m.end() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
+        return bool(self.as_cause.search(text[max(lo, start - _AS_CAUSE_BEFORE):start]))
 
     def against_later_in_sentence(self, text: str, end: int) -> bool:
         nxt = _SENTENCE_END.search(text, end)
@@ -177,7 +189,29 @@ def negated(
             head = head[:a] + " " * (b - a) + head[b:]
     if before.search(head):
         return True
-    return after.search(text[end:hi]) and not (double and double.search(head))
+    if after.search(text[end:hi]) and not (double and double.search(head)):
+        return True
+    return _listed_under_negation(text, lo, hi, before, exceptions, clause_end)
+
+
+_LIST_OR = re.compile(r"\b(?:or|nor)\b|或者?|和|也不", re.IGNORECASE)
+_LIST_TURN = re.compile(r"^\W*(?:but|instead|rather|then|so|use|do|try|而是|改|换|先|再|但|可以|应该)", re.IGNORECASE)
+
+
+def _listed_under_negation(text: str, lo: int, hi: int, before: CueSet, exceptions: CueSet | None,
+                           clause_end: re.Pattern[str]) -> bool:
+    """"Don't lower the micro-batch, add full recompute or add GPUs": a clause that continues a sentence opened by
+    a "don't" and closes its list with "or" is one more thing not to do.  Without the "or" ("don't lower it, add
+    recompute") the later clause is the advice, so it stays a recommendation."""
+    start = max((m.end() for m in _SENTENCE_END.finditer(text, 0, lo)), default=0)
+    if start >= lo or _LIST_TURN.search(text[lo:hi]) or not _LIST_OR.search(text[lo:hi]):
+        return False
+    first_end = clause_end.search(text, start)
+    head = text[start:first_end.start() if first_end else lo]
+    if exceptions:
+        for a, b in exceptions.spans(head):
+            head = head[:a] + " " * (b - a) + head[b:]
+    return bool(before.search(head))
 
 
 @dataclass
@@ -309,7 +343,8 @@ def section_olist(section: tuple[str, bool], olist: int | None) -> tuple[str, in
     return section[0], olist, section[1]
 
 
-_LABEL = re.compile(r"^\s*([^:：\n。！？!?，,]{1,40})[:：]")  # a label is one phrase, not a sentence
+# a label is one phrase, not a sentence: "Fix:", "修法：", or "**Do first** - ..." (a dash after it)
+_LABEL = re.compile(r"^\s*([^:：\n。！？!?，,\-–—]{1,40})(?:[:：]|\s+[-–—]\s)")
 _ADDON_HEAD = 24  # characters at the start of a paragraph in which an add-on cue speaks for all of it
 
 
@@ -652,6 +687,8 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
         # a setting written out is an instruction in a command block or a recommendation; in prose
         # ("with use_distributed_optimizer: false, each GPU holds ...") it describes the run as it is
         instructs = unit.code or kind == "recommend" or primary
+        # "The fix will most likely be chunking, but do first: confirm ..." - a label inside the paragraph
+        inline_first = None if unit.code or primary else _INLINE_FIRST.search(unit.text)
         for m in fixes.find(unit.text):
             order += 1
             spans.setdefault((m.ident, order), _span(unit.text, m.start, m.end))
@@ -668,8 +705,9 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
                     # a companion written off beside the fix's own setting written on is part of the fix
                     # (moe_pad_expert_input_to_capacity: false next to moe_expert_capacity_factor: 1.25)
                     and not (m.ident in settings and _writes(unit.text, *settings[m.ident])))
-            if not against and kind != "avoid" and grading.kept(unit.text, m.start, m.end):
-                continue  # kept as it is: neither advice for nor against
+            if not against and kind != "avoid" and (grading.kept(unit.text, m.start, m.end)
+                                                    or grading.named_as_cause(unit.text, m.start)):
+                continue  # kept as it is, or named as what caused the OOM: neither advice for nor against
             if not against and unit.code and current and (
                     m.ident in kept_ids and _line_restates(unit.text, m.start, current)
                     or _restated(unit.text, m.start, m.end, current, grading.flag_aliases)):
@@ -681,7 +719,9 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
                 avoid_why.setdefault(m.ident, f"against ({'avoid section' if kind == 'avoid' else 'clause'}): "
                                               f"«{spans[(m.ident, order)]}»")
             elif kind in ("recommend", "other"):
-                place = ("other" if unit.addon else "primary" if primary else "list" if unit.olist is not None else
+                first_here = inline_first is not None and m.start >= inline_first.end()
+                place = ("other" if unit.addon else "primary" if primary or first_here else
+                         "list" if unit.olist is not None else
                          "recommend" if kind == "recommend" else "code" if unit.code else "other")
                 if place == "other" and m.ident in in_block and not unit.addon:
                     place = "code"
