@@ -30,7 +30,10 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # verdict / 72.7 % id / 89.4 % violations on their first read: the whole set fell to the floors below.
 # After learning their misreadings (one mechanism per class, tests/test_scorer_writers_jkl.py) the whole set reads
 # 96.9 % / 92.6 % / 97.3 %; writers j-l are development data now (100 % on each), not a held-out measure.
-FLOORS = {"first_fix_verdict": 0.9691, "violations": 0.9734, "first_fix_id": 0.926}
+# Writer n (30, a dev batch read once, then learned: tests/test_scorer_writer_n.py) and writers o, p and q (66 by
+# three kinds of agent - terse CLI, verbose chat, helper-quoting IDE - 31 in Chinese, the final unseen batch, first
+# read after writer n's changes at 81.0 % verdict / 69.7 % id / 86.4 % violations) joined: the floors below.
+FLOORS = {"first_fix_verdict": 0.9476, "violations": 0.9562, "first_fix_id": 0.9009}
 
 
 @pytest.fixture(scope="module")
@@ -74,11 +77,11 @@ def test_agreement_does_not_fall_below_its_floor(result, measure):
 
 
 # measures below the target, each an expected failure until it is not (issue 26 brought both back above 95 %)
-BELOW_TARGET: set[str] = set()
+BELOW_TARGET: set[str] = {"first_fix_verdict"}
 
 
 @pytest.mark.parametrize("measure", [
-    pytest.param(m, marks=pytest.mark.xfail(strict=True, reason="issue 26: below 95 % since writers j-l joined"))
+    pytest.param(m, marks=pytest.mark.xfail(strict=True, reason="issue 26: below 95 % since writers o-q joined"))
     if m in BELOW_TARGET else m for m in sorted(TARGET)])
 def test_agreement_meets_the_target(result, measure):
     assert result[measure] >= TARGET[measure], f"{measure}: {result[measure]} < {TARGET[measure]}"
