@@ -163,7 +163,8 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     # that tells a leak from a spike ("memory keeps rising, then suddenly needs 21 GiB")
     sit.trend = (_stated(stated.trend, "trend") or _trend_from_log(facts, table)
                  or _one("trends", clauses, words, order=tuple(v for v, _ in words.lists.get("trends", []))))
-    sit.process = _stated(stated.process, "process") or _process_from_words(clauses, words)
+    sit.gpu_memory_fine = bool(words.gpu_memory_fine.search(text))
+    sit.process = _stated(stated.process, "process") or _process_from_words(clauses, words, sit.gpu_memory_fine)
     sit.framework = (_stated(stated.framework, "framework")
                      or _one("frameworks", clauses, words, failing_only=False))
     if sit.process is None and sit.framework is not None:  # the framework's own default, when the user is silent
@@ -188,7 +189,6 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.forward_only = bool(words.forward_only.search(text))
     sit.more_than_expected = bool(words.more_than_expected.search(text))
     sit.gpu_memory_failed = any(_says_gpu_failed(c, words) for c in clauses)
-    sit.gpu_memory_fine = bool(words.gpu_memory_fine.search(text))
     sit.call_path = _call_path(facts, log_text) or _said_call_path(text)
     if facts.log.crash and not facts.log.has_memory_failure and facts.log.first_error:
         sit.error = facts.log.first_error.strip()[:ERROR_CHARS]
@@ -824,7 +824,7 @@ def _default_process(framework: Reading, table: Mapping[str, Any]) -> Reading | 
     return Reading(row["default_process"], [Clue(f"{framework.clues[0].text}: the framework's default", "config")])
 
 
-def _process_from_words(clauses: list[str], words: _Words) -> Reading | None:
+def _process_from_words(clauses: list[str], words: _Words, gpu_fine: bool) -> Reading | None:
     """What shares the GPU, or which memory ran out: any clause may name it, but host memory does not count where
     the user says the GPU's memory ran out ("OOM on the 24 GB card - could I convert in CPU memory instead?").
     An engine said to run on GPUs of its own ("non-colocated: vLLM runs on a separate cluster") outranks the
@@ -834,7 +834,7 @@ def _process_from_words(clauses: list[str], words: _Words) -> Reading | None:
     if separate:
         return Reading(separate[0], [Clue(f"\u201c{separate[1]}\u201d", "words")])
     reading = _one("processes", clauses, words, failing_only=False)
-    if reading is not None and reading.value != "host" and any(words.gpu_memory_fine.search(c) for c in clauses):
+    if reading is not None and reading.value != "host" and gpu_fine:
         host = next((w for c in clauses for v, w in _hits("processes", c, words) if v == "host"), None)
         if host:  # "colocated ... GPU memory is fine, host RAM fills": the host is what ran out
             return Reading("host", [Clue(f"\u201c{host}\u201d", "words")])
