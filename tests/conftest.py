@@ -3,6 +3,7 @@
 import ast
 import functools
 import gc
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,23 @@ ROOT = Path(__file__).resolve().parents[1]
 SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
 SHARED = ROOT.parent / "shared"
 sys.path.insert(0, str(SKILL / "scripts"))
+
+
+# The heavy sweeps (every log pattern pumped to 1 MB, every signature line repeated, 520 generated layouts) run in
+# full as CI's own step (.ci/run sets MEMTUNE_FULL_SWEEPS=1); the suite a maintainer runs takes an even sample of
+# each, so it stays under 90 s on two cores and still reaches every kind of case.
+FULL_SWEEPS = os.environ.get("MEMTUNE_FULL_SWEEPS") == "1"
+
+
+def sweep(cases: list[Any], every: int) -> list[Any]:
+    """All ``cases`` under MEMTUNE_FULL_SWEEPS=1, else every ``every``-th of them (the same ones each run)."""
+    return list(cases) if FULL_SWEEPS else list(cases)[::every]
+
+
+def sweep_examples(full: int, every: int) -> int:
+    """Hypothesis ``max_examples``: ``full`` under MEMTUNE_FULL_SWEEPS=1, else the first ``full // every`` of the
+    same derandomized sequence."""
+    return full if FULL_SWEEPS else max(1, full // every)
 
 
 def read_yaml(path: Path) -> Any:

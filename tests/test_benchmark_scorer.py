@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
 sys.path.insert(0, str(ROOT))
 
+from conftest import sweep  # noqa: E402
 from memtune.recognize import Recognizer, literal_regex, phrase_regex  # noqa: E402
 
 from benchmarks import producers, run  # noqa: E402
@@ -482,7 +483,7 @@ def test_our_markdown_answer_reads_like_our_json_answer(diagnosed):
 
     scorer = _real_scorer()
     checked = 0
-    for scen in load_scenarios():
+    for scen in sweep(load_scenarios(), 3):  # every scenario in CI's full-sweep step
         produced = from_diagnose_runs(*diagnosed(scen))
         if produced.answer is None or not produced.answer.first_fix:
             continue

@@ -4,6 +4,8 @@ Issue 10 found log patterns that backtracked (7 s to > 60 s on 20-90 KB), a 10-b
 took 4 GB, a 456-byte YAML that took 6.5 GB, and quadratic layout and typo-hint code.  The cases
 here are built the way ReDoS checkers build them, a prefix the pattern needs and then one short
 "pump" repeated to 1 MB, so a pattern that retries from every repetition is caught whatever it is.
+The two sweeps over every pattern and every signature line run in full as CI's own step
+(MEMTUNE_FULL_SWEEPS=1, see conftest.sweep); the suite takes an even sample of each.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import read_kb
+from conftest import read_kb, sweep
 from memtune import knowledge
 from memtune.errors import UserError
 from memtune.inputs import oom_log
@@ -133,7 +135,7 @@ def _scan_seconds(regex: re.Pattern[str], prefix: str, pump: str, size: int) -> 
     return _timed(lambda: (regex.search(text), regex.match(text)))
 
 
-@pytest.mark.parametrize("where", sorted(PATTERNS))
+@pytest.mark.parametrize("where", sweep(sorted(PATTERNS), 3))
 def test_every_log_pattern_is_linear_on_pumped_input(where):
     regex = PATTERNS[where]
     cases = [(prefix, pump) for prefix in {"", _literal(regex.pattern)} for pump in PUMPS]
@@ -178,7 +180,8 @@ def _line(head: str, tail: str, size: int) -> str:
     return head + tail * (size // len(tail))
 
 
-@pytest.mark.parametrize("head, tail", [pytest.param(*line, id=_line(*line, 40)) for line in _repeated_lines()])
+@pytest.mark.parametrize("head, tail", [pytest.param(*line, id=_line(*line, 40))
+                                        for line in sweep(_repeated_lines(), 4)])
 def test_whole_scanner_is_fast_on_a_repeated_signature_line(head, tail):
     """One 1 MB line of a signature's own text cut short and repeated: no match completes, all retry."""
     assert_screened_fast_or_linear(lambda n: _timed(lambda: oom_log.parse_log([_line(head, tail, n) + "\n"], KB)),

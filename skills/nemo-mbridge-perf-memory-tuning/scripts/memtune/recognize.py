@@ -17,6 +17,13 @@ from typing import Any
 
 from memtune.errors import UserError
 
+try:
+    from re import _constants as _sre  # Python >= 3.11
+    from re import _parser as _sre_parse
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_constants as _sre  # type: ignore[no-redef]
+    import sre_parse as _sre_parse  # type: ignore[no-redef]
+
 _WORD = re.compile(r"[A-Za-z0-9_]")
 _FOUND_KEPT = 4096  # texts whose matches a recognizer remembers (a scorer meets the same lines in many answers)
 
@@ -145,6 +152,36 @@ class Recognizer:
         return kept
 
 
+def required_literal(pattern: str) -> str | None:
+    """The longest literal text every match of ``pattern`` holds (from the parsed pattern: literals in sequence,
+    inside groups and repeats that must match at least once), lower case; None when it has none of 3+ ASCII
+    characters.  It is the needle of a pattern the knowledge base writes itself: a text without it is not run
+    through the pattern, and answers name a few of the hundreds of patterns."""
+    try:
+        tree = _sre_parse.parse(pattern)
+    except Exception:  # noqa: BLE001 - an unreadable pattern simply has no needle (compiling it reports it)
+        return None
+    runs: list[str] = []
+
+    def walk(items: Any) -> None:
+        run = ""
+        for op, arg in items:
+            if op is _sre.LITERAL:
+                run += chr(arg)
+                continue
+            runs.append(run)
+            run = ""
+            if op is _sre.SUBPATTERN:
+                walk(arg[-1])
+            elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT) and arg[0] >= 1:
+                walk(arg[2])
+        runs.append(run)
+
+    walk(tree)
+    best = max((r.lower() for r in runs if r.isascii()), key=len, default="")
+    return best if len(best) >= 3 else None
+
+
 def _compile_spec(spec: Mapping[str, Any], where: str) -> list[_Cue]:
     """Literals (each match holds the literal), then the knowledge base's own patterns, then phrases (each match
     holds every word of the phrase; the longest is the needle)."""
@@ -154,7 +191,7 @@ def _compile_spec(spec: Mapping[str, Any], where: str) -> list[_Cue]:
             re.compile(pattern)
         except re.error as exc:
             raise UserError(f"{where}: recognize pattern {pattern!r} is not a valid regex ({exc})") from None
-        cues.append(_Cue.of(pattern))
+        cues.append(_Cue.of(pattern, required_literal(pattern)))
     phrases = spec.get("phrases") or {}
     for lang in ("en", "zh"):
         cues.extend(_Cue.of(phrase_regex(p), max(p.split(), key=len)) for p in phrases.get(lang) or [] if p.strip())

@@ -695,6 +695,12 @@ def _normal(text: str) -> str:
     return _ARTICLES.sub("", " " + _SEPARATORS.sub(" ", text.lower()) + " ")
 
 
+@lru_cache(maxsize=1024)
+def _heads(norm: str) -> frozenset[str]:
+    """Every substring of one to three characters of a normal form (see ``_Literals.heads``)."""
+    return frozenset(norm[i:i + n] for n in (1, 2, 3) for i in range(len(norm) - n + 1))
+
+
 class _Literals:
     """A list of literal words, matched by plain substring search in the normal form (no regex to compile: the
     vocabulary has hundreds of words and a diagnosis reads a few sentences).  A word with ``JOIN`` (an ellipsis)
@@ -712,6 +718,9 @@ class _Literals:
         self.words = sorted((w for w in normal if w and join not in w), key=len, reverse=True)
         self.gapped = sorted(((w, tuple(p.strip() for p in w.split(join))) for w in normal if join in w),
                              key=lambda g: len(g[0]), reverse=True)
+        # the first three characters of every word (all of a shorter one): a text holding none of them holds
+        # none of the words, which is what almost every clause says of almost every list
+        self.heads = frozenset(w[:3] for w in [*self.words, *(parts[0] for _, parts in self.gapped)])
 
     @staticmethod
     def _bounded(norm: str, start: int, end: int, word: str) -> bool:
@@ -726,6 +735,8 @@ class _Literals:
         """(start, end, word) of every match in ``_normal(text)``; a Latin word end must not run on into a letter
         or digit (an identifier's '_' became a space, so hf2mcore_qwen2.sh still names hf2mcore)."""
         norm = _normal(text)
+        if self.heads.isdisjoint(_heads(norm)):
+            return []
         out = []
         for word in self.words:
             start = norm.find(word)
