@@ -611,6 +611,8 @@ class _Words:
     settings: _Literals
     later_before: tuple[str, ...]  # situation.yaml not_this_phase, in the normal form ("before" -> " before")
     later_after: tuple[str, ...]
+    over: tuple[str, ...]  # of later_before, the words that say the named time is over ("after")
+    still_ahead: dict[str, str]  # a step said to be still ahead -> the step it failed in (first -> before training)
     negations: tuple[str, ...]
 
     @staticmethod
@@ -664,6 +666,7 @@ def _compile(kb: Knowledge) -> _Words:
                   _Literals(_both(changes.get("forward_only"))), _Literals(_both(changes.get("more_than_expected"))),
                   _Literals(_both(changes.get("versions"))), _Literals(_both(changes.get("settings"))),
                   _endings(later.get("before"), latin_space=True), _endings(later.get("after")),
+                  _endings(later.get("over"), latin_space=True), dict(later.get("still_ahead") or {}),
                   _endings(table.get("negations"), latin_space=True))
 
 
@@ -771,13 +774,17 @@ class _Literals:
 
 def _hits(key: str, clause: str, words: _Words) -> list[tuple[str, str]]:
     """(value, matched words) in one clause; a match inside a longer match of another value is not one, and a phase
-    said to come later or to be over ("before the log-prob pass", "after the update") is not the one that failed."""
+    or step said to come later or to be over ("before the log-prob pass", "after the update") is not the one that
+    failed; a step still ahead may name the one it failed in ("before the first training step": before training)."""
     spans = []
-    norm = _normal(clause) if key == "phases" else ""
+    norm = _normal(clause) if key in ("phases", "steps") else ""
     for value, literals in words.lists.get(key, []):
-        spans += [(start, end, value, said) for start, end, said in literals.spans(clause)
-                  if not norm or not (norm[:start].rstrip().endswith(words.later_before)
-                                      or norm[end:].lstrip().startswith(words.later_after))]
+        for start, end, said in literals.spans(clause):
+            head = norm[:start].rstrip()
+            if not norm or not (head.endswith(words.later_before) or norm[end:].lstrip().startswith(words.later_after)):
+                spans.append((start, end, value, said))
+            elif key == "steps" and value in words.still_ahead and not head.endswith(words.over):
+                spans.append((start, end, words.still_ahead[value], said))
     kept = [h for h in spans if not any(o[0] <= h[0] and h[1] <= o[1] and (o[1] - o[0]) > (h[1] - h[0])
                                         for o in spans)]
     return [(value, said) for _, _, value, said in sorted(kept)]

@@ -71,7 +71,10 @@ def lead_lines(report: Mapping[str, Any], t: Mapping[str, str]) -> list[str]:
     if candidates:  # thin evidence: the causes still open, not one guess
         titles = "; ".join(c["title"] for c in candidates)
         label = f"**{t['lead-cause-open']}:**"
-        parts.append((f"{label} {titles} - {t['lead-cause-open-tail']}", f"{label} {titles}"))
+        fixes = report.get("fixes") or []
+        led_by_check = bool(fixes) and "thin-evidence" in (fixes[0].get("because") or [])
+        tail = f" - {t['lead-cause-open-tail']}" if led_by_check else ""  # only when the first fix is that check
+        parts.append((f"{label} {titles}{tail}", f"{label} {titles}"))
     elif report.get("causes"):
         cause = report["causes"][0]
         evidence = first_sentence(cause["evidence"][0]) if cause.get("evidence") else ""
