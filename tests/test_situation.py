@@ -136,6 +136,9 @@ def test_a_pasted_arrow_trace_is_read_for_its_frames(kb):
     ("Resuming from the checkpoint OOMs, but training from scratch fits.", "checkpoint-load"),
     ("The ref log prob pass runs out of memory.", "rl-logprob"),
     ("在建 DistributedOptimizer 的时候就 OOM 了", "model-build"),
+    # a conversion that failed in its save step failed in a save: the save's fixes (low-memory save) apply
+    ("The HF to Megatron conversion OOMs while saving the Megatron checkpoint.", "checkpoint-save"),
+    ("The weights convert fine, but it runs out of memory when the checkpoint is being saved.", "checkpoint-save"),
 ])
 def test_phase_from_the_users_words(text, phase, kb):
     assert read_situation(_facts(question=parse_question(text, kb)), kb).phase.value == phase
