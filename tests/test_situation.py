@@ -556,3 +556,13 @@ def test_the_open_causes_are_called_a_check_only_when_the_first_fix_is_one(kb):
         assert ("the check that tells them apart" in lead) == is_check
         seen.add(is_check)
     assert seen == {True, False}  # both ways are met
+
+
+def test_no_longer_fitting_is_a_memory_failure_and_the_loss_step_a_phase(kb):
+    """"It needs 24 GiB and no longer fits" reports the failure as plainly as "OOM"; "the loss step" is the loss."""
+    said = "At 12288 tokens the loss step's peak needs 24.35 GiB and no longer fits on the 24 GB card."
+    q = parse_question(said, kb)
+    assert "oom" in q.topics
+    assert read_situation(Facts(question=q), kb).phase.value == "loss"
+    assert "oom" in parse_question("单机放不下整个模型", kb).topics
+    assert "oom" not in parse_question("This layout doesn't fit the pattern of the recipe.", kb).topics
