@@ -566,3 +566,15 @@ def test_no_longer_fitting_is_a_memory_failure_and_the_loss_step_a_phase(kb):
     assert read_situation(Facts(question=q), kb).phase.value == "loss"
     assert "oom" in parse_question("单机放不下整个模型", kb).topics
     assert "oom" not in parse_question("This layout doesn't fit the pattern of the recipe.", kb).topics
+
+
+def test_a_change_that_made_memory_worse_reached_the_run(kb):
+    """"I switched recompute to mlp and it OOMs instead" says the setting applied: not a setting that was lost."""
+    for said in ("I changed recompute_modules from mla_up_proj to mlp and it made it worse: it OOMs now.",
+                 "我把重计算的模块从 mla_up_proj 改成了 mlp，结果反而 OOM 了。"):
+        facts, flat, diag = pipeline.run(pipeline.Inputs(question=said), kb)
+        assert flat["situation.made_worse"] is True, said
+        assert diag.causes[0].id != "setting-not-applied", said
+    said = "I set expandable_segments but it made no difference."
+    facts, flat, diag = pipeline.run(pipeline.Inputs(question=said), kb)
+    assert flat["situation.made_worse"] is False and diag.causes[0].id == "setting-not-applied"

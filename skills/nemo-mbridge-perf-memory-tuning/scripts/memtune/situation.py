@@ -86,6 +86,7 @@ class Situation:
     expected_release: bool = False  # the user expects memory to have been released (offload, sleep) before it failed
     forward_only: bool = False  # the user says the model or pass that holds the memory only runs forward (no update)
     more_than_expected: bool = False  # the user says it holds more than it should (more than its weights)
+    made_worse: bool = False  # a change the user made made memory worse: it reached the run
     gpu_memory_failed: bool = False  # a clause that says something failed names the GPU's memory ("CUDA OOM", xiancun)
     gpu_memory_fine: bool = False  # the user says the GPU's memory is fine or low ("GPU memory is fine")
     call_path: list[str] = field(default_factory=list)  # the failing traceback's innermost functions, innermost first
@@ -109,6 +110,7 @@ class Situation:
         out["situation.expected_release"] = self.expected_release
         out["situation.forward_only"] = self.forward_only
         out["situation.more_than_expected"] = self.more_than_expected
+        out["situation.made_worse"] = self.made_worse
         out["situation.gpu_memory_failed"] = self.gpu_memory_failed
         out["situation.gpu_memory_fine"] = self.gpu_memory_fine
         out["situation.call_path"] = list(self.call_path)
@@ -188,6 +190,8 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.expected_release = bool(words.expected_release.search(text))
     sit.forward_only = bool(words.forward_only.search(text))
     sit.more_than_expected = bool(words.more_than_expected.search(text))
+    sit.made_worse = any(words.worse.search(c) and (words.changed.search(c) or words.tried.search(c))
+                         for c in _sentences(text))
     sit.gpu_memory_failed = any(_says_gpu_failed(c, words) for c in clauses)
     sit.call_path = _call_path(facts, log_text) or _said_call_path(text)
     if facts.log.crash and not facts.log.has_memory_failure and facts.log.first_error:
@@ -607,6 +611,7 @@ class _Words:
     expected_release: _Literals
     forward_only: _Literals
     more_than_expected: _Literals
+    worse: _Literals
     versions: _Literals
     settings: _Literals
     later_before: tuple[str, ...]  # situation.yaml not_this_phase, in the normal form ("before" -> " before")
@@ -664,6 +669,7 @@ def _compile(kb: Knowledge) -> _Words:
                   _Literals(_both(changes.get("worked_before"))),
                   _Literals(_both(changes.get("expected_release"))),
                   _Literals(_both(changes.get("forward_only"))), _Literals(_both(changes.get("more_than_expected"))),
+                  _Literals(_both(changes.get("worse"))),
                   _Literals(_both(changes.get("versions"))), _Literals(_both(changes.get("settings"))),
                   _endings(later.get("before"), latin_space=True), _endings(later.get("after")),
                   _endings(later.get("over"), latin_space=True), dict(later.get("still_ahead") or {}),
