@@ -578,3 +578,17 @@ def test_a_change_that_made_memory_worse_reached_the_run(kb):
     said = "I set expandable_segments but it made no difference."
     facts, flat, diag = pipeline.run(pipeline.Inputs(question=said), kb)
     assert flat["situation.made_worse"] is False and diag.causes[0].id == "setting-not-applied"
+
+
+def test_a_phase_said_to_be_over_is_what_came_just_before(kb):
+    """"After every checkpoint save, the offload fills host RAM": the save is over, not where it failed, but it is
+    what came just before (and may have left pinned buffers behind); in Chinese the word follows (zhihou, suanwan)."""
+    for said in ("Every time after a checkpoint is saved, the next offload runs the node out of host memory.",
+                 "每次保存 checkpoint 之后，接下来 offload 的时候主机内存就爆了。"):
+        sit = read_situation(Facts(question=parse_question(said, kb)), kb)
+        assert sit.phase is None and sit.after_phase == "checkpoint-save", said
+    said = "ref log-prob 算完、把 ref 模型 offload 回 CPU 的那一刻显存尖峰，被 OOM kill。"
+    sit = read_situation(Facts(question=parse_question(said, kb)), kb)
+    assert sit.phase is None and sit.after_phase == "rl-logprob"
+    sit = read_situation(Facts(question=parse_question("第一步之后就 OOM 了", kb)), kb)
+    assert sit.step is None or sit.step.value != "before-training"

@@ -87,6 +87,7 @@ class Situation:
     forward_only: bool = False  # the user says the model or pass that holds the memory only runs forward (no update)
     more_than_expected: bool = False  # the user says it holds more than it should (more than its weights)
     made_worse: bool = False  # a change the user made made memory worse: it reached the run
+    after_phase: str | None = None  # a phase said to be over when it failed ("after every checkpoint save")
     gpu_memory_failed: bool = False  # a clause that says something failed names the GPU's memory ("CUDA OOM", xiancun)
     gpu_memory_fine: bool = False  # the user says the GPU's memory is fine or low ("GPU memory is fine")
     call_path: list[str] = field(default_factory=list)  # the failing traceback's innermost functions, innermost first
@@ -111,6 +112,7 @@ class Situation:
         out["situation.forward_only"] = self.forward_only
         out["situation.more_than_expected"] = self.more_than_expected
         out["situation.made_worse"] = self.made_worse
+        out["situation.after_phase"] = self.after_phase
         out["situation.gpu_memory_failed"] = self.gpu_memory_failed
         out["situation.gpu_memory_fine"] = self.gpu_memory_fine
         out["situation.call_path"] = list(self.call_path)
@@ -158,6 +160,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     said_phase = _one("phases", clauses, words, order=words.phase_order)
     sit.phase = (_stated(stated.phase, "phase") or _refined(_phase_from_log(facts, words, log_text), said_phase)
                  or said_phase or _phase_from_question_frames(text, words))
+    sit.after_phase = next((v for c in clauses for v, _ in _hits("phases", c, words, over=True)), None)
     sit.step = (_stated(stated.step, "step") or _step_from_log(facts)
                 or _one("steps", clauses, words, failing_only=False))
     sit.where = _stated(stated.where, "where") or _where_from_log(facts) or _one("places", clauses, words)
@@ -778,18 +781,24 @@ class _Literals:
         return bool(self.spans(text))
 
 
-def _hits(key: str, clause: str, words: _Words) -> list[tuple[str, str]]:
+def _hits(key: str, clause: str, words: _Words, *, over: bool = False) -> list[tuple[str, str]]:
     """(value, matched words) in one clause; a match inside a longer match of another value is not one, and a phase
     or step said to come later or to be over ("before the log-prob pass", "after the update") is not the one that
-    failed; a step still ahead may name the one it failed in ("before the first training step": before training)."""
+    failed; a step still ahead may name the one it failed in ("before the first training step": before training).
+    ``over``: only the phases or steps said to be over ("after every checkpoint save": what came just before)."""
     spans = []
     norm = _normal(clause) if key in ("phases", "steps") else ""
     for value, literals in words.lists.get(key, []):
         for start, end, said in literals.spans(clause):
-            head = norm[:start].rstrip()
-            if not norm or not (head.endswith(words.later_before) or norm[end:].lstrip().startswith(words.later_after)):
+            head, tail = norm[:start].rstrip(), norm[end:].lstrip()
+            if over:
+                if norm and (head.endswith(words.over) or tail.startswith(words.over)):
+                    spans.append((start, end, value, said))
+                continue
+            if not norm or not (head.endswith(words.later_before) or tail.startswith(words.later_after)):
                 spans.append((start, end, value, said))
-            elif key == "steps" and value in words.still_ahead and not head.endswith(words.over):
+            elif (key == "steps" and value in words.still_ahead
+                  and not (head.endswith(words.over) or tail.startswith(words.over))):
                 spans.append((start, end, words.still_ahead[value], said))
     kept = [h for h in spans if not any(o[0] <= h[0] and h[1] <= o[1] and (o[1] - o[0]) > (h[1] - h[0])
                                         for o in spans)]
