@@ -592,3 +592,15 @@ def test_a_phase_said_to_be_over_is_what_came_just_before(kb):
     assert sit.phase is None and sit.after_phase == "rl-logprob"
     sit = read_situation(Facts(question=parse_question("第一步之后就 OOM 了", kb)), kb)
     assert sit.step is None or sit.step.value != "before-training"
+
+
+def test_a_setting_that_seems_not_to_have_run_is_asked_about(kb):
+    """"The ref's memory stays at its peak; the offload seems not to have run": whether the setting reached the
+    process is the first question, and memory held at its peak is memory not released."""
+    said = "我观察 GPU 利用，发现 ref 的显存占用一直保持在峰值，似乎没有执行 offload？"
+    facts, flat, diag = pipeline.run(pipeline.Inputs(question=said), kb)
+    assert flat["situation.trend"] == "held" and flat["situation.no_effect"]
+    assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
+    said = "The reference model's parameter offload was not executed: its memory never goes down."
+    facts, flat, diag = pipeline.run(pipeline.Inputs(question=said), kb)
+    assert flat["situation.no_effect"] and flat["situation.trend"] == "held"
