@@ -136,3 +136,17 @@ def test_every_path_like_word_in_skill_md_names_a_file_in_the_skill():
                   for rx in (_QUOTED_PATH, _BARE_PATH) for m in rx.finditer(line)
                   if not (SKILL / m.group(1).split()[0]).exists()]
     assert not unresolved, unresolved
+
+
+def test_no_deserializer_that_rebuilds_objects():
+    """marshal and pickle's module-level loaders rebuild whatever the bytes name; scanners flag them as insecure
+    deserialization even over our own bytes.  Snapshots go through inputs/snapshot.py's plain-data Unpickler."""
+    offenders = []
+    for path in _modules():
+        for node in ast.walk(parsed(path)):
+            if isinstance(node, ast.Import) and any(a.name in {"marshal", "shelve", "dill"} for a in node.names):
+                offenders.append(f"{path.name}:{node.lineno}: import")
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in {"marshal", "pickle"} and node.attr in {"load", "loads"}):
+                offenders.append(f"{path.name}:{node.lineno}: {node.value.id}.{node.attr}")
+    assert offenders == []
