@@ -604,3 +604,10 @@ def test_a_setting_that_seems_not_to_have_run_is_asked_about(kb):
     said = "The reference model's parameter offload was not executed: its memory never goes down."
     facts, flat, diag = pipeline.run(pipeline.Inputs(question=said), kb)
     assert flat["situation.no_effect"] and flat["situation.trend"] == "held"
+
+
+def test_a_negation_may_name_the_framework_before_the_setting(kb):
+    """"sets no Megatron recompute options" states recompute off, as "no recompute" does."""
+    said = "The script sets no Megatron recompute options."
+    assert parse_question(said, kb).layout == {"recompute_granularity": None}
+    assert parse_question("We run without Megatron FSDP.", kb).layout == {"use_megatron_fsdp": False}
