@@ -611,3 +611,16 @@ def test_a_negation_may_name_the_framework_before_the_setting(kb):
     said = "The script sets no Megatron recompute options."
     assert parse_question(said, kb).layout == {"recompute_granularity": None}
     assert parse_question("We run without Megatron FSDP.", kb).layout == {"use_megatron_fsdp": False}
+
+
+def test_expecting_a_fit_is_not_expecting_a_release(kb):
+    """'By rights 7B should fit at TP2' expects a fit, not memory released by an offload or a sleep; 'offload is
+    clearly on' does expect the offload to have freed it. A layout change that did nothing applied visibly."""
+    said = "7B 模型照理 TP2 应该放得下，我把 TP 提到 4 还是 OOM，显存到底花在哪了？"
+    facts, flat, diag = pipeline.run(pipeline.Inputs(question=said), kb)
+    assert flat["situation.expected_release"] is False
+    clearly_on = parse_question("offload 明明都开着，为什么还是 OOM？", kb)
+    assert read_situation(Facts(question=clearly_on), kb).expected_release
+    said = "I raised TP from 2 to 4 and it did not help, same OOM."
+    facts, flat, diag = pipeline.run(pipeline.Inputs(question=said), kb)
+    assert "increase-tp" in flat["situation.no_effect"] and diag.causes[0].id != "setting-not-applied"
