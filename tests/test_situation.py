@@ -624,3 +624,14 @@ def test_expecting_a_fit_is_not_expecting_a_release(kb):
     said = "I raised TP from 2 to 4 and it did not help, same OOM."
     facts, flat, diag = pipeline.run(pipeline.Inputs(question=said), kb)
     assert "increase-tp" in flat["situation.no_effect"] and diag.causes[0].id != "setting-not-applied"
+
+
+def test_memory_that_rises_whatever_the_engine_share_is_kept_alive(kb):
+    """"No matter how low I set the engine's memory fraction, memory keeps rising until it OOMs": the share was
+    tried without effect, and a rise every step is not another process's fixed share nor a setting that was lost."""
+    said = ("With the colocated SGLang rollout, memory keeps rising every step until it OOMs. No matter how low I "
+            "set sglang-mem-fraction-static, memory eventually accumulates.")
+    facts, flat, diag = pipeline.run(pipeline.Inputs(question=said), kb)
+    assert flat["situation.no_effect"] and flat["situation.trend"] == "grows"
+    assert "foreign-process" in diag.ruled_out
+    assert diag.causes[0].id == "memory-growth" and diag.fixes[0].id == "track-memory-per-step"
