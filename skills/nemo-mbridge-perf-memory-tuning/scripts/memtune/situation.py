@@ -622,6 +622,8 @@ class _Words:
     over: tuple[str, ...]  # of later_before, the words that say the named time is over ("after")
     still_ahead: dict[str, str]  # a step said to be still ahead -> the step it failed in (first -> before training)
     negations: tuple[str, ...]
+    asking_start: tuple[str, ...]  # situation.yaml asking: a clause that asks whether it failed says nothing
+    asking_end: tuple[str, ...]
 
     @staticmethod
     def of(kb: Knowledge) -> _Words:
@@ -676,7 +678,9 @@ def _compile(kb: Knowledge) -> _Words:
                   _Literals(_both(changes.get("versions"))), _Literals(_both(changes.get("settings"))),
                   _endings(later.get("before"), latin_space=True), _endings(later.get("after")),
                   _endings(later.get("over"), latin_space=True), dict(later.get("still_ahead") or {}),
-                  _endings(table.get("negations"), latin_space=True))
+                  _endings(table.get("negations"), latin_space=True),
+                  tuple(f"{w.strip()} " for w in _endings((table.get("asking") or {}).get("start"))),
+                  _endings((table.get("asking") or {}).get("end")))
 
 
 def _endings(words: Iterable[str] | None, latin_space: bool = False) -> tuple[str, ...]:
@@ -882,6 +886,9 @@ def _says_gpu_failed(clause: str, words: _Words) -> bool:
     if not words.failure.search(clause):
         return False
     norm = _normal(clause)
+    said = norm.strip()
+    if f"{said} ".startswith(words.asking_start) or said.endswith(words.asking_end):
+        return False  # "is it GPU memory?" asks; it does not say so
     return any(not norm[:start].rstrip().endswith(words.negations)
                for start, _, _ in words.gpu_memory.spans(clause))
 
