@@ -649,3 +649,15 @@ def test_a_clause_that_asks_whether_gpu_memory_ran_out_does_not_say_so(kb):
     assert flat["situation.gpu_memory_failed"] is False
     for said in ("GPU memory ran out at iteration 3 and it crashed.", "显存不够，训练挂了。"):  # statements
         assert pipeline.run(pipeline.Inputs(question=said), kb)[1]["situation.gpu_memory_failed"] is True
+
+
+def test_model_state_that_fit_for_several_steps_is_not_what_ran_out(kb):
+    """Weights, gradients and the optimizer state (made by the first optimizer step) all exist by the second step;
+    "three iterations run fine, then the deferred graph capture OOMs" rules model state out, whatever an
+    estimate from assumed defaults says."""
+    said = ("Three normal training iterations run fine, then Megatron captures the CUDA graphs and the job dies "
+            "with torch.OutOfMemoryError during that capture.")
+    facts, flat, diag = pipeline.run(pipeline.Inputs(question=said), kb)
+    assert flat["situation.step"] == "later-step" and "capacity-model-state" in diag.ruled_out
+    said = "Iteration 1 completes, then iteration 2 dies with CUDA out of memory."  # Adam's state: still model state
+    assert "capacity-model-state" not in pipeline.run(pipeline.Inputs(question=said), kb)[2].ruled_out
