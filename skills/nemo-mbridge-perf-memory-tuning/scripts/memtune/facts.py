@@ -316,6 +316,9 @@ class QuestionFacts:
     layout: dict[str, Any] = field(default_factory=dict)  # TrainingConfig field -> value (None = stated off)
     mentioned_fixes: list[str] = field(default_factory=list)  # fixes.yaml ids the question names (recognizers)
     env: dict[str, Any] = field(default_factory=dict)  # EnvFacts field -> value the user stated
+    # settings, flags, environment variables, classes and files the user names: {text (with the value written beside
+    # it, as typed), name, key (the name compared across spellings: no leading dashes, "-" as "_", lower case)}
+    named: list[dict[str, Any]] = field(default_factory=list)
 
     def figure(self, role: str, *, last: bool = False) -> float | None:
         """The bytes of the first (or last) memory figure the question quotes in ``role``."""

@@ -12,6 +12,7 @@ from typing import Any
 from .conditions import evaluate, referenced_facts
 from .engine import Diagnosis, RuledOut, join_reasons
 from .knowledge import Knowledge
+from .names import known_names
 from .textfmt import code_span, fill
 
 # Facts printed in the "facts used" list: only the ones some evidence rests on.
@@ -218,6 +219,7 @@ def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any
         "fields": fields,
         "components": [r.value for r in sit.components],
         "figures": [{"text": text, "role": role} for text, role in sit.figures],
+        "named": known_names(diag.facts.get("question.named") or [], kb),
         "message": message_figures(diag.facts),
         "changed": [r.value for r in sit.changed],
         "tried": [r.value for r in sit.tried],

@@ -95,7 +95,43 @@ def parse_question(text: str | None, kb: Knowledge) -> QuestionFacts:
     q.env, claimed = _claims(_blank(own, vocab.get("not_stated") or []), vocab)
     for key, value in claimed.items():
         q.layout.setdefault(key, value)
+    q.named = named_in(text, vocab)
     return q
+
+
+MAX_NAMED = 16  # a pasted config names dozens; the answer lists the first few the user wrote
+
+
+def name_key(name: str) -> str:
+    """A name as compared across spellings: ``--max-tokens-per-gpu`` ~ ``max_tokens_per_gpu``."""
+    return name.lstrip("-").replace("-", "_").lower()
+
+
+def named_in(text: str, vocab: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The settings, flags, environment variables, classes and files ``text`` names (vocabulary.yaml ``named``),
+    in the order written, each once, with the value written beside it where one is: what the user points at in
+    their own words, which the answer lists so the agent sees which of them the helper knows."""
+    table = vocab.get("named") or {}
+    ignore = {name_key(w) for w in table.get("ignore") or []}
+    taken: list[tuple[int, int]] = []
+    found: list[tuple[int, str, str | None]] = []
+    for pattern in table.get("patterns") or []:
+        for m in _rx(pattern).finditer(text):
+            start, end = m.span("name")
+            if any(start < e and s < end for s, e in taken):
+                continue
+            taken.append((start, end))
+            groups = m.groupdict()
+            value = next((g for g in ("value", "value2") if groups.get(g) is not None), None)
+            found.append((start, m.group("name"), text[start:m.end(value)] if value else None))
+    out: dict[str, dict[str, Any]] = {}
+    for _, name, typed in sorted(found):
+        key = name_key(name)
+        if key in ignore:
+            continue
+        if key not in out or (typed is not None and out[key]["text"] == out[key]["name"]):
+            out[key] = {"text": typed or name, "name": name, "key": key}  # text: with its value, as typed
+    return list(out.values())[:MAX_NAMED]
 
 
 def _language(text: str, vocab: Mapping[str, Any]) -> str:
