@@ -65,6 +65,8 @@ def _build(kb: Knowledge) -> dict[str, str]:
 def known_names(named: list[Mapping[str, Any]], kb: Knowledge) -> list[dict[str, Any]]:
     """Each name the user typed with the fix that sets it (``fix``), or whether the helper reads it as a run setting
     (``setting``: a TrainingConfig field); neither means the knowledge base does not know it."""
+    if not named:
+        return []  # the index costs ~20 ms to build: only for a question that names something
     index: dict[str, str] = kb.memo("names.fix_index", _build)
     out = []
     for item in named:
