@@ -661,3 +661,47 @@ def test_model_state_that_fit_for_several_steps_is_not_what_ran_out(kb):
     assert flat["situation.step"] == "later-step" and "capacity-model-state" in diag.ruled_out
     said = "Iteration 1 completes, then iteration 2 dies with CUDA out of memory."  # Adam's state: still model state
     assert "capacity-model-state" not in pipeline.run(pipeline.Inputs(question=said), kb)[2].ruled_out
+
+
+@pytest.mark.parametrize("text, absent", [
+    ("The SkyRL Megatron example OOMs in the policy training step. The script sets no Megatron recompute options.",
+     ["full-recompute"]),  # one word may stand between the "no" and the setting
+    ("PYTORCH_CUDA_ALLOC_CONF isn't set for this recipe; it OOMs at step 3", ["expandable-segments"]),
+    ("training without the distributed optimizer OOMs at the first step", ["distributed-optimizer"]),
+    ("没开重计算，第一步就 OOM", ["full-recompute"]),
+    ("没有开启分布式优化器，OOM 了", ["distributed-optimizer"]),
+    ("I see no reason why recompute fails here", []),  # two words between: not said of the setting
+    ("recompute did not help, it still OOMs", []),  # tried, not off
+    ("I turned off recompute and now it OOMs", []),  # taken out: a removal, read as such
+])
+def test_a_memory_setting_said_to_be_off(text, absent, kb):
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.absent"] == absent
+
+
+def test_a_setting_said_to_be_off_is_the_first_lever_where_the_phase_holds_its_memory(kb):
+    question = "Our GRPO policy training step OOMs on 8x H100. The script sets no recompute options."
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert diag.causes[0].id == "capacity-activations" and diag.fixes[0].id == "full-recompute"
+    rollout = "The vLLM rollout OOMs during generation; no recompute is set."  # the rollout keeps no activations
+    _, _, diag = pipeline.run(pipeline.Inputs(question=rollout), kb)
+    assert "full-recompute" not in [f.id for f in diag.fixes[:1]] and diag.causes[0].id != "capacity-activations"
+
+
+@pytest.mark.parametrize("text, step", [
+    ("the run runs out of GPU memory before iteration 1 completes", "first-step"),
+    ("it OOMs before the first iteration finishes", "first-step"),
+    ("it OOMs before the first step", "before-training"),
+    ("after the first step completes it OOMs", None),
+])
+def test_a_step_said_to_run_to_its_end_is_where_it_failed(text, step, kb):
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.step"] == step
+
+
+def test_optimizer_state_named_in_a_config_list_does_not_make_a_loss_oom_an_optimizer_one(kb):
+    question = ("FP32 main params, grads and Adam moments, no activation recompute; it runs out of GPU memory in the "
+                "loss computation of the first iteration")
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert "full-recompute" not in {a.id for a in diag.avoid}
+    assert "full-recompute" in [f.id for f in diag.fixes]

@@ -205,10 +205,10 @@ def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any
         return say[value] if value in ("stack", "setting") else kb.get("fixes", value)["title"][lang]
 
     kinds = (("changed", sit.changed), ("tried", sit.tried), ("no_effect", sit.no_effect),
-             ("worked_with", sit.worked_with), ("removed", sit.removed))
+             ("worked_with", sit.worked_with), ("removed", sit.removed), ("absent", sit.absent))
     said = [{"kind": kind, "label": say.get(kind, kind), "value": r.value, "title": named(r.value),
              "clues": [c.text for c in r.clues]} for kind, readings in kinds for r in readings]
-    for kind in ("changed", "tried", "worked_with", "no_effect"):  # the situation line, in this order
+    for kind in ("changed", "tried", "worked_with", "no_effect", "absent"):  # the situation line, in this order
         titles = [s["title"] for s in said if s["kind"] == kind]
         if titles:
             parts.append(f"{say[kind]}: {', '.join(titles)}")
@@ -225,6 +225,7 @@ def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any
         "tried": [r.value for r in sit.tried],
         "no_effect": [r.value for r in sit.no_effect],
         "removed": [r.value for r in sit.removed],
+        "absent": [r.value for r in sit.absent],
         "worked_with": [r.value for r in sit.worked_with],
         "said": said,
         "call_path": list(sit.call_path),

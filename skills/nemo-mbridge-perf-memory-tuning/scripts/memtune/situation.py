@@ -77,6 +77,7 @@ class Situation:
     no_effect: list[Reading] = field(default_factory=list)  # tried (or changed) and it did nothing, or made it worse
     removed: list[Reading] = field(default_factory=list)  # memory settings the user turned off or took out
     worked_with: list[Reading] = field(default_factory=list)  # settings the user says made the run fit
+    absent: list[Reading] = field(default_factory=list)  # memory settings the user says are not on ("no recompute")
     figures: list[tuple[str, str | None]] = field(default_factory=list)  # memory figures the user quotes, as typed
     waste_bytes: float | None = None  # the largest memory held outside live tensors that the evidence states
     capacity_bytes: float | None = None  # the failing GPU's usable capacity (OOM message, else the GPU named)
@@ -125,6 +126,7 @@ class Situation:
         out["situation.no_effect"] = [r.value for r in self.no_effect]
         out["situation.removed"] = [r.value for r in self.removed]
         out["situation.worked_with"] = [r.value for r in self.worked_with]
+        out["situation.absent"] = [r.value for r in self.absent]
         out["situation.read"] = [name for name, reading in self.readings().items()
                                  if reading is not None and reading.source != "words"]
         return out
@@ -182,6 +184,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
         own = (sit.changed, sit.tried, sit.no_effect, sit.removed, sit.worked_with)
         (sit.changed, sit.tried, sit.no_effect, sit.removed,
          sit.worked_with) = (_merge(a, b) for a, b in zip(agent, own, strict=True))
+    sit.absent = _absent(_sentences(text), kb, words, {r.value for r in [*sit.removed, *sit.worked_with]})
     sit.figures = _figures(facts)
     sit.waste_bytes, sit.waste_share = _waste(facts)
     sit.waste_source = None if sit.waste_bytes is None else (
@@ -621,9 +624,14 @@ class _Words:
     later_after: tuple[str, ...]
     over: tuple[str, ...]  # of later_before, the words that say the named time is over ("after")
     still_ahead: dict[str, str]  # a step said to be still ahead -> the step it failed in (first -> before training)
+    within: tuple[str, ...]  # "completes", "finishes": "before iteration 1 completes" is within iteration 1
     negations: tuple[str, ...]
     asking_start: tuple[str, ...]  # situation.yaml asking: a clause that asks whether it failed says nothing
     asking_end: tuple[str, ...]
+    absent_any: _Literals  # situation.yaml changes.absent_before + absent_after: a clause without them says nothing off
+    absent_before: tuple[str, ...]  # "no", "without", meiyou kai: just before a setting, it is not on
+    absent_after: tuple[str, ...]  # "isn't set", "is off": just after a setting
+    absent_generic: tuple[tuple[str, re.Pattern[str]], ...]  # (fix, its words) for settings no recognizer maps alone
 
     @staticmethod
     def of(kb: Knowledge) -> _Words:
@@ -678,9 +686,21 @@ def _compile(kb: Knowledge) -> _Words:
                   _Literals(_both(changes.get("versions"))), _Literals(_both(changes.get("settings"))),
                   _endings(later.get("before"), latin_space=True), _endings(later.get("after")),
                   _endings(later.get("over"), latin_space=True), dict(later.get("still_ahead") or {}),
+                  _endings(later.get("within")),
                   _endings(table.get("negations"), latin_space=True),
                   tuple(f"{w.strip()} " for w in _endings((table.get("asking") or {}).get("start"))),
-                  _endings((table.get("asking") or {}).get("end")))
+                  _endings((table.get("asking") or {}).get("end")),
+                  _Literals(_both(changes.get("absent_before")) + _both(changes.get("absent_after"))),
+                  _endings(_both(changes.get("absent_before")), latin_space=True),
+                  _endings(_both(changes.get("absent_after"))),
+                  tuple((g["id"], _word_rx(_both(g.get("words")))) for g in changes.get("absent_generic") or []))
+
+
+def _word_rx(words: list[str]) -> re.Pattern[str]:
+    """Any of ``words`` as a whole word, any run of spaces, '_' or '-' between its parts."""
+    parts = sorted((r"[\s_\-]+".join(map(re.escape, _SEPARATORS.split(w.strip()))) for w in words if w.strip()),
+                   key=len, reverse=True)
+    return re.compile(r"(?<![A-Za-z0-9])(?:" + "|".join(parts) + r")(?![A-Za-z0-9])", re.I)
 
 
 def _endings(words: Iterable[str] | None, latin_space: bool = False) -> tuple[str, ...]:
@@ -799,7 +819,11 @@ def _hits(key: str, clause: str, words: _Words, *, over: bool = False) -> list[t
                 if norm and (head.endswith(words.over) or tail.startswith(words.over)):
                     spans.append((start, end, value, said))
                 continue
-            if not norm or not (head.endswith(words.later_before) or tail.startswith(words.later_after)):
+            ahead = head.endswith(words.later_before) or tail.startswith(words.later_after)
+            within = bool(norm) and tail.startswith(words.within) and not head.endswith(words.over)
+            if within and key == "steps":  # "before the first iteration finishes": within the first iteration
+                value = next((step for step, before in words.still_ahead.items() if before == value), value)
+            if not norm or not ahead or within:
                 spans.append((start, end, value, said))
             elif (key == "steps" and value in words.still_ahead
                   and not (head.endswith(words.over) or tail.startswith(words.over))):
@@ -986,3 +1010,38 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
             changed.setdefault("stack", Reading("stack", [Clue(f"\u201c{quote}\u201d", source)]))
     return (list(changed.values()), list(tried.values()), list(no_effect.values()), list(removed.values()),
             list(worked.values()))
+
+
+def _absent(clauses: list[str], kb: Knowledge, words: _Words, known: set[str]) -> list[Reading]:
+    """Memory settings the user says are not on: a fix named right after "no" / "without" / meiyou kai (one word
+    may stand between: "sets no Megatron recompute options") or right before "isn't set" / "is off" / meikai.
+    Such a setting is the first lever to turn on, at its cost.  Recognizers leave some names alone (a bare
+    "recompute" or PYTORCH_CUDA_ALLOC_CONF names no one fix); situation.yaml absent_generic says which fix such a
+    name is when it is said to be off.  ``known``: fixes already read as taken out or as what made it fit."""
+    found: dict[str, Reading] = {}
+    for clause in clauses:
+        if not words.absent_any.search(clause):
+            continue
+        from .recognize import fix_recognizer  # only where a clause has a word that says something is off
+
+        spans = [(m.ident, m.start, m.end) for m in fix_recognizer(kb).find(clause)]
+        spans += [(fix_id, m.start(), m.end()) for fix_id, rx in words.absent_generic for m in rx.finditer(clause)]
+        for fix_id, start, end in spans:
+            if fix_id in found or fix_id in known or not _said_off(clause, start, end, words):
+                continue
+            found[fix_id] = Reading(fix_id, [Clue(f"\u201c{_quote(clause, start, end)}\u201d", "words")])
+    return list(found.values())
+
+
+def _said_off(clause: str, start: int, end: int, words: _Words) -> bool:
+    """The words just before ``clause[start:end]`` (one word may stand between) end with an absent_before word, or
+    those just after (one word may stand between) start with an absent_after word."""
+    before = _normal(clause[:start]).rstrip()
+    heads = (before, before.rsplit(" ", 1)[0] if " " in before.strip() else "")
+    if any(h and (h.endswith(w) if not w.startswith(" ") else (" " + h).endswith(w))
+           for h in heads for w in words.absent_before):
+        return True
+    after = _normal(clause[end:]).lstrip()
+    tails = (after, after.split(" ", 1)[1] if " " in after.strip() else "")
+    return any(t.startswith(w) and (not w[-1:].isascii() or t[len(w):len(w) + 1] in ("", " "))
+               for t in tails for w in words.absent_after)
