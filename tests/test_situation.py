@@ -139,6 +139,7 @@ def test_a_pasted_arrow_trace_is_read_for_its_frames(kb):
     # a conversion that failed in its save step failed in a save: the save's fixes (low-memory save) apply
     ("The HF to Megatron conversion OOMs while saving the Megatron checkpoint.", "checkpoint-save"),
     ("The weights convert fine, but it runs out of memory when the checkpoint is being saved.", "checkpoint-save"),
+    ("Ray CPU OOM when computing log probabilities in the Megatron backend.", "rl-logprob"),
 ])
 def test_phase_from_the_users_words(text, phase, kb):
     assert read_situation(_facts(question=parse_question(text, kb)), kb).phase.value == phase
@@ -155,6 +156,24 @@ def test_host_memory_counts_only_where_the_user_says_it_ran_out(kb):
     assert read_situation(_facts(question=q), kb).process is None
     q = parse_question("Saving the checkpoint, the host memory runs out and the job is killed.", kb)
     assert read_situation(_facts(question=q), kb).process.value == "host"
+    q = parse_question("Ray CPU OOM with the Megatron backend on long sequences.", kb)
+    assert read_situation(_facts(question=q), kb).process.value == "host"
+
+
+def test_a_host_oom_in_a_phase_that_loads_no_batch_is_not_the_dataloaders(kb):
+    """What is new on the host in a log-prob pass is what it gathers; the workers and a conversion are not."""
+    question = "Ray CPU OOM when computing log probabilities on a large node count; float32 copies in ray.get."
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert diag.causes[0].id == "host-oom"
+    assert not {"reduce-dataloader-workers", "convert-sharded"} & {f.id for f in diag.fixes}
+
+
+def test_a_driver_error_that_is_not_out_of_memory_is_no_oom(kb):
+    log = ("[torch_memory_saver.cpp] CUresult error: 1 (invalid argument)  file=csrc/core.cpp func=free line=104\n"
+           "-> ray.exceptions.ActorUnavailableError\n")
+    _, _, diag = pipeline.run(pipeline.Inputs(log=log.splitlines(), question="Is this OOM? update_weights died."), kb)
+    assert diag.causes[0].id == "not-an-oom"
+    assert "shrink-colocated-engine" not in {f.id for f in diag.fixes}
 
 
 # --- where and how it moves: per-rank and per-iteration memory lines ------------------------------------------------
