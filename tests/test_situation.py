@@ -724,3 +724,15 @@ def test_optimizer_state_named_in_a_config_list_does_not_make_a_loss_oom_an_opti
     _, _, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert "full-recompute" not in {a.id for a in diag.avoid}
     assert "full-recompute" in [f.id for f in diag.fixes]
+
+
+def test_a_chinese_question_word_runs_on_into_what_it_asks(kb):
+    """shifou xiancun buzu ("was GPU memory short?") asks; there is no space after a Chinese word to wait for."""
+    q = parse_question("保存 checkpoint 时主机内存被打满，进程被 kill 了。是否显存不足导致的失败？", kb)
+    sit = read_situation(_facts(question=q), kb)
+    assert not sit.gpu_memory_failed and sit.process.value == "host"
+
+
+def test_memory_that_rises_every_round_in_chinese_grows(kb):
+    q = parse_question("SGLang 进程的 reserved 显存每轮更新都涨一点，跑若干轮以后就 OOM", kb)
+    assert read_situation(_facts(question=q), kb).trend.value == "grows"

@@ -168,6 +168,8 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.where = _stated(stated.where, "where") or _where_from_log(facts) or _one("places", clauses, words)
     # several trends named, none beside the failure: growth first, since measuring it per step is also the check
     # that tells a leak from a spike ("memory keeps rising, then suddenly needs 21 GiB")
+    # "is it a leak?" still names the trend: the user has seen memory they cannot account for, and the per-step
+    # measurement that tells a leak apart is the first thing to do unless stronger evidence places the memory
     sit.trend = (_stated(stated.trend, "trend") or _trend_from_log(facts, table)
                  or _one("trends", clauses, words, order=tuple(v for v, _ in words.lists.get("trends", []))))
     sit.gpu_memory_fine = bool(words.gpu_memory_fine.search(text))
@@ -688,7 +690,9 @@ def _compile(kb: Knowledge) -> _Words:
                   _endings(later.get("over"), latin_space=True), dict(later.get("still_ahead") or {}),
                   _endings(later.get("within")),
                   _endings(table.get("negations"), latin_space=True),
-                  tuple(f"{w.strip()} " for w in _endings((table.get("asking") or {}).get("start"))),
+                  # a Latin word ends at a space ("is it " is not "is items"); Chinese words run on into the next
+                  tuple(f"{w.strip()} " if w.strip()[-1:].isascii() else w.strip()
+                        for w in _endings((table.get("asking") or {}).get("start"))),
                   _endings((table.get("asking") or {}).get("end")),
                   _Literals(_both(changes.get("absent_before")) + _both(changes.get("absent_after"))),
                   _endings(_both(changes.get("absent_before")), latin_space=True),
@@ -904,14 +908,20 @@ def _process_from_words(clauses: list[str], words: _Words, gpu_fine: bool) -> Re
     return None if any(_says_gpu_failed(c, words) for c in clauses) else reading
 
 
+def _asks(clause: str, words: _Words) -> bool:
+    """The clause asks whether something is so ("is it a leak?", shi bu shi xiecun xielou, "... ma"): it does not
+    say it is (situation.yaml asking)."""
+    said = _normal(clause).strip()
+    return f"{said} ".startswith(words.asking_start) or said.endswith(words.asking_end)
+
+
 def _says_gpu_failed(clause: str, words: _Words) -> bool:
     """The clause says something failed and names the GPU's memory, not as a denial ("it is not a CUDA OOM",
     bu shi xiancun bugou, "not a shortage of GPU memory")."""
     if not words.failure.search(clause):
         return False
     norm = _normal(clause)
-    said = norm.strip()
-    if f"{said} ".startswith(words.asking_start) or said.endswith(words.asking_end):
+    if _asks(clause, words):
         return False  # "is it GPU memory?" asks; it does not say so
     return any(not norm[:start].rstrip().endswith(words.negations)
                for start, _, _ in words.gpu_memory.spans(clause))
