@@ -736,3 +736,53 @@ def test_a_chinese_question_word_runs_on_into_what_it_asks(kb):
 def test_memory_that_rises_every_round_in_chinese_grows(kb):
     q = parse_question("SGLang 进程的 reserved 显存每轮更新都涨一点，跑若干轮以后就 OOM", kb)
     assert read_situation(_facts(question=q), kb).trend.value == "grows"
+
+
+_FLOAT_CONVERSION_OOM = """\
+  File "/root/Megatron-LM/megatron/core/transformer/module.py", line 335, in conversion_helper
+    return conversion(val)
+  File "/root/Megatron-LM/megatron/core/transformer/module.py", line 373, in float_conversion
+    val = val.float()
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 61.34 GiB. GPU 3 has a total capacity of 79.11 GiB \
+of which 27.07 GiB is free. Process 520735 has 3.17 GiB memory in use. Process 530150 has 48.84 GiB memory in use. \
+Of the allocated memory 44.61 GiB is allocated by PyTorch, and 410.55 MiB is reserved by PyTorch but unallocated."""
+
+
+def test_the_code_that_asked_names_the_tensor_when_no_size_matches(kb):
+    """Megatron's Float16Module upcasts the last stage's output, the logits, in float_conversion; no config is given,
+    so no size could be matched, but the failing line still says what the request is."""
+    facts, flat, diag = pipeline.run(pipeline.Inputs(log=_FLOAT_CONVERSION_OOM.splitlines()), kb)
+    assert flat["situation.failed"] == "logits" and flat["situation.failed_source"] == "log"
+    reducer = ('  File "/x/torch/nn/parallel/distributed.py", line 1, in _ddp_init_helper\n'
+               "    self.reducer = dist.Reducer(\n"
+               "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 51.77 GiB. GPU 0 has a total capacity of "
+               "79.33 GiB of which 20.1 GiB is free.")
+    _, flat, _ = pipeline.run(pipeline.Inputs(log=reducer.splitlines()), kb)
+    assert flat["situation.failed"] == "parameters"
+
+
+def test_a_leak_the_user_asks_about_is_a_suspicion(kb):
+    """'Is this a memory leak?' leads to the per-step measurement when nothing else places the memory, says it was
+    only asked, and rules nothing out; a request of half the GPU is the step's own tensor, not a leak."""
+    question = ("When running off-policy GRPO with slime the training crashes midway, after 37 steps. "
+                "Is this a memory leak?")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.trend"] is None and flat["situation.suspected_trend"] == "grows"
+    assert diag.fixes[0].id == "track-memory-per-step"
+    answer = _stdout(["diagnose", "--question", question])
+    assert "asked about, not measured" in answer
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=_FLOAT_CONVERSION_OOM.splitlines()), kb)
+    assert "memory-growth" in diag.ruled_out and diag.causes[0].id == "logits-loss-memory"
+
+
+def test_a_second_step_oom_with_no_growth_seen_is_not_a_leak(kb):
+    question = "第一步能跑完，第 2 步 OOM 了，是不是哪里有泄漏？"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.step"] == "second-step" and "memory-growth" in diag.ruled_out
+
+
+def test_an_sft_run_in_an_rl_framework_has_no_rollout_engine(kb):
+    sft = parse_question("SFT of gpt-oss-20b with the NeMo-RL Megatron backend OOMs at step 683.", kb)
+    assert read_situation(_facts(question=sft), kb).process is None
+    grpo = parse_question("GRPO fine-tuning of Qwen3 with NeMo-RL OOMs at step 683.", kb)
+    assert read_situation(_facts(question=grpo), kb).process.value == "colocated-engine"

@@ -184,7 +184,10 @@ def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any
     fields: dict[str, Any] = {}
     for name, reading in sit.readings().items():
         if reading is not None:
-            fields[name] = {"value": reading.value, "title": title(lists[name], reading.value),
+            shown = title(lists[name], reading.value)
+            if reading.source == "asked":  # "is it a leak?" is the user's suspicion: the line says so
+                shown = f"{shown} ({say['suspected']})"
+            fields[name] = {"value": reading.value, "title": shown,
                             "source": reading.source, "clues": [c.text for c in reading.clues]}
     if "failed" in fields:
         fields["failed"]["bytes"] = sit.failed_bytes

@@ -33,7 +33,7 @@ class Clue:
     """One piece of evidence: what was read, and what kind of source it came from."""
 
     text: str
-    source: str  # agent | log | number | config | words
+    source: str  # agent | log | number | config | words | asked (a question the user asked: a suspicion)
 
 
 @dataclass(eq=False)
@@ -100,8 +100,10 @@ class Situation:
         """``situation.*`` facts for rule and cause conditions (knowledge/facts.yaml)."""
         out: dict[str, Any] = {}
         for name, reading in self.readings().items():
-            out[f"situation.{name}"] = reading.value if reading else None
-            out[f"situation.{name}_source"] = reading.source if reading else None
+            asked = reading is not None and reading.source == "asked"  # a suspicion: only suspected_* says it
+            out[f"situation.{name}"] = reading.value if reading and not asked else None
+            out[f"situation.{name}_source"] = reading.source if reading and not asked else None
+        out["situation.suspected_trend"] = self.trend.value if self.trend and self.trend.source == "asked" else None
         out["situation.failed_bytes"] = self.failed_bytes
         out["situation.failed_batch"] = self.failed_batch
         out["situation.waste_bytes"] = self.waste_bytes
@@ -128,7 +130,7 @@ class Situation:
         out["situation.worked_with"] = [r.value for r in self.worked_with]
         out["situation.absent"] = [r.value for r in self.absent]
         out["situation.read"] = [name for name, reading in self.readings().items()
-                                 if reading is not None and reading.source != "words"]
+                                 if reading is not None and reading.source not in ("words", "asked")]
         return out
 
     def ledger_phase(self, kb: Knowledge) -> str | None:
@@ -168,15 +170,21 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.where = _stated(stated.where, "where") or _where_from_log(facts) or _one("places", clauses, words)
     # several trends named, none beside the failure: growth first, since measuring it per step is also the check
     # that tells a leak from a spike ("memory keeps rising, then suddenly needs 21 GiB")
-    # "is it a leak?" still names the trend: the user has seen memory they cannot account for, and the per-step
-    # measurement that tells a leak apart is the first thing to do unless stronger evidence places the memory
+    # "is it a leak?" is a suspicion, not memory seen to grow: read only where no clause states a trend, with the
+    # source "asked", so it supports the per-step measurement but rules no other cause out (flatten)
+    order = tuple(v for v, _ in words.lists.get("trends", []))
     sit.trend = (_stated(stated.trend, "trend") or _trend_from_log(facts, table)
-                 or _one("trends", clauses, words, order=tuple(v for v, _ in words.lists.get("trends", []))))
+                 or _one("trends", [c for c in clauses if not _asks(c, words)], words, order=order)
+                 or _asked(_one("trends", [c for c in clauses if _asks(c, words)], words, order=order)))
     sit.gpu_memory_fine = bool(words.gpu_memory_fine.search(text))
     sit.process = _stated(stated.process, "process") or _process_from_words(clauses, words, sit.gpu_memory_fine)
     sit.framework = (_stated(stated.framework, "framework")
                      or _one("frameworks", clauses, words, failing_only=False))
-    if sit.process is None and sit.framework is not None:  # the framework's own default, when the user is silent
+    # the framework's own default, when the user is silent; an SFT or pretraining run that says nothing of RL has
+    # no rollout engine
+    no_rollout = ((facts.config.task or facts.question.layout.get("task")) in ("sft", "pretrain")
+                  and not words.rl.search(text))
+    if sit.process is None and sit.framework is not None and not no_rollout:
         sit.process = _default_process(sit.framework, table)
     sit.components = ([Reading(c, [Clue(f"--component {c}", "agent")]) for c in stated.component]
                       or _all("components", _sentences(text), words))  # "reserved ... but not allocated"
@@ -293,14 +301,39 @@ def _failed(facts: Facts, table: Mapping[str, Any], kb: Knowledge) -> tuple[Read
             return Reading("parameters", [Clue(params.text, kind_of_source), clue]), request
         extra = _attention_match(request, facts, tol, dense=True)
         return Reading("impossible", [clue, *([extra] if extra else [])]), request
-    if facts.config.approximate_shape:
-        return None, request
+    if facts.config.approximate_shape:  # a stand-in's shapes prove nothing; the code that asked still does
+        return _failed_in_frame(facts, table), request
     for kind, match in (("logits", _logits_match), ("parameters", partial(_parameters_match, kb=kb)),
                         ("attention-scores", _attention_match)):
         clue = match(request, facts, tol)
         if clue is not None:
             return Reading(kind, [Clue(clue.text, kind_of_source)]), request
-    return None, request
+    return _failed_in_frame(facts, table), request
+
+
+_FRAME_WORDS_DEPTH = 2  # the line that asked for the memory and its caller: deeper frames name whole passes
+
+
+def _failed_in_frame(facts: Facts, table: Mapping[str, Any]) -> Reading | None:
+    """What the request is by the code that asked for it, when no size the config implies matches: the innermost
+    frames' function and code line name the tensor ("normalized_vocab_parallel_logits = vocab_parallel_logits -
+    logits_max" is a logits tensor at whatever token count; "Reducer" buckets every gradient).  Words are matched
+    as parts of identifiers (request_shapes kinds' frame_words)."""
+    frames = facts.log.frames[-_FRAME_WORDS_DEPTH:]
+    if not frames:
+        return None
+    for kind in (table.get("request_shapes") or {}).get("kinds") or []:
+        for frame in reversed(frames):
+            word = next((w for w in kind.get("frame_words") or () if _names_word(frame, w)), None)
+            if word is not None:
+                return Reading(kind["id"], [Clue(f"the failing line names {word}: {frame.strip()[:120]}", "log")])
+    return None
+
+
+def _names_word(code: str, word: str) -> bool:
+    """``word`` as a whole identifier or an underscore-separated part of one (``vocab_parallel_logits`` names
+    logits; ``logits_max`` too; ``nlogits`` does not)."""
+    return re.search(rf"(?<![A-Za-z0-9]){re.escape(word)}(?![A-Za-z0-9])", code) is not None
 
 
 _BATCH_IN_CLUE = re.compile(r"\((?:micro-)?batch (\d+) x sequence")
@@ -630,6 +663,7 @@ class _Words:
     negations: tuple[str, ...]
     asking_start: tuple[str, ...]  # situation.yaml asking: a clause that asks whether it failed says nothing
     asking_end: tuple[str, ...]
+    rl: _Literals  # situation.yaml rl_words: an RL run (its default rollout engine applies)
     absent_any: _Literals  # situation.yaml changes.absent_before + absent_after: a clause without them says nothing off
     absent_before: tuple[str, ...]  # "no", "without", meiyou kai: just before a setting, it is not on
     absent_after: tuple[str, ...]  # "isn't set", "is off": just after a setting
@@ -694,6 +728,7 @@ def _compile(kb: Knowledge) -> _Words:
                   tuple(f"{w.strip()} " if w.strip()[-1:].isascii() else w.strip()
                         for w in _endings((table.get("asking") or {}).get("start"))),
                   _endings((table.get("asking") or {}).get("end")),
+                  _Literals(_both(table.get("rl_words"))),
                   _Literals(_both(changes.get("absent_before")) + _both(changes.get("absent_after"))),
                   _endings(_both(changes.get("absent_before")), latin_space=True),
                   _endings(_both(changes.get("absent_after"))),
@@ -906,6 +941,11 @@ def _process_from_words(clauses: list[str], words: _Words, gpu_fine: bool) -> Re
     if reading is None or reading.value != "host":
         return reading
     return None if any(_says_gpu_failed(c, words) for c in clauses) else reading
+
+
+def _asked(reading: Reading | None) -> Reading | None:
+    """The same reading, its clues marked as read from a question the user asked."""
+    return None if reading is None else Reading(reading.value, [Clue(c.text, "asked") for c in reading.clues])
 
 
 def _asks(clause: str, words: _Words) -> bool:
