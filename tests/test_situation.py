@@ -158,6 +158,8 @@ def test_host_memory_counts_only_where_the_user_says_it_ran_out(kb):
     assert read_situation(_facts(question=q), kb).process.value == "host"
     q = parse_question("Ray CPU OOM with the Megatron backend on long sequences.", kb)
     assert read_situation(_facts(question=q), kb).process.value == "host"
+    q = parse_question("DefaultCPUAllocator: Can't allocate memory when finetuning Llama-3-8B.", kb)
+    assert read_situation(_facts(question=q), kb).process.value == "host"
 
 
 def test_a_host_oom_in_a_phase_that_loads_no_batch_is_not_the_dataloaders(kb):
