@@ -788,3 +788,15 @@ def test_an_sft_run_in_an_rl_framework_has_no_rollout_engine(kb):
     assert read_situation(_facts(question=sft), kb).process is None
     grpo = parse_question("GRPO fine-tuning of Qwen3 with NeMo-RL OOMs at step 683.", kb)
     assert read_situation(_facts(question=grpo), kb).process.value == "colocated-engine"
+
+
+def test_host_memory_filled_by_the_offloaded_optimizer_is_spread_not_offloaded_further(kb):
+    question = ("用 slime 在 8×H100 单机上训 Qwen3-30B-A3B，开了 --optimizer-cpu-offload，节点内存 1TB，"
+                "第 2 步 train 阶段主机内存 OOM，Ray 把 worker 杀了。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert "optimizer-cpu-offload" in flat["situation.changed"] and diag.causes[0].id == "host-oom"
+    assert diag.fixes[0].id == "add-gpus"
+    assert not {"offload-trainer-states", "activation-cpu-offload"} & {f.id for f in diag.fixes}
+    grows = "Host memory grows every step until the node runs out; more nodes?"
+    _, _, diag = pipeline.run(pipeline.Inputs(question=grows), kb)
+    assert "add-gpus" not in {f.id for f in diag.fixes}  # a leak fills any number of GPUs
