@@ -800,3 +800,16 @@ def test_host_memory_filled_by_the_offloaded_optimizer_is_spread_not_offloaded_f
     grows = "Host memory grows every step until the node runs out; more nodes?"
     _, _, diag = pipeline.run(pipeline.Inputs(question=grows), kb)
     assert "add-gpus" not in {f.id for f in diag.fixes}  # a leak fills any number of GPUs
+
+
+def test_a_setting_the_user_asks_about_taking_out_was_not_taken_out(kb):
+    """'... and is disabling the distributed optimizer a supported way?' asks; 'it is silently turned back on' says
+    the setting did not apply: confirm it before anything else."""
+    question = ("I set cfg.ddp.use_distributed_optimizer = False to keep the optimizer state on the GPU, but it is "
+                "silently turned back on. Why does my setting not apply, and is disabling the distributed optimizer "
+                "a supported way to save memory here?")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.removed"] == []
+    assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
+    tried = parse_question("OOM 报错里仍然显示 12 GiB reserved but unallocated。是 expandable segments 没用吗？", kb)
+    assert "expandable-segments" in [r.value for r in read_situation(_facts(question=tried), kb).no_effect]

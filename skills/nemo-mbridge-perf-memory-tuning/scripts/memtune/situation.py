@@ -188,7 +188,10 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
         sit.process = _default_process(sit.framework, table)
     sit.components = ([Reading(c, [Clue(f"--component {c}", "agent")]) for c in stated.component]
                       or _all("components", _sentences(text), words))  # "reserved ... but not allocated"
-    sit.changed, sit.tried, sit.no_effect, sit.removed, sit.worked_with = _changes(_sentences(text), kb, words)
+    sentences = _sentences(text)
+    sit.changed, sit.tried, sit.no_effect, _, sit.worked_with = _changes(sentences, kb, words)
+    # "is disabling X a supported way?" asks about taking X out; "did X not help?" still says X was tried
+    sit.removed = _changes([_stated_only(s, words) for s in sentences], kb, words)[3]
     if stated.changed:  # what the agent read wins; the user's own sentences add what it did not state
         agent = _changes(_sentences(" ; ".join(stated.changed)), kb, words, agent=True)
         own = (sit.changed, sit.tried, sit.no_effect, sit.removed, sit.worked_with)
@@ -663,6 +666,7 @@ class _Words:
     negations: tuple[str, ...]
     asking_start: tuple[str, ...]  # situation.yaml asking: a clause that asks whether it failed says nothing
     asking_end: tuple[str, ...]
+    asking_lead: tuple[str, ...]  # "and ", "so ": connectives before a clause's question words
     rl: _Literals  # situation.yaml rl_words: an RL run (its default rollout engine applies)
     absent_any: _Literals  # situation.yaml changes.absent_before + absent_after: a clause without them says nothing off
     absent_before: tuple[str, ...]  # "no", "without", meiyou kai: just before a setting, it is not on
@@ -728,6 +732,7 @@ def _compile(kb: Knowledge) -> _Words:
                   tuple(f"{w.strip()} " if w.strip()[-1:].isascii() else w.strip()
                         for w in _endings((table.get("asking") or {}).get("start"))),
                   _endings((table.get("asking") or {}).get("end")),
+                  tuple(f"{w.strip()} " for w in _endings((table.get("asking") or {}).get("lead"))),
                   _Literals(_both(table.get("rl_words"))),
                   _Literals(_both(changes.get("absent_before")) + _both(changes.get("absent_after"))),
                   _endings(_both(changes.get("absent_before")), latin_space=True),
@@ -943,6 +948,14 @@ def _process_from_words(clauses: list[str], words: _Words, gpu_fine: bool) -> Re
     return None if any(_says_gpu_failed(c, words) for c in clauses) else reading
 
 
+def _stated_only(sentence: str, words: _Words) -> str:
+    """The sentence without its clauses that ask ("... and is disabling the distributed optimizer a supported way?"
+    names a setting the user asks about, not one they took out)."""
+    clauses = _clauses(sentence)
+    kept = [c for c in clauses if not _asks(c, words)]
+    return sentence if len(kept) == len(clauses) else ", ".join(kept)
+
+
 def _asked(reading: Reading | None) -> Reading | None:
     """The same reading, its clues marked as read from a question the user asked."""
     return None if reading is None else Reading(reading.value, [Clue(c.text, "asked") for c in reading.clues])
@@ -951,8 +964,12 @@ def _asked(reading: Reading | None) -> Reading | None:
 def _asks(clause: str, words: _Words) -> bool:
     """The clause asks whether something is so ("is it a leak?", shi bu shi xiecun xielou, "... ma"): it does not
     say it is (situation.yaml asking)."""
-    said = _normal(clause).strip()
-    return f"{said} ".startswith(words.asking_start) or said.endswith(words.asking_end)
+    said = f"{_normal(clause).strip()} "
+    for lead in words.asking_lead:
+        if said.startswith(lead):
+            said = said[len(lead):]
+            break
+    return said.startswith(words.asking_start) or said.rstrip().endswith(words.asking_end)
 
 
 def _says_gpu_failed(clause: str, words: _Words) -> bool:
