@@ -400,6 +400,8 @@ def test_lookup_gpu_facts(vkb):
     ("2x8 H100", "H100 80GB", 79.11, 16),
     ("8张A800", "A800", 79.2, 8),
     ("H100 SXM5 80GB HBM3", "H100 80GB", 79.11, None),
+    ("4x V100 (128G total)", "V100 (128G total)", 31.7, 4),  # a size typed as all the cards together
+    ("4张 V100 一共128G", "V100 一共128G", 31.7, 4),
 ])
 def test_lookup_gpu_as_people_type_it(typed, name, gib, count, vkb):
     gpu = lookup_gpu(typed, vkb)
@@ -407,6 +409,11 @@ def test_lookup_gpu_as_people_type_it(typed, name, gib, count, vkb):
     assert gpu.capacity_bytes == pytest.approx(gib * GIB, abs=0.06 * GIB)
     if gpu.inferred_from != "name" or name in ("H800", "A800"):
         assert gpu.assumption and f"{gib:.1f} GiB" in gpu.assumption  # what was assumed is said
+
+
+def test_a_total_size_without_a_count_gives_no_card_size(vkb):
+    gpu = lookup_gpu("V100 128G total", vkb)
+    assert gpu.capacity_bytes is None and "a total over cards" in gpu.assumption
 
 
 def test_lookup_unknown_gpu_is_an_assumption_not_a_refusal(vkb):

@@ -813,3 +813,8 @@ def test_a_setting_the_user_asks_about_taking_out_was_not_taken_out(kb):
     assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
     tried = parse_question("OOM 报错里仍然显示 12 GiB reserved but unallocated。是 expandable segments 没用吗？", kb)
     assert "expandable-segments" in [r.value for r in read_situation(_facts(question=tried), kb).no_effect]
+
+
+def test_chao_chu_xian_cun_is_an_oom(kb):
+    """chaochu xiancun ("exceeds GPU memory") is how many Chinese users say it ran out."""
+    assert "oom" in parse_question("全参微调 13B，一直报超出显存，改了参数还是超", kb).topics

@@ -95,18 +95,26 @@ def lookup_gpu(name_or_capacity: str | float | int, kb: Knowledge) -> GpuFacts:
         entry = next((e for _, _, e in find_gpus(typed, kb)), None)
         count = count or _count_within(typed)
     size = _typed_size_gib(name)
+    if size and _TOTAL.search(name):  # "4x V100 (128G total)": the size of all the cards together
+        if not count:
+            return GpuFacts(name=name, inferred_from="unknown", typed=typed,
+                            assumption=f"GPU {typed!r}: {size:g} GB is a total over cards whose number is not given, "
+                                       "so one card's capacity is unknown (give it as e.g. '--gpu \"4x V100 32GB\"')")
+        size = size / count
+    total_note = f" ({size * count:g} GB typed as the total of {count} cards)" if size and _TOTAL.search(name) else ""
     if entry is not None:
         facts = facts_for(entry, "name")
         facts.count = count
         if facts.capacity_bytes is None and (size or entry.get("nominal_gb")):
             facts.capacity_bytes = _usable_share(kb) * (size or entry["nominal_gb"]) * GIB
-            facts.assumption = _capacity_note(entry["name"], size or entry["nominal_gb"], size is not None, kb)
+            facts.assumption = (_capacity_note(entry["name"], size or entry["nominal_gb"], size is not None, kb)
+                                + total_note)
         if typed != entry["name"] and (count or typed.lower() not in (entry["id"], entry["name"].lower())):
             facts.typed = typed
         return facts
     if size:
         return GpuFacts(name=name, capacity_bytes=_usable_share(kb) * size * GIB, inferred_from="typed-size",
-                        count=count, typed=typed, assumption=_capacity_note(name, size, True, kb))
+                        count=count, typed=typed, assumption=_capacity_note(name, size, True, kb) + total_note)
     return GpuFacts(name=name, inferred_from="unknown", count=count, typed=typed,
                     assumption=f"GPU {name!r} is not in knowledge/gpus.yaml and no size was given: its capacity is "
                                f"unknown (give it as e.g. '--gpu \"{name} 48GB\"')")
@@ -119,7 +127,10 @@ _COUNT_BEFORE = re.compile(r"^(?:(?P<nodes>\d{1,4})\s*[x\u00d7*]\s*)?(?P<n>\d{1,
                            re.I)
 _COUNT_AFTER = re.compile(r"\s*(?:(?<![a-z])[x\u00d7*]\s*(?P<n>\d{1,5})|(?P<m>\d{1,5})\s*(?:\u5f20|\u5757|\u5361))\s*$",
                           re.I)
-_SIZE = re.compile(r"(?<![\w.])(?P<v>\d+(?:\.\d+)?)\s*(?P<u>gib|gb|g)(?![a-z])", re.I)
+_SIZE = re.compile(r"(?<![A-Za-z0-9_.])(?P<v>\d+(?:\.\d+)?)\s*(?P<u>gib|gb|g)(?![a-z])", re.I)  # "yigong128G"
+# a size that is all the cards together: "128G total", "in total", Chinese yigong / zonggong / heji (in all)
+_TOTAL = re.compile(r"\btotal\b|\bin all\b|\baltogether\b|\u4e00\u5171|\u603b\u5171|\u5408\u8ba1|\u603b\u663e\u5b58",
+                    re.I)
 
 
 def _split_count(text: str) -> tuple[int | None, str]:
