@@ -818,3 +818,12 @@ def test_a_setting_the_user_asks_about_taking_out_was_not_taken_out(kb):
 def test_chao_chu_xian_cun_is_an_oom(kb):
     """chaochu xiancun ("exceeds GPU memory") is how many Chinese users say it ran out."""
     assert "oom" in parse_question("全参微调 13B，一直报超出显存，改了参数还是超", kb).topics
+
+
+def test_thin_evidence_names_model_state_first_when_the_stated_layout_fills_half_the_gpu(kb):
+    question = ("How to run llama2 70B pretrain on 32 GPUs (A100 80GB)? It OOMs with tp=4, pp=2, zero=1, "
+                "microbatch_size=1.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["derived.model_state_ratio"] >= 0.5 and diag.candidates[0] == "capacity-model-state"
+    _, _, diag = pipeline.run(pipeline.Inputs(question="It OOMs, what should I check first?"), kb)
+    assert "capacity-model-state" not in diag.candidates[:1]
