@@ -827,3 +827,8 @@ def test_thin_evidence_names_model_state_first_when_the_stated_layout_fills_half
     assert flat["derived.model_state_ratio"] >= 0.5 and diag.candidates[0] == "capacity-model-state"
     _, _, diag = pipeline.run(pipeline.Inputs(question="It OOMs, what should I check first?"), kb)
     assert "capacity-model-state" not in diag.candidates[:1]
+
+
+def test_updating_the_framework_is_a_software_change(kb):
+    q = parse_question("After updating verl, the actor update uses more GPU memory than before, same config.", kb)
+    assert [r.value for r in read_situation(_facts(question=q), kb).changed] == ["stack"]

@@ -1073,7 +1073,10 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
                 no_effect.setdefault(fix_id, reading)
         if useless and not took_out and not no_effect and words.settings.search(clause):
             no_effect.setdefault("setting", Reading("setting", [Clue(f"\u201c{quote}\u201d", source)]))
-        if moved and words.versions.search(_ENV_NAME.sub(" ", clause)):
+        # "after updating verl": a framework that moved is a version change too
+        software = words.versions.search(_ENV_NAME.sub(" ", clause)) or any(
+            literals.search(clause) for _, literals in words.lists.get("frameworks", []))
+        if moved and software:
             changed.setdefault("stack", Reading("stack", [Clue(f"\u201c{quote}\u201d", source)]))
     return (list(changed.values()), list(tried.values()), list(no_effect.values()), list(removed.values()),
             list(worked.values()))
