@@ -832,3 +832,11 @@ def test_thin_evidence_names_model_state_first_when_the_stated_layout_fills_half
 def test_updating_the_framework_is_a_software_change(kb):
     q = parse_question("After updating verl, the actor update uses more GPU memory than before, same config.", kb)
     assert [r.value for r in read_situation(_facts(question=q), kb).changed] == ["stack"]
+
+
+def test_host_memory_that_stops_growing_without_workers_is_the_workers(kb):
+    question = ("Dataloader 的 num_workers 大于 0 时，CPU 内存（主机内存）随着训练一直涨，最后被 OOM。"
+                "num_workers=0 时不会这样。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.worked_with"] == ["reduce-dataloader-workers"]
+    assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "reduce-dataloader-workers"
