@@ -840,3 +840,14 @@ def test_host_memory_that_stops_growing_without_workers_is_the_workers(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert flat["situation.worked_with"] == ["reduce-dataloader-workers"]
     assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "reduce-dataloader-workers"
+
+
+def test_a_question_about_memory_use_with_no_failure_is_checked_by_measuring(kb):
+    """No failure said and no rank in question: there is no failing rank to find, so measure per step."""
+    _, flat, diag = pipeline.run(pipeline.Inputs(question="为啥 TP 下显存比同配置下 deepspeed 要高？"), kb)
+    assert not flat["situation.failure_said"] and diag.fixes[0].id == "track-memory-per-step"
+    hang = "DeepSeek-V3 on 8x H200 hangs at startup and never becomes ready."
+    _, _, diag = pipeline.run(pipeline.Inputs(question=hang), kb)
+    assert diag.fixes[0].id == "find-first-failing-rank"  # a hang is a failure: which rank stopped first
+    _, _, diag = pipeline.run(pipeline.Inputs(question="Why do the last two ranks hold more optimizer state?"), kb)
+    assert diag.fixes[0].id == "find-first-failing-rank"  # a question about which ranks: compare them

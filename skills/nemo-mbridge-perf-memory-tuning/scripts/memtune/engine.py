@@ -581,10 +581,22 @@ def _lead_rule(diag: Diagnosis, kb: Knowledge) -> str | None:
     return max(named, key=lambda r: float(rules[r].get("confidence", 0)), default=None)
 
 
+def _check_fix(candidates: Mapping[str, Any], flat: Mapping[str, Any]) -> str | None:
+    """The check that gets the missing evidence: the first failing rank's traceback and full OOM message (also the
+    per-rank comparison a question about which rank or stage holds more needs), or - where nothing says anything
+    failed and no rank is in question (how much memory something uses) - the per-step measurement."""
+    topics = flat.get("question.topics") or []
+    failed = (flat.get("log.has_memory_failure") or flat.get("log.crash") or flat.get("situation.failure_said")
+              or "oom" in topics)
+    ranks = flat.get("situation.where") or {"pipeline-imbalance", "single-rank", "pipeline-parallel"} & set(topics)
+    quiet = candidates.get("check_fix_no_failure")
+    return quiet if quiet and not failed and not ranks else candidates.get("check_fix")
+
+
 def _lead_with_check(diag: Diagnosis, kb: Knowledge) -> Diagnosis:
     from .ledger import policy
 
-    check = (policy(kb).get("candidates") or {}).get("check_fix")
+    check = _check_fix(policy(kb).get("candidates") or {}, diag.facts)
     if not check or check in {a.id for a in diag.avoid}:
         return diag
     return replace(diag, fixes=[FixAdvice(check, 1, ["thin-evidence"])])
@@ -622,7 +634,7 @@ def _check_first(diag: Diagnosis, kb: Knowledge) -> Diagnosis:
     from .ledger import policy
 
     pol = policy(kb).get("candidates") or {}
-    check = pol.get("check_fix")
+    check = _check_fix(pol, diag.facts)
     avoided = {a.id for a in diag.avoid}
     if not check or check in avoided:
         return diag

@@ -605,8 +605,9 @@ def _reference_problems(kb: Knowledge) -> list[str]:
                 problems.append(f"{where}: unknown fix {ref!r}")
     problems += _situation_problems(kb)
     cand = (kb.tables.get("ledger") or {}).get("candidates") or {}
-    if cand.get("check_fix") and cand["check_fix"] not in fixes:
-        problems.append(f"ledger.yaml: candidates.check_fix: unknown fix {cand['check_fix']!r}")
+    for key in ("check_fix", "check_fix_no_failure"):
+        if cand.get(key) and cand[key] not in fixes:
+            problems.append(f"ledger.yaml: candidates.{key}: unknown fix {cand[key]!r}")
     problems += [f"ledger.yaml: candidates.generic: unknown cause {c['cause']!r}" for c in cand.get("generic", [])
                  if c["cause"] not in causes]
     for c in cand.get("generic", []):

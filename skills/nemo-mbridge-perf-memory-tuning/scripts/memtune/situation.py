@@ -91,6 +91,7 @@ class Situation:
     after_phase: str | None = None  # a phase said to be over when it failed ("after every checkpoint save")
     gpu_memory_failed: bool = False  # a clause that says something failed names the GPU's memory ("CUDA OOM", xiancun)
     gpu_memory_fine: bool = False  # the user says the GPU's memory is fine or low ("GPU memory is fine")
+    failure_said: bool = False  # a clause says something failed (OOM, crash, hang) and does not ask whether it did
     call_path: list[str] = field(default_factory=list)  # the failing traceback's innermost functions, innermost first
     error: str | None = None  # the error line of a crash with no memory failure in it ("pidfd_getfd: not permitted")
     headroom_bytes: float | None = None  # free + reserved-but-unallocated at the failure: all an allocator could use
@@ -118,6 +119,7 @@ class Situation:
         out["situation.after_phase"] = self.after_phase
         out["situation.gpu_memory_failed"] = self.gpu_memory_failed
         out["situation.gpu_memory_fine"] = self.gpu_memory_fine
+        out["situation.failure_said"] = self.failure_said
         out["situation.call_path"] = list(self.call_path)
         out["situation.error"] = self.error
         out["situation.headroom_bytes"] = self.headroom_bytes
@@ -212,6 +214,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.made_worse = any(words.worse.search(c) and (words.changed.search(c) or words.tried.search(c))
                          for c in _sentences(text))
     sit.gpu_memory_failed = any(_says_gpu_failed(c, words) for c in clauses)
+    sit.failure_said = any(words.failure.search(c) and not _asks(c, words) for c in clauses)
     sit.call_path = _call_path(facts, log_text) or _said_call_path(text)
     if facts.log.crash and not facts.log.has_memory_failure and facts.log.first_error:
         sit.error = facts.log.first_error.strip()[:ERROR_CHARS]
