@@ -851,3 +851,13 @@ def test_a_question_about_memory_use_with_no_failure_is_checked_by_measuring(kb)
     assert diag.fixes[0].id == "find-first-failing-rank"  # a hang is a failure: which rank stopped first
     _, _, diag = pipeline.run(pipeline.Inputs(question="Why do the last two ranks hold more optimizer state?"), kb)
     assert diag.fixes[0].id == "find-first-failing-rank"  # a question about which ranks: compare them
+
+
+def test_a_fault_with_no_out_of_memory_anywhere_rules_out_the_memory_causes(kb):
+    """NCCL 'Bad address' after a torch_memory_saver pause()/resume() cycle: a transport fault, and resume() here is
+    a call in code, not a checkpoint resume."""
+    question = ("Multi-node colocate mode: cross-node NCCL operations get 'Bad address' (EFAULT) after "
+                "torch_memory_saver's pause()/resume() cycle, during the optimizer step. Is this a memory problem?")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.phase"] != "checkpoint-load"
+    assert diag.causes[0].id == "not-an-oom" and "capacity-model-state" in diag.ruled_out

@@ -376,14 +376,21 @@ def join_reasons(whys: Sequence[Mapping[str, str]], joiner: Mapping[str, str]) -
     return {lang: sep.join(dict.fromkeys(w[lang] for w in whys if lang in w)) for lang, sep in joiner.items()}
 
 
-def _no_gpu_shortage(cause: Mapping[str, Any], flat: Mapping[str, Any]) -> tuple[str, str] | None:
+def _no_gpu_shortage(cause: Mapping[str, Any], flat: Mapping[str, Any],
+                     fault_topics: frozenset[str] = frozenset()) -> tuple[str, str] | None:
     """(facts, ledger.yaml ruled_out_explain key) when the evidence says no GPU memory ran out for this cause to
     explain: a crash with no memory signal on any rank rules out every cause that explains memory (a ledger
-    component); host RAM that ran out, with no GPU memory failure anywhere, every cause that explains GPU memory (a
-    load's or save's transients stay: they live in host RAM too)."""
+    component), and so does a fault the user names (``fault_topics``: an illegal access, a transport error) with no
+    out-of-memory said anywhere; host RAM that ran out, with no GPU memory failure anywhere, every cause that
+    explains GPU memory (a load's or save's transients stay: they live in host RAM too)."""
     explains = set(cause.get("explains") or [])
-    if explains and flat.get("log.crash") and not flat.get("log.has_memory_failure") and not flat.get("log.host_oom"):
+    quiet = not flat.get("log.has_memory_failure") and not flat.get("log.host_oom")
+    if explains and flat.get("log.crash") and quiet:
         return "log.crash=True, log.has_memory_failure=False", "crash"
+    topics = set(flat.get("question.topics") or [])
+    named = sorted(topics & fault_topics)
+    if explains and named and quiet and "oom" not in topics and not flat.get("situation.gpu_memory_failed"):
+        return f"question.topics={','.join(named)}, no out-of-memory said", "fault"
     host_only = host_memory_only(flat)
     if host_only and explains - HOST_SIDE_COMPONENTS:
         return host_only, "host"
@@ -394,11 +401,15 @@ def ruled_out_causes(flat: Mapping[str, Any], kb: Knowledge) -> dict[str, RuledO
     """Causes the situation contradicts, each with the facts that do it and the reason of each thing that held:
     the engine's own rule-out (_no_gpu_shortage) first, then every causes.yaml situation.rules_out branch whose
     condition is true - never the reason of a branch that did not hold."""
-    explain = (kb.tables.get("ledger") or {}).get("ruled_out_explain") or {}
+    ledger = kb.tables.get("ledger") or {}
+    explain = ledger.get("ruled_out_explain") or {}
+    faults = frozenset(ledger.get("fault_topics") or ())
     out = {}
     for cause in kb.entries("causes"):
         fired = fired_branches((cause.get("situation") or {}).get("rules_out"), flat)
-        engine = _no_gpu_shortage(cause, flat)
+        engine = _no_gpu_shortage(cause, flat, faults)
+        if engine is not None and engine[1] == "fault" and fired:
+            engine = None  # the cause's own reason names the fault more exactly ("the save crashed with a segfault")
         if not fired and engine is None:
             continue
         facts = [engine[0]] if engine else []

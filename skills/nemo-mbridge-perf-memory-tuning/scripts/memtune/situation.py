@@ -861,6 +861,8 @@ def _hits(key: str, clause: str, words: _Words, *, over: bool = False) -> list[t
     norm = _normal(clause) if key in ("phases", "steps") else ""
     for value, literals in words.lists.get(key, []):
         for start, end, said in literals.spans(clause):
+            if norm and norm[end:end + 1] == "(":  # a call in code ("pause()/resume() cycle"), not a phase said
+                continue
             head, tail = norm[:start].rstrip(), norm[end:].lstrip()
             if over:
                 if norm and (head.endswith(words.over) or tail.startswith(words.over)):
