@@ -861,3 +861,24 @@ def test_a_fault_with_no_out_of_memory_anywhere_rules_out_the_memory_causes(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert flat["situation.phase"] != "checkpoint-load"
     assert diag.causes[0].id == "not-an-oom" and "capacity-model-state" in diag.ruled_out
+
+
+def test_growth_step_after_step_that_dies_at_a_save_is_not_the_saves(kb):
+    across = ("Host memory keeps growing step after step, and at global_step_50, right while the checkpoint is being "
+              "saved, Ray kills two workers.")
+    ray = ["(raylet) node_manager.cc:3069: 2 Workers (tasks / actors) killed due to memory pressure (OOM), "
+           "0 Workers crashed due to other reasons."]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=across, log=ray), kb)
+    assert flat["situation.grows_per_step"] and "checkpoint-save" in diag.ruled_out
+    assert "memory-growth" in {c.id for c in diag.causes} and "track-memory-per-step" in [f.id for f in diag.fixes]
+    within = "Saving the checkpoint keeps growing in memory until all shards are written, then runs out."
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=within), kb)
+    assert not flat["situation.grows_per_step"] and "checkpoint-save" not in diag.ruled_out
+
+
+@pytest.mark.parametrize("text, field, value", [
+    ("grpo异步方式训练时，显存单调上涨，直至OOM", "trend", "grows"),
+    ("调用 SGLang 的 resume_memory_occupation（训练切回 rollout）就报显存不足", "phase", "rl-weight-sync"),
+])
+def test_more_ways_people_say_it(text, field, value, kb):
+    assert getattr(read_situation(_facts(question=parse_question(text, kb)), kb), field).value == value

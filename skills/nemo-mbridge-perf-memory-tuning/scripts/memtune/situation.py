@@ -92,6 +92,7 @@ class Situation:
     gpu_memory_failed: bool = False  # a clause that says something failed names the GPU's memory ("CUDA OOM", xiancun)
     gpu_memory_fine: bool = False  # the user says the GPU's memory is fine or low ("GPU memory is fine")
     failure_said: bool = False  # a clause says something failed (OOM, crash, hang) and does not ask whether it did
+    grows_per_step: bool = False  # the growth is said beside a step count ("step after step"), not within one phase
     call_path: list[str] = field(default_factory=list)  # the failing traceback's innermost functions, innermost first
     error: str | None = None  # the error line of a crash with no memory failure in it ("pidfd_getfd: not permitted")
     headroom_bytes: float | None = None  # free + reserved-but-unallocated at the failure: all an allocator could use
@@ -120,6 +121,7 @@ class Situation:
         out["situation.gpu_memory_failed"] = self.gpu_memory_failed
         out["situation.gpu_memory_fine"] = self.gpu_memory_fine
         out["situation.failure_said"] = self.failure_said
+        out["situation.grows_per_step"] = self.grows_per_step
         out["situation.call_path"] = list(self.call_path)
         out["situation.error"] = self.error
         out["situation.headroom_bytes"] = self.headroom_bytes
@@ -215,6 +217,9 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
                          for c in _sentences(text))
     sit.gpu_memory_failed = any(_says_gpu_failed(c, words) for c in clauses)
     sit.failure_said = any(words.failure.search(c) and not _asks(c, words) for c in clauses)
+    sit.grows_per_step = sit.trend is not None and sit.trend.value == "grows" and (
+        sit.trend.source == "log" or any(words.per_step.search(c) for c in clauses
+                                         if any(v == "grows" for v, _ in _hits("trends", c, words))))
     sit.call_path = _call_path(facts, log_text) or _said_call_path(text)
     if facts.log.crash and not facts.log.has_memory_failure and facts.log.first_error:
         sit.error = facts.log.first_error.strip()[:ERROR_CHARS]
@@ -671,6 +676,7 @@ class _Words:
     asking_end: tuple[str, ...]
     asking_lead: tuple[str, ...]  # "and ", "so ": connectives before a clause's question words
     rl: _Literals  # situation.yaml rl_words: an RL run (its default rollout engine applies)
+    per_step: _Literals  # situation.yaml per_step_words: growth beside a step count is growth across steps
     absent_any: _Literals  # situation.yaml changes.absent_before + absent_after: a clause without them says nothing off
     absent_before: tuple[str, ...]  # "no", "without", meiyou kai: just before a setting, it is not on
     absent_after: tuple[str, ...]  # "isn't set", "is off": just after a setting
@@ -737,6 +743,7 @@ def _compile(kb: Knowledge) -> _Words:
                   _endings((table.get("asking") or {}).get("end")),
                   tuple(f"{w.strip()} " for w in _endings((table.get("asking") or {}).get("lead"))),
                   _Literals(_both(table.get("rl_words"))),
+                  _Literals(_both(table.get("per_step_words"))),
                   _Literals(_both(changes.get("absent_before")) + _both(changes.get("absent_after"))),
                   _endings(_both(changes.get("absent_before")), latin_space=True),
                   _endings(_both(changes.get("absent_after"))),
