@@ -112,6 +112,19 @@ def test_no_shipped_text_reads_like_a_dotenv_path():
     assert offenders == []
 
 
+def test_no_shipped_text_names_a_container_escape_flag():
+    """SkillSpector's PE5 flags host-namespace and privileged container flags (--ipc=host, --privileged, ...) as
+    container escapes wherever they appear, advice included: say 'a larger shared-memory size' instead."""
+    pattern = re.compile(r"--(?:ipc|pid|network|net)[= ]host\b|--privileged\b|--cap-add\b")
+    offenders = []
+    for path in SKILL.rglob("*"):
+        if path.is_file() and path.suffix in {".py", ".md", ".yaml", ".json", ".j2"}:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            offenders += [f"{path.relative_to(SKILL)}:{text.count(chr(10), 0, m.start()) + 1}"
+                          for m in pattern.finditer(text)]
+    assert offenders == []
+
+
 def test_no_shipped_line_hides_text_behind_a_long_run_of_blanks():
     """SkillSpector's P9 (whitespace padding) flags a run of 80 or more blanks on a line, which can push text out of
     a reviewer's view; a continuation line aligned under a long call is one, so none may be that deep."""
