@@ -882,3 +882,11 @@ def test_growth_step_after_step_that_dies_at_a_save_is_not_the_saves(kb):
 ])
 def test_more_ways_people_say_it(text, field, value, kb):
     assert getattr(read_situation(_facts(question=parse_question(text, kb)), kb), field).value == value
+
+
+def test_a_sharding_setting_said_to_change_nothing_asks_whether_it_applied(kb):
+    question = ("我设置了 deepspeed zero3，但发现每张卡占用的显存和 z0 一模一样。启动命令：torchrun src/train.py "
+                "--deepspeed examples/deepspeed/ds_z0_config.json --stage sft")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
+    assert "ds_z0_config.json" in [n["text"] for n in flat["question.named"]]  # the file at the end of a path
