@@ -890,3 +890,10 @@ def test_a_sharding_setting_said_to_change_nothing_asks_whether_it_applied(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
     assert "ds_z0_config.json" in [n["text"] for n in flat["question.named"]]  # the file at the end of a path
+
+
+def test_a_question_about_headroom_before_an_oom_is_checked_by_measuring(kb):
+    question = ("训练日志只在第 1 个 iteration 之后打印了一次显存，我一直按这个数来估算离 OOM 还有多少余量。"
+                "这个数能代表真实峰值吗？")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert "headroom" in flat["question.topics"] and diag.fixes[0].id == "track-memory-per-step"

@@ -597,8 +597,9 @@ def _check_fix(candidates: Mapping[str, Any], flat: Mapping[str, Any]) -> str | 
     per-rank comparison a question about which rank or stage holds more needs), or - where nothing says anything
     failed and no rank is in question (how much memory something uses) - the per-step measurement."""
     topics = flat.get("question.topics") or []
-    failed = (flat.get("log.has_memory_failure") or flat.get("log.crash") or flat.get("situation.failure_said")
-              or "oom" in topics)
+    failed = (flat.get("log.has_memory_failure") or flat.get("log.crash")
+              # "how much room is left before an OOM" (headroom) names the OOM without reporting one
+              or ((flat.get("situation.failure_said") or "oom" in topics) and "headroom" not in topics))
     ranks = flat.get("situation.where") or {"pipeline-imbalance", "single-rank", "pipeline-parallel"} & set(topics)
     quiet = candidates.get("check_fix_no_failure")
     return quiet if quiet and not failed and not ranks else candidates.get("check_fix")
