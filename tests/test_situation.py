@@ -897,3 +897,11 @@ def test_a_question_about_headroom_before_an_oom_is_checked_by_measuring(kb):
                 "这个数能代表真实峰值吗？")
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert "headroom" in flat["question.topics"] and diag.fixes[0].id == "track-memory-per-step"
+
+
+@pytest.mark.parametrize("text", [
+    "按文档用 llamafactory-cli export 合并 LoRA 适配器，它一直只用 gpu 0，然后报 OOM",
+    "Merging the LoRA into the 72B base model runs out of GPU memory on one A100.",
+])
+def test_merging_a_lora_adapter_is_a_conversion(text, kb):
+    assert read_situation(_facts(question=parse_question(text, kb)), kb).phase.value == "conversion"
