@@ -193,9 +193,12 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.components = ([Reading(c, [Clue(f"--component {c}", "agent")]) for c in stated.component]
                       or _all("components", _sentences(text), words))  # "reserved ... but not allocated"
     sentences = _sentences(text)
-    sit.changed, sit.tried, sit.no_effect, _, sit.worked_with = _changes(sentences, kb, words)
+    changes = _changes(sentences, kb, words)
+    sit.changed, sit.tried, sit.no_effect, sit.removed, sit.worked_with = changes
     # "is disabling X a supported way?" asks about taking X out; "did X not help?" still says X was tried
-    sit.removed = _changes([_stated_only(s, words) for s in sentences], kb, words)[3]
+    without_asking = [_stated_only(s, words) for s in sentences]
+    if without_asking != sentences:  # read the removals again only where a clause asks
+        sit.removed = _changes(without_asking, kb, words)[3]
     if stated.changed:  # what the agent read wins; the user's own sentences add what it did not state
         agent = _changes(_sentences(" ; ".join(stated.changed)), kb, words, agent=True)
         own = (sit.changed, sit.tried, sit.no_effect, sit.removed, sit.worked_with)
