@@ -113,3 +113,17 @@ def test_a_key_given_twice_in_one_mapping_is_a_problem():
     assert problems == ["fixes.yaml:6: key 'patterns' given twice in one mapping (first at line 4); "
                         "YAML keeps only the last"]
     assert _duplicate_keys(yaml.compose("a: {b: 1}\nc: {b: 2}\n"), "x.yaml") == []
+
+
+def test_kb_validate_compiles_every_log_regex(kb_copy, capsys):
+    """Commands compile a signature's regex only when a log reaches it; `kb validate` compiles them all, so a
+    broken one in an entry no example exercises is still one line naming the entry, and exit 1."""
+    from memtune import cli
+
+    path = kb_copy / "signatures.yaml"
+    data = read_yaml(path)
+    data["signatures"][-1]["regex"] = "Tried to allocate ("
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="ascii")  # the table stays ASCII
+    assert cli.main(["kb", "validate", "--dir", str(kb_copy)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert any("signatures.yaml:" in line and "invalid regex" in line for line in lines), lines

@@ -128,7 +128,10 @@ def test_broken_regex_in_the_table_is_a_knowledge_error(kb):
     broken = _kb_with(kb)
     broken.tables["signatures"]["signatures"][0]["regex"] = "Tried to allocate ("
     with pytest.raises(KnowledgeError, match="pytorch-oom-private-pools"):
-        compile_signatures(broken)
+        compile_signatures(broken, eager=True)
+    # commands compile each regex on first use: the same one-line error, when a log line reaches it
+    with pytest.raises(KnowledgeError, match="pytorch-oom-private-pools: invalid regex"):
+        parse_log(["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"], broken)
 
 
 # --------------------------------------------------------------------------- fixture logs

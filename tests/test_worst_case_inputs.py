@@ -41,7 +41,9 @@ def _patterns() -> dict[str, re.Pattern[str]]:
     found: dict[str, re.Pattern[str]] = {}
 
     def walk(obj: object, where: str) -> None:
-        if isinstance(obj, re.Pattern):
+        if isinstance(obj, oom_log.LazyPattern):  # compiled on first use; checked compiled
+            found.setdefault(where, obj.compile())
+        elif isinstance(obj, re.Pattern):
             found.setdefault(where, obj)
         elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
             for f in dataclasses.fields(obj):
@@ -53,7 +55,7 @@ def _patterns() -> dict[str, re.Pattern[str]]:
             for key, item in obj.items():
                 walk(item, f"{where}.{key}")
 
-    walk(oom_log.compile_signatures(KB), "patterns")
+    walk(oom_log.compile_signatures(KB, eager=True), "patterns")
     first: dict[tuple[str, int], str] = {}
     for where in sorted(found):
         first.setdefault((found[where].pattern, found[where].flags), where)

@@ -6,6 +6,7 @@ import argparse
 
 from .. import knowledge
 from ..errors import UserError
+from ..inputs.oom_log import compile_signatures
 from ..render import messages, out
 
 
@@ -32,16 +33,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     comp.set_defaults(func=run_compile)
 
 
+def _problems(kb: knowledge.Knowledge) -> list[str]:
+    """The tables' problems, then every log regex compiled (commands compile each on first use only)."""
+    problems = knowledge.validate(kb)
+    if problems:
+        return problems
+    try:
+        compile_signatures(kb, eager=True)
+    except knowledge.KnowledgeError as exc:
+        return [str(exc)]
+    return []
+
+
 def run_validate(args: argparse.Namespace) -> int:
     kb = knowledge.load(args.dir, compiled=False)
-    problems = knowledge.validate(kb)
+    problems = _problems(kb)
     out.emit_lines(messages.kb_summary(kb, args.lang, problems))
     return 1 if problems else 0
 
 
 def run_compile(args: argparse.Namespace) -> int:
     kb = knowledge.load(args.dir, compiled=False)
-    problems = knowledge.validate(kb)
+    problems = _problems(kb)
 
     def say(ident: str, **values: object) -> None:
         out.emit(messages.line(kb, args.lang, ident, version=kb.version, tables=len(kb.tables), **values))

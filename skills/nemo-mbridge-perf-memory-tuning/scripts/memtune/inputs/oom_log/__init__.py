@@ -37,14 +37,15 @@ from ...knowledge import Knowledge
 from .. import limits
 from .pairs import report_pairs
 from .scanner import _Scanner
-from .signatures import SIZE_GROUPS, Patterns, PhaseRule, Signature, compile_signatures
+from .signatures import SIZE_GROUPS, LazyPattern, Patterns, PhaseRule, Signature, compile_signatures
 from .signatures import _required_literals as _required_literals
 from .triggers import _FINDER_WINDOW as _FINDER_WINDOW
 from .triggers import _Finder
 from .triggers import _longer_triggers as _longer_triggers
 from .triggers import _shortest_triggers as _shortest_triggers
 
-__all__ = ["SIZE_GROUPS", "Patterns", "PhaseRule", "Signature", "compile_signatures", "parse_log", "report_pairs"]
+__all__ = ["SIZE_GROUPS", "LazyPattern", "Patterns", "PhaseRule", "Signature", "compile_signatures", "parse_log",
+           "report_pairs"]
 
 _CHUNK_CHARS = 1 << 20
 

@@ -26,6 +26,51 @@ _SIDE_KINDS = {"memory-report": "report", "memory-footprint": "footprint", "env-
 _PairHow = tuple[str, str | None, int | None] | tuple[()]
 
 
+class LazyPattern:
+    """A regex compiled on first use: a log touches a few of the table's ~200 patterns, and compiling all of
+    them cost a cold ``diagnose`` ~15 ms. Compiling puts the compiled methods in the instance's dict, where they
+    shadow the class's, so later calls cost what ``re.Pattern``'s do. ``pattern`` (the source) needs no compile."""
+
+    def __init__(self, pattern: str, where: str) -> None:
+        self.pattern = pattern
+        self._where = where
+        self._compiled: re.Pattern[str] | None = None
+
+    def compile(self) -> re.Pattern[str]:
+        """The compiled regex; a broken one is a KnowledgeError naming its entry (never a traceback)."""
+        if self._compiled is None:
+            try:
+                compiled = re.compile(self.pattern)
+            except re.error as exc:
+                raise KnowledgeError(f"signatures.yaml: {self._where}: invalid regex ({exc})") from None
+            self._compiled = compiled
+            self.search, self.match, self.finditer = compiled.search, compiled.match, compiled.finditer  # type: ignore[method-assign]
+            self.findall, self.sub = compiled.findall, compiled.sub  # type: ignore[method-assign]
+        return self._compiled
+
+    def search(self, *args: Any) -> re.Match[str] | None:
+        return self.compile().search(*args)
+
+    def match(self, *args: Any) -> re.Match[str] | None:
+        return self.compile().match(*args)
+
+    def finditer(self, *args: Any) -> Any:
+        return self.compile().finditer(*args)
+
+    def findall(self, *args: Any) -> list[Any]:
+        return self.compile().findall(*args)
+
+    def sub(self, *args: Any) -> str:
+        return self.compile().sub(*args)
+
+    @property
+    def groupindex(self) -> Any:
+        return self.compile().groupindex
+
+
+Regex = LazyPattern | re.Pattern[str]
+
+
 @dataclass(frozen=True)
 class Signature:
     """One compiled entry of signatures.yaml."""
@@ -33,7 +78,7 @@ class Signature:
     id: str
     kind: str
     context: str
-    regex: re.Pattern[str] | None
+    regex: Regex | None
     triggers: tuple[str, ...] = ()
     format: str | None = None
     fallback: bool = False
@@ -44,8 +89,8 @@ class Signature:
     echo: bool = False  # a weak line that a firm signal of its kind a few lines away already explains
     names_last_error: bool = False  # a firm line that says what a nearby echo was, of whatever kind
     number_unit: str | None = None
-    fields: tuple[tuple[str, re.Pattern[str]], ...] = ()
-    pair_item: re.Pattern[str] | None = None
+    fields: tuple[tuple[str, Regex], ...] = ()
+    pair_item: Regex | None = None
     pair_keys: dict[str, dict[str, str]] = field(default_factory=dict)
     pair_units: dict[str, str] = field(default_factory=dict)  # printed unit -> units.py unit
     pair_counts: bool = False  # some key gives a count (an int field), not bytes
@@ -57,9 +102,9 @@ class Signature:
 @dataclass(frozen=True)
 class PhaseRule:
     id: str
-    markers: tuple[tuple[re.Pattern[str] | None, re.Pattern[str] | None, re.Pattern[str] | None], ...]
-    log_start: re.Pattern[str] | None
-    log_end: re.Pattern[str] | None
+    markers: tuple[tuple[Regex | None, Regex | None, Regex | None], ...]
+    log_start: Regex | None
+    log_end: Regex | None
     triggers: tuple[str, ...]
 
 
@@ -69,21 +114,21 @@ class Patterns:
 
     params: dict[str, int]
     memory_kinds: frozenset[str]
-    noise: re.Pattern[str]
+    noise: Regex
     prefix: re.Pattern[str]
     prefix_ranks: tuple[str, ...]
-    rank_hints: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...]
-    tb_start: re.Pattern[str]
-    tb_frame: re.Pattern[str]
-    tb_ignore: re.Pattern[str]
-    tb_exception: re.Pattern[str]
+    rank_hints: tuple[tuple[tuple[str, ...], Regex], ...]
+    tb_start: Regex
+    tb_frame: Regex
+    tb_ignore: Regex
+    tb_exception: Regex
     phases: tuple[PhaseRule, ...]
     alloc_triggers: tuple[str, ...]
-    alloc_start: re.Pattern[str]
-    alloc_end: re.Pattern[str]
-    alloc_stop: re.Pattern[str]
-    proc_other: re.Pattern[str]
-    proc_self: re.Pattern[str]
+    alloc_start: Regex
+    alloc_end: Regex
+    alloc_stop: Regex
+    proc_other: Regex
+    proc_self: Regex
     block: tuple[Signature, ...]
     block_fallback: tuple[Signature, ...]
     line: tuple[Signature, ...]
@@ -94,7 +139,7 @@ class Patterns:
     env_never: tuple[str, ...]  # vocabulary.yaml env.never_read, upper-cased
     exception: tuple[Signature, ...]
     constraint_signature: str | None
-    constraints: tuple[tuple[str, re.Pattern[str], frozenset[str] | None], ...]  # id, regex, required literals
+    constraints: tuple[tuple[str, Regex, frozenset[str] | None], ...]  # id, regex, required literals
     triggers: tuple[str, ...]  # every literal that can make a line matter (the pre-filter)
     by_id: dict[str, Signature]
 
@@ -102,23 +147,30 @@ class Patterns:
 _COMPILED: dict[int, tuple[Knowledge, Patterns]] = {}
 
 
-def compile_signatures(kb: Knowledge) -> Patterns:
-    """Compile signatures.yaml once per Knowledge object (the KB is immutable once loaded)."""
+def compile_signatures(kb: Knowledge, *, eager: bool = False) -> Patterns:
+    """Compile signatures.yaml once per Knowledge object (the KB is immutable once loaded).
+
+    Each regex compiles when first used; ``eager`` compiles them all now, so that ``kb validate`` and the
+    tests find a broken one in an entry no example log reaches."""
     cached = _COMPILED.get(id(kb))
-    if cached is not None and cached[0] is kb:
+    if cached is not None and cached[0] is kb and not eager:
         return cached[1]
-    patterns = _compile(kb)
+    lazy: list[LazyPattern] = []
+    patterns = _compile(kb, lazy)
+    if eager:
+        for pattern in lazy:
+            pattern.compile()
     _COMPILED[id(kb)] = (kb, patterns)
     return patterns
 
 
-def _compile(kb: Knowledge) -> Patterns:
+def _compile(kb: Knowledge, made: list[LazyPattern]) -> Patterns:
     table = kb.tables.get("signatures")
     if not isinstance(table, dict) or "signatures" not in table:
         raise KnowledgeError("signatures.yaml: missing or has no 'signatures' list")
     frags: dict[str, str] = table.get("fragments", {})
 
-    def rx(text: str, where: str) -> re.Pattern[str]:
+    def rx(text: str, where: str) -> Any:
         for _ in range(4):  # fragments may use fragments
             expanded = text
             for name, value in frags.items():
@@ -126,10 +178,8 @@ def _compile(kb: Knowledge) -> Patterns:
             if expanded == text:
                 break
             text = expanded
-        try:
-            return re.compile(text)
-        except re.error as exc:
-            raise KnowledgeError(f"signatures.yaml: {where}: invalid regex ({exc})") from None
+        made.append(LazyPattern(text, where))
+        return made[-1]
 
     kinds = {k["id"]: bool(k["memory"]) for k in table["kinds"]}
     signatures = [_signature(entry, rx, kinds) for entry in table["signatures"]]
@@ -222,7 +272,7 @@ def _signature(entry: dict[str, Any], rx: Any, kinds: dict[str, bool]) -> Signat
     )
 
 
-def _pair_groups(item: re.Pattern[str] | None) -> tuple[int, int, int | None]:
+def _pair_groups(item: Regex | None) -> tuple[int, int, int | None]:
     """Where ``findall`` puts the key, value and unit of an item (checked by _check_side_signature)."""
     groups = item.groupindex if item is not None else {}
     if "key" not in groups or "value" not in groups:
@@ -256,7 +306,7 @@ def _check_side_signature(sig: Signature, key: str) -> None:
 def _phase_rule(entry: dict[str, Any], rx: Any) -> PhaseRule:
     pid = entry["id"]
 
-    def opt(marker: dict[str, str], key: str) -> re.Pattern[str] | None:
+    def opt(marker: dict[str, str], key: str) -> Regex | None:
         return rx(marker[key], f"phases {pid}.{key}") if key in marker else None
 
     markers = tuple((opt(m, "function"), opt(m, "path"), opt(m, "code")) for m in entry["frames"])
