@@ -402,6 +402,8 @@ def test_lookup_gpu_facts(vkb):
     ("H100 SXM5 80GB HBM3", "H100 80GB", 79.11, None),
     ("4x V100 (128G total)", "V100 (128G total)", 31.7, 4),  # a size typed as all the cards together
     ("4张 V100 一共128G", "V100 一共128G", 31.7, 4),
+    ("L40S 48GB, 512GB RAM", "L40S", 44.4, None),  # the host's RAM beside the card's size is not the card's
+    ("RTX 6000 48GB, host RAM 1TB", "RTX 6000 48GB, host RAM 1TB", 47.5, None),
 ])
 def test_lookup_gpu_as_people_type_it(typed, name, gib, count, vkb):
     gpu = lookup_gpu(typed, vkb)
@@ -409,6 +411,12 @@ def test_lookup_gpu_as_people_type_it(typed, name, gib, count, vkb):
     assert gpu.capacity_bytes == pytest.approx(gib * GIB, abs=0.06 * GIB)
     if gpu.inferred_from != "name" or name in ("H800", "A800"):
         assert gpu.assumption and f"{gib:.1f} GiB" in gpu.assumption  # what was assumed is said
+
+
+def test_a_size_labelled_as_host_memory_is_not_the_cards(vkb):
+    """"none (CPU preprocessing, host RAM 504GB)" in Chinese: the only size is the host's, so no card size."""
+    gpu = lookup_gpu("无（CPU 预处理，主机内存 504GB）", vkb)
+    assert gpu.capacity_bytes is None and gpu.inferred_from == "unknown"
 
 
 def test_a_total_size_without_a_count_gives_no_card_size(vkb):

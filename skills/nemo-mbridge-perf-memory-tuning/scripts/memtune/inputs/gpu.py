@@ -158,13 +158,24 @@ def _count_within(text: str) -> int | None:
     return int(m.group("n")) if m else None
 
 
+# a size said to be the host's, not the card's: "host RAM 504GB", "1TB system memory", Chinese zhuji neicun (host
+# memory), xitong neicun (system memory), fuwuqi (server), or neicun (RAM) not after xianka / ka (graphics card)
+_HOST = re.compile(r"\b(?:host|cpu|system|node|server)\s*(?:ram|memory|mem)\b|(?<![a-z])ram\b|\u4e3b\u673a|"
+                   r"\u7cfb\u7edf|\u670d\u52a1\u5668|"
+                   r"(?<!\u5361)(?<!\u5361\u7684)(?<![a-z]\s)(?<![a-z])\u5185\u5b58", re.I)
+_HOST_BEFORE_CHARS, _HOST_AFTER_CHARS = 12, 8
+
+
 def _typed_size_gib(text: str) -> float | None:
-    """The card's memory as typed ("24GB", "96 GiB", "80G"), in GiB: cards are sold by their GiB of HBM/GDDR."""
-    m = _SIZE.search(text)
-    if not m:
-        return None
-    value = float(m.group("v"))
-    return value if 1 <= value <= 4096 else None
+    """The card's memory as typed ("24GB", "96 GiB", "80G"), in GiB: cards are sold by their GiB of HBM/GDDR.
+    A size labelled as the host's ("host RAM 504GB", "504GB neicun") is not the card's."""
+    for m in _SIZE.finditer(text):
+        around = text[max(0, m.start() - _HOST_BEFORE_CHARS):m.end() + _HOST_AFTER_CHARS]
+        if _HOST.search(around):
+            continue
+        value = float(m.group("v"))
+        return value if 1 <= value <= 4096 else None
+    return None
 
 
 def _usable_share(kb: Any) -> float:
