@@ -56,7 +56,7 @@ def test_lead_is_short_and_carries_the_first_fix(scenario, diagnosed):
 
 
 def test_detail_adds_every_interface_and_the_sources(tmp_path):
-    scenario = next(s for s in SCENARIOS if s.inputs.get("log"))
+    scenario = next(s for s in SCENARIOS if s.inputs.get("log") and s.language == "en")  # "Sources:" is English
     short = _answer(diagnose_argv(scenario, tmp_path, "markdown"))
     full = _answer([*diagnose_argv(scenario, tmp_path, "markdown"), "--detail"])
     def lines(md):  # the lead without the hint that points to --detail

@@ -32,8 +32,10 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # 96.9 % / 92.6 % / 97.3 %; writers j-l are development data now (100 % on each), not a held-out measure.
 # Writer n (30, a dev batch read once, then learned: tests/test_scorer_writer_n.py) and writers o, p and q (66 by
 # three kinds of agent - terse CLI, verbose chat, helper-quoting IDE - 31 in Chinese, the final unseen batch, first
-# read after writer n's changes at 81.0 % verdict / 69.7 % id / 86.4 % violations) joined: the floors below.
-FLOORS = {"first_fix_verdict": 0.9476, "violations": 0.9562, "first_fix_id": 0.9009}
+# read after writer n's changes at 81.0 % verdict / 69.7 % id / 86.4 % violations) joined.  Writer r (6 answers for
+# the new shard-preprocessing fix, first read 4/6 id / 5/6 violations, then learned: tests/test_scorer_writer_r.py)
+# joined at 5/6 / 6/6, no earlier answer's reading changed: the id floor moved down with the set, not the scorer.
+FLOORS = {"first_fix_verdict": 0.9476, "violations": 0.9568, "first_fix_id": 0.9}
 
 
 @pytest.fixture(scope="module")

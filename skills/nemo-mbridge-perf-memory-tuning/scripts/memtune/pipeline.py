@@ -118,7 +118,7 @@ def _model_state_floor(facts: Facts, kb: Knowledge) -> dict[str, Any]:
     from .ledger import policy
 
     cfg, capacity = facts.config, facts.gpu.capacity_bytes
-    if not (cfg.world_size and cfg.num_layers and cfg.hidden_size and capacity):
+    if not (cfg.num_layers and cfg.hidden_size and capacity):
         return {}
     whole = replace(cfg, tensor_model_parallel_size=1, pipeline_model_parallel_size=1, context_parallel_size=1,
                     expert_model_parallel_size=1, virtual_pipeline_model_parallel_size=None, world_size=1,
@@ -127,10 +127,14 @@ def _model_state_floor(facts: Facts, kb: Knowledge) -> dict[str, Any]:
         stage = estimate(whole, gpu=facts.gpu, kb=kb, env=facts.env).stages[0]
     except (UserError, IndexError):
         return {}
+    # the whole model's weights on one device: what a converter that builds the model in one place must hold
+    weights = {"model_weights_ratio": stage.weights_bytes / capacity}
+    if not cfg.world_size:
+        return weights
     total = stage.weights_bytes + stage.grads_bytes + stage.optimizer_bytes
     room = float(policy(kb).get("model_state_room_share", 0.3))
     floor = total / cfg.world_size
-    return {"model_state_floor_bytes": floor, "model_state_floor_ratio": floor / capacity,
+    return {**weights, "model_state_floor_bytes": floor, "model_state_floor_ratio": floor / capacity,
             "model_state_offload_floor_bytes": (stage.weights_bytes + stage.grads_bytes) / cfg.world_size,
             "model_state_offload_floor_ratio": (stage.weights_bytes + stage.grads_bytes) / cfg.world_size / capacity,
             "model_state_offload_leaves_room": (stage.weights_bytes + stage.grads_bytes) / cfg.world_size

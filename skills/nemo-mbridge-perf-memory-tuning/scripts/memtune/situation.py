@@ -660,6 +660,7 @@ class _Words:
     tried: _Literals
     no_effect: _Literals
     removed: _Literals
+    compared: _Literals  # "with or without X", kai bu kai X: a setting tried both ways, neither removed nor absent
     worked: _Literals
     upgraded: _Literals
     worked_before: _Literals
@@ -729,6 +730,7 @@ def _compile(kb: Knowledge) -> _Words:
                   _Literals(_both(changes.get("changed"))),
                   _Literals(_both(changes.get("tried"))),
                   _Literals(_both(changes.get("no_effect"))), _Literals(_both(changes.get("removed"))),
+                  _Literals(_both(changes.get("compared"))),
                   _Literals(_both(changes.get("worked"))),
                   _Literals(_both(changes.get("upgraded"))),
                   _Literals(_both(changes.get("worked_before"))),
@@ -1065,6 +1067,8 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
     for clause in clauses:
         is_change, is_try, useless, took_out, moved, fits = (bool(rx.search(clause)) for rx in (
             words.changed, words.tried, words.no_effect, words.removed, words.upgraded, words.worked))
+        if words.compared.search(clause):  # "with or without X, the peak is the same": tried both ways, not removed
+            took_out, is_try = False, True
         if not (is_change or is_try or useless or took_out or moved or fits):
             continue
         quote = _quote(clause, *_first_word(clause, words.versions if moved else words.settings))
@@ -1105,7 +1109,7 @@ def _absent(clauses: list[str], kb: Knowledge, words: _Words, known: set[str]) -
     name is when it is said to be off.  ``known``: fixes already read as taken out or as what made it fit."""
     found: dict[str, Reading] = {}
     for clause in clauses:
-        if not words.absent_any.search(clause):
+        if not words.absent_any.search(clause) or words.compared.search(clause):  # kai bu kai X: both ways, not off
             continue
         from .recognize import fix_recognizer  # only where a clause has a word that says something is off
 
