@@ -475,3 +475,22 @@ def test_question_moe_name_size_and_memory_hog_words(vkb):
     assert q.model_size_b == 56.0 and "oom" in q.topics
     assert parse_question("DO NOT enable SP", vkb).layout == {"sequence_parallel": False}
     assert "use_distributed_optimizer" not in parse_question("What do I do first?", vkb).layout
+
+
+@pytest.mark.parametrize("text, expected", [
+    # OpenRLHF flags written with spaces (a Chinese list), the log-prob batch beside the training one
+    ("prompt_max_len 4096、generate_max_len 8192；micro_train_batch_size 1、micro_rollout_batch_size 32、"
+     "rollout_batch_size 128", {"logprob_micro_batch": 32, "prompt_length": 4096, "response_length": 8192}),
+    # verl dotted overrides
+    ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16 data.max_prompt_length=2048 "
+     "data.max_response_length=20480", {"logprob_micro_batch": 16, "prompt_length": 2048, "response_length": 20480}),
+    # slime flags, a token budget written as 12k
+    ("--rollout-max-response-len 16384 --log-probs-max-tokens-per-gpu 12k",
+     {"logprob_tokens": 12 * 1024, "response_length": 16384}),
+    # a rollout batch is not a log-prob micro-batch
+    ("rollout_batch_size 128, n_samples_per_prompt 8", {}),
+])
+def test_rl_keys_size_the_log_prob_pass(text, expected, kb):
+    from memtune.inputs.question import parse_question
+
+    assert parse_question(text, kb).rl_batch == expected

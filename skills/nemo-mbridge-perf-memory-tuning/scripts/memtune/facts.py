@@ -319,6 +319,9 @@ class QuestionFacts:
     # settings, flags, environment variables, classes and files the user names: {text (with the value written beside
     # it, as typed), name, key (the name compared across spellings: no leading dashes, "-" as "_", lower case)}
     named: list[dict[str, Any]] = field(default_factory=list)
+    # what RL framework keys say of the log-prob pass (vocabulary.yaml rl_batch): role -> value
+    # (logprob_micro_batch, logprob_tokens, prompt_length, response_length, total_length)
+    rl_batch: dict[str, int] = field(default_factory=dict)
 
     def figure(self, role: str, *, last: bool = False) -> float | None:
         """The bytes of the first (or last) memory figure the question quotes in ``role``."""

@@ -128,6 +128,7 @@ def build(facts: Facts, kb: Knowledge, phase: str | None = None) -> Ledger:
     led.calibration = _calibration(facts, stage_table, led.phase, pol)
     need = _need(stage_table, led.phase, pol, band, led.calibration,
                  "assumed" if facts.config.approximate_shape else "estimate")
+    need = _with_stated_logprob_logits(need, facts, led.phase, pol)
     if stage_table is not None:
         led.estimate_peak_bytes = float(stage_table.get("peak_with_overheads_bytes") or 0.0) or None
     if led.deficit_source is None and led.estimate_peak_bytes and led.capacity_bytes and not oom:
@@ -303,6 +304,19 @@ def _need(stage: Mapping[str, Any] | None, phase: str | None, pol: Mapping[str, 
     if "phase-transients" in present:
         out.append(Entry("phase-transients", "need", 0.0, "log", 1.0))
     return out
+
+
+def _with_stated_logprob_logits(need: list[Entry], facts: Facts, phase: str | None,
+                                pol: Mapping[str, Any]) -> list[Entry]:
+    """The logits of the log-prob micro-batch the user's RL keys size (derived.logprob_logits_bytes), where they
+    are larger than the training estimate's: the forward pass of the old / reference log-probs holds them at once."""
+    stated = facts.derived.get("logprob_logits_bytes")
+    if not stated or "logits" not in _present(phase, pol):
+        return need
+    current = next((e for e in need if e.id == "logits"), None)
+    if current is not None and current.bytes >= stated:
+        return need
+    return [e for e in need if e.id != "logits"] + [Entry("logits", "need", float(stated), "question", 0.1)]
 
 
 def present_components(phase: str | None, kb: Knowledge) -> set[str]:

@@ -92,6 +92,7 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
     if not facts.estimate:
         facts.derived.update(_model_state_only(facts, kb))
     facts.derived.update(_model_state_floor(facts, kb))
+    facts.derived.update(_logprob_logits(facts))
     needed = facts.derived.get("model_state_min_gpus")
     if needed and needed > (facts.derived.get("next_world") or 0):  # "add GPUs" says how many hold the state
         node = _gpus_per_node(facts.gpu.name, kb)
@@ -141,6 +142,25 @@ def _model_state_floor(facts: Facts, kb: Knowledge) -> dict[str, Any]:
                                               <= (1 - room) * capacity,
             "model_state_min_gpus": math.ceil(total / ((1 - room) * capacity)),
             "model_state_bytes_per_param": total / stage.params if stage.params else None}
+
+
+def _logprob_logits(facts: Facts) -> dict[str, Any]:
+    """The logits of one log-prob micro-batch as the user's RL keys size it (vocabulary.yaml rl_batch): sequences x
+    (prompt + response) tokens, or the stated token budget, x the vocabulary over TP, in BF16 - a floor: the log-softmax
+    in FP32 doubles it. "32 x 12,288 x 151,936 x 2 B = 119 GB" is the sum an expert does before anything else."""
+    rl, cfg = facts.question.rl_batch, facts.config
+    if not (rl and cfg.vocab_size):
+        return {}
+    tokens = rl.get("logprob_tokens")
+    length = rl.get("total_length") or (rl.get("prompt_length", 0) + rl.get("response_length", 0))
+    if not tokens and rl.get("logprob_micro_batch") and length:
+        tokens = rl["logprob_micro_batch"] * length
+    if not tokens:
+        return {}
+    logits = tokens * cfg.vocab_size / (cfg.tensor_model_parallel_size or 1) * 2
+    capacity = facts.gpu.capacity_bytes
+    return {"logprob_tokens": tokens, "logprob_logits_bytes": logits,
+            "logprob_logits_ratio": logits / capacity if capacity else None}
 
 
 def _model_state_only(facts: Facts, kb: Knowledge) -> dict[str, Any]:

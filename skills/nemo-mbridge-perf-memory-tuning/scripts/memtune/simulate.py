@@ -66,10 +66,15 @@ def simulate(fix_ids: Iterable[str], facts: Facts, led: Ledger, kb: Knowledge) -
     ctx = _Context.make(facts, led, kb)
     ctx.proposed = frozenset(fix_ids)
     out: dict[str, Simulation] = {}
+    stated = (kb.tables.get("ledger") or {}).get("stated_logprob_logits") or {}
+    logits = led.get("logits")
     for fix_id in fix_ids:
         fix = kb.get("fixes", fix_id)
         if fix.get("releases"):
             out[fix_id] = _simulate_release(fix_id, fix["releases"], led)
+            continue
+        if fix_id in stated and logits is not None and logits.source == "question":
+            out[fix_id] = _simulate_share(fix_id, logits.bytes * float(stated[fix_id]), led)
             continue
         variants = _variants(fix_id, fix, ctx)
         if variants is None:
@@ -147,10 +152,14 @@ def _merge(variants: list[Variant | None]) -> Variant:
 
 
 def _simulate_release(fix_id: str, components: list[str], led: Ledger) -> Simulation:
-    freed = sum(e.bytes for e in led.entries if e.id in components)
-    sim = Simulation(fix_id, "ledger", stage=led.stage)
     if not any(e.id in components for e in led.entries):
-        return sim  # nothing measured to free: effect unknown, not zero
+        return Simulation(fix_id, "ledger", stage=led.stage)  # nothing measured to free: effect unknown, not zero
+    return _simulate_share(fix_id, sum(e.bytes for e in led.entries if e.id in components), led)
+
+
+def _simulate_share(fix_id: str, freed: float, led: Ledger) -> Simulation:
+    """A fix that frees ``freed`` bytes of the ledger's components, the rest of the failing GPU's need unchanged."""
+    sim = Simulation(fix_id, "ledger", stage=led.stage)
     sim.predicted_saving_bytes = freed
     demand = _demand(led)
     if demand is not None:

@@ -167,7 +167,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.failed_batch = _batch_of(sit.failed)
     said_phase = _one("phases", clauses, words, order=words.phase_order)
     sit.phase = (_stated(stated.phase, "phase") or _refined(_phase_from_log(facts, words, log_text), said_phase)
-                 or said_phase or _phase_from_question_frames(text, words))
+                 or said_phase or _phase_from_question_frames(text, words) or _phase_from_logprob_logits(facts))
     sit.after_phase = next((v for c in clauses for v, _ in _hits("phases", c, words, over=True)), None)
     sit.step = (_stated(stated.step, "step") or _step_from_log(facts)
                 or _one("steps", clauses, words, failing_only=False))
@@ -493,6 +493,17 @@ def _refined(from_log: Reading | None, said: Reading | None) -> Reading | None:
     if from_log is not None and said is not None and said.value in _REFINES.get(from_log.value, ()):
         return Reading(said.value, [*from_log.clues, *said.clues])
     return from_log
+
+
+def _phase_from_logprob_logits(facts: Facts) -> Reading | None:
+    """Where nothing else places the failure: a log-prob micro-batch, as the user's RL keys size it, whose logits
+    alone are larger than the GPU cannot run, whatever else the step holds - that pass is where it fails."""
+    ratio = facts.derived.get("logprob_logits_ratio")
+    if ratio is None or ratio < 1:
+        return None
+    gb = facts.derived["logprob_logits_bytes"] / 1e9
+    return Reading("rl-logprob", [Clue(f"one log-prob micro-batch's logits alone are {gb:.0f} GB, more than the GPU",
+                                       "number")])
 
 
 def _phase_from_log(facts: Facts, words: _Words, log_text: str | None) -> Reading | None:

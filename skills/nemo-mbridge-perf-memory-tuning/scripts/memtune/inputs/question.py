@@ -96,7 +96,30 @@ def parse_question(text: str | None, kb: Knowledge) -> QuestionFacts:
     for key, value in claimed.items():
         q.layout.setdefault(key, value)
     q.named = named_in(text, vocab)
+    q.rl_batch = rl_batch_in(text, vocab)
     return q
+
+
+def rl_batch_in(text: str, vocab: Mapping[str, Any]) -> dict[str, int]:
+    """What RL framework keys the text sets say of the log-prob pass (vocabulary.yaml rl_batch): each role's first
+    value. A key counts as the last part of a dotted path or a flag, '-' and '_' alike, its value after '=', ':' or
+    a space; "12k" is 12 x 1024 (how sequence lengths are written)."""
+    found: dict[str, int] = {}
+    for entry in vocab.get("rl_batch") or []:
+        m = _rl_key_rx(tuple(entry["keys"])).search(text)
+        if m and entry["role"] not in found:
+            value = int(m.group("v")) * (1024 if m.group("k") else 1)
+            if value > 0:
+                found[entry["role"]] = value
+    return found
+
+
+@lru_cache(maxsize=64)
+def _rl_key_rx(keys: tuple[str, ...]) -> re.Pattern[str]:
+    longest_first = sorted(keys, key=len, reverse=True)
+    spelled = "|".join(re.escape(k).replace("_", "[_-]").replace(r"\.", r"[.]") for k in longest_first)
+    return re.compile(rf"(?<![\w-])(?:--)?(?:[\w-]+\.)*(?:{spelled})\s*[=:\uff1a]?\s*"
+                      rf"(?P<v>\d{{1,7}})(?P<k>[kK])?(?![\w.])")
 
 
 MAX_NAMED = 16  # a pasted config names dozens; the answer lists the first few the user wrote
