@@ -129,3 +129,20 @@ def test_the_check_the_top_cause_calls_for_leads(kb):
     _, _, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert diag.causes[0].id == "setting-not-applied"
     assert diag.fixes[0].id == "confirm-setting-applied"
+
+
+def test_a_setting_that_did_nothing_comes_back_through_its_frameworks_keys(kb):
+    """verl's Megatron backend ignored the FSDP recompute switch (verl PR #944): after the check that it applied,
+    full recompute comes back with the keys that backend reads - a tried fix is otherwise never offered again."""
+    from memtune import pipeline
+
+    question = ("verl Megatron backend, the actor update OOMs. I added actor_rollout_ref.model."
+                "enable_gradient_checkpointing=True but it did not help, still the same OOM.")
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    ids = [f.id for f in diag.fixes]
+    assert diag.causes[0].id == "setting-not-applied" and ids[0] == "confirm-setting-applied"
+    assert "through-keys-of:verl" in next(f.rules for f in diag.fixes if f.id == "full-recompute")
+    # without a framework that has its own keys for it, the tried fix stays out
+    _, _, plain = pipeline.run(pipeline.Inputs(question="I turned on full recompute but it did not help, same OOM."),
+                               kb)
+    assert "full-recompute" not in [f.id for f in plain.fixes]

@@ -323,6 +323,15 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge, led: Any = None, ranking: s
     for _, rule in ordered_rules:
         for fix_id in rule_fixes[rule["id"]]:
             recommend(fix_id, rule["id"])
+    # a setting that did nothing in a framework with its own keys for it: after the check that it applied, the same
+    # fix through the keys that framework reads (verl's Megatron backend ignored the FSDP recompute switch)
+    if ranked_causes and ranked_causes[0].id == "setting-not-applied":
+        framework = flat.get("situation.framework")
+        for fix_id in flat.get("situation.no_effect") or []:
+            fix = kb.by_id.get("fixes", {}).get(fix_id) or {}
+            if fix_id in tried and any(f.get("framework") == framework for f in fix.get("frameworks") or []):
+                tried.remove(fix_id)
+                recommend(fix_id, f"{AGAIN}{framework}")
     # what the user already tried and still ran out with: the next steps up its ladder (fixes.yaml next)
     for fix_id in dict.fromkeys([*(flat.get("situation.tried") or []), *(flat.get("situation.no_effect") or [])]):
         for step in (kb.by_id.get("fixes", {}).get(fix_id) or {}).get("next", []):
@@ -482,6 +491,7 @@ def _situation_rules(fired: list[tuple[int, Mapping[str, Any]]], rules: list[Map
 
 
 LADDER = "next-after:"  # a FixAdvice reason: the next step up the ladder of a fix the user already tried
+AGAIN = "through-keys-of:"  # a FixAdvice reason: a setting that did nothing, set through its framework's own keys
 
 
 def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge,
