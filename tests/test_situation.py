@@ -905,3 +905,35 @@ def test_a_question_about_headroom_before_an_oom_is_checked_by_measuring(kb):
 ])
 def test_merging_a_lora_adapter_is_a_conversion(text, kb):
     assert read_situation(_facts(question=parse_question(text, kb)), kb).phase.value == "conversion"
+
+
+def test_an_out_of_memory_only_asked_about_is_not_said(kb):
+    """ms-swift #9554: an illegal memory access while building the model, "is this out of GPU memory?" asked beside
+    it - the memory causes are ruled out by the fault; a clause that says it ran out still counts."""
+    asked = "启用 optimizer_cpu_offload 会导致 illegal memory access。这是显存不够吗？要不要把 micro batch 调小？"
+    said = "训练到第 3 步就显存不够了，报 CUDA out of memory。"
+    for text, expected in ((asked, False), (said, True)):
+        question = parse_question(text, kb)
+        facts = Facts(question=question)
+        assert read_situation(facts, kb).oom_said is expected, text
+    _, _, diag = pipeline.run(pipeline.Inputs(question=asked), kb)
+    assert "capacity-model-state" in diag.ruled_out and "capacity-activations" in diag.ruled_out
+
+
+def test_megatron_build_module_frames_are_the_model_build(kb):
+    """Every layer of a Megatron-Core spec is constructed through spec_utils.build_module: an OOM there (ms-swift
+    #9191, GLM-5 expert weights) is the model build, with almost nothing in the allocator's cache."""
+    log = parse_log("\n".join([
+        '[rank97]:   File "/usr/local/lib/python3.12/site-packages/megatron/core/transformer/spec_utils.py", line 119, '
+        "in build_module",
+        "[rank97]:     return module(",
+        '[rank97]:   File "/usr/local/lib/python3.12/site-packages/transformer_engine/pytorch/module/grouped_linear.py", '
+        "line 696, in __init__",
+        "[rank97]:     torch.empty(",
+        "[rank97]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 48.00 MiB. GPU 1 has a total capacity "
+        "of 139.81 GiB of which 14.88 MiB is free. Including non-PyTorch memory, this process has 139.78 GiB memory in "
+        "use. Of the allocated memory 138.20 GiB is allocated by PyTorch, and 40.42 MiB is reserved by PyTorch but "
+        "unallocated.",
+    ]), kb)
+    sit = read_situation(_facts(log), kb)
+    assert sit.phase.value == "model-build" and sit.waste_share < 0.01  # so fragmentation is ruled out

@@ -348,6 +348,11 @@ def _model_size(text: str, vocab: Mapping[str, Any], trained_only: bool = False,
     return found[0][1] if found else None
 
 
+def question_topics(text: str, kb: Knowledge) -> list[str]:
+    """The vocabulary topics ``text`` names (a clause of a question, read on its own)."""
+    return _topics(text, _vocab(kb))
+
+
 def _topics(text: str, vocab: Mapping[str, Any]) -> list[str]:
     found = []
     for topic in vocab.get("topics") or []:
