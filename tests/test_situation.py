@@ -927,8 +927,8 @@ def test_megatron_build_module_frames_are_the_model_build(kb):
         '[rank97]:   File "/usr/local/lib/python3.12/site-packages/megatron/core/transformer/spec_utils.py", line 119, '
         "in build_module",
         "[rank97]:     return module(",
-        '[rank97]:   File "/usr/local/lib/python3.12/site-packages/transformer_engine/pytorch/module/grouped_linear.py", '
-        "line 696, in __init__",
+        '[rank97]:   File "/usr/local/lib/python3.12/site-packages/transformer_engine/pytorch/module/'
+        'grouped_linear.py", line 696, in __init__',
         "[rank97]:     torch.empty(",
         "[rank97]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 48.00 MiB. GPU 1 has a total capacity "
         "of 139.81 GiB of which 14.88 MiB is free. Including non-PyTorch memory, this process has 139.78 GiB memory in "
