@@ -937,3 +937,20 @@ def test_megatron_build_module_frames_are_the_model_build(kb):
     ]), kb)
     sit = read_situation(_facts(log), kb)
     assert sit.phase.value == "model-build" and sit.waste_share < 0.01  # so fragmentation is ruled out
+
+
+def test_a_pasted_trace_ending_in_the_unfused_softmax_is_the_attention_scores(kb):
+    """OpenClaw-RL #52: a trace pasted without its OOM line that ends in Transformer Engine's unfused softmax - the
+    s x s scores; why the fused kernel was not chosen is the first check, and the file names never count (a frame in
+    param_and_grad_buffer.py is not a gradient buffer by its file's name)."""
+    trace = "\n".join([
+        'File "/venv/lib/python3.12/site-packages/transformer_engine/pytorch/attention/dot_product_attention/'
+        'backends.py", line 552, in forward',
+        'File "/venv/lib/python3.12/site-packages/transformer_engine/pytorch/attention/dot_product_attention/'
+        'softmax.py", line 188, in forward',
+        'File "/venv/lib/python3.12/site-packages/transformer_engine/pytorch/attention/dot_product_attention/'
+        'softmax.py", line 141, in forward_torch_softmax',
+    ])
+    _, _, diag = pipeline.run(pipeline.Inputs(question="8x A800 80GB, 16K-token samples, it OOMs:\n" + trace), kb)
+    assert diag.facts["situation.failed"] == "attention-scores"
+    assert "unfused-attention-in-the-trace" in diag.fired_rules and diag.fixes[0].id == "confirm-setting-applied"

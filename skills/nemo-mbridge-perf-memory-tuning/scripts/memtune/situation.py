@@ -229,6 +229,9 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
         sit.trend.source == "log" or any(words.per_step.search(c) for c in clauses
                                          if any(v == "grows" for v, _ in _hits("trends", c, words))))
     sit.call_path = _call_path(facts, log_text) or _said_call_path(text)
+    if sit.failed is None and not facts.log.frames and sit.call_path:  # a pasted trace the parser could not read
+        functions = [name.split(" (", 1)[0] for name in sit.call_path[:_FRAME_WORDS_DEPTH]]  # not the file names
+        sit.failed = _failed_in_names(functions, table, "log")
     if facts.log.crash and not facts.log.has_memory_failure and facts.log.first_error:
         sit.error = facts.log.first_error.strip()[:ERROR_CHARS]
     refusals = {k["id"] for k in (kb.tables.get("signatures") or {}).get("kinds") or [] if k.get("refusal")}
@@ -338,14 +341,16 @@ def _failed_in_frame(facts: Facts, table: Mapping[str, Any]) -> Reading | None:
     frames' function and code line name the tensor ("normalized_vocab_parallel_logits = vocab_parallel_logits -
     logits_max" is a logits tensor at whatever token count; "Reducer" buckets every gradient).  Words are matched
     as parts of identifiers (request_shapes kinds' frame_words)."""
-    frames = facts.log.frames[-_FRAME_WORDS_DEPTH:]
-    if not frames:
-        return None
+    return _failed_in_names(list(reversed(facts.log.frames[-_FRAME_WORDS_DEPTH:])), table, "log")
+
+
+def _failed_in_names(frames: list[str], table: Mapping[str, Any], source: str) -> Reading | None:
+    """The request_shapes kind whose frame words the innermost frames (innermost first) name."""
     for kind in (table.get("request_shapes") or {}).get("kinds") or []:
-        for frame in reversed(frames):
+        for frame in frames:
             word = next((w for w in kind.get("frame_words") or () if _names_word(frame, w)), None)
             if word is not None:
-                return Reading(kind["id"], [Clue(f"the failing line names {word}: {frame.strip()[:120]}", "log")])
+                return Reading(kind["id"], [Clue(f"the failing line names {word}: {frame.strip()[:120]}", source)])
     return None
 
 
