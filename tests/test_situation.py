@@ -954,3 +954,14 @@ def test_a_pasted_trace_ending_in_the_unfused_softmax_is_the_attention_scores(kb
     _, _, diag = pipeline.run(pipeline.Inputs(question="8x A800 80GB, 16K-token samples, it OOMs:\n" + trace), kb)
     assert diag.facts["situation.failed"] == "attention-scores"
     assert "unfused-attention-in-the-trace" in diag.fired_rules and diag.fixes[0].id == "confirm-setting-applied"
+
+
+def test_an_oom_only_asked_about_is_no_oom_topic_for_the_rules(kb):
+    """slime #2370: a save that died on a write error, "Is this an out-of-memory problem?" asked - the rules that
+    need an OOM said (the save's memory) do not fire on the question mark; "why does it OOM" still says one."""
+    asked = ("At the final step save_model writes a 36G checkpoint and the actor dies inside this save. "
+             "Is this an out-of-memory problem?")
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=asked), kb)
+    assert "oom" not in flat["question.topics"]
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="Why does my Llama3-70B SFT OOM at step 3?"), kb)
+    assert "oom" in flat["question.topics"]

@@ -394,6 +394,8 @@ def run(inputs: Inputs, kb: Knowledge) -> tuple[Facts, dict[str, Any], Diagnosis
     flat = facts.flatten()
     flat.pop("estimate.table", None)
     flat.update(situation.flatten())
+    if not situation.oom_said and "oom" in (flat.get("question.topics") or []):  # "is this an OOM?" asks, says none
+        flat["question.topics"] = [t for t in flat["question.topics"] if t != "oom"]
     led = ledger.build(facts, kb, situation.ledger_phase(kb))
     mode = ranking_mode(kb, inputs.ranking)
     diag = diagnose(flat, kb, led, mode)
