@@ -983,7 +983,11 @@ def _process_from_words(clauses: list[str], words: _Words, gpu_fine: bool) -> Re
             return Reading("host", [Clue(f"\u201c{host}\u201d", "words")])
     if reading is None or reading.value != "host":
         return reading
-    return None if any(_says_gpu_failed(c, words) for c in clauses) else reading
+    if any(_says_gpu_failed(c, words) for c in clauses):
+        return None
+    # host memory only asked about ("is it GPU or host memory that ran out?") says neither ran out
+    stated = [c for c in clauses if not _asks(c, words)]
+    return reading if any(v == "host" for c in stated for v, _ in _hits("processes", c, words)) else None
 
 
 def _stated_only(sentence: str, words: _Words) -> str:
