@@ -126,3 +126,13 @@ def shared_dir():
     if not SHARED.is_dir():
         pytest.skip("../shared is not beside this checkout")
     return SHARED
+
+
+@pytest.fixture(scope="session")
+def scorer():
+    """The benchmark's free-text scorer with the shipped knowledge base (a module may define its own)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from benchmarks.score import Scorer
+
+    return Scorer.from_kb()

@@ -7,22 +7,7 @@ case beside it so that the reading cannot pass by ignoring the words.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.score import Scorer  # noqa: E402
-
-NONE: dict = {"env": {}}
-
-
-@pytest.fixture(scope="module")
-def scorer() -> Scorer:
-    return Scorer.from_kb()
+NONE: dict = {"env": {}}  # no inputs beside the answer (the scorer fixture is conftest's)
 
 
 def test_i_would_not_is_advice_against(scorer):

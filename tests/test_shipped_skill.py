@@ -125,6 +125,20 @@ def test_no_shipped_text_names_a_container_escape_flag():
     assert offenders == []
 
 
+def test_no_shipped_text_reads_like_context_stuffing():
+    """SkillSpector's MP2 reads "fill / pad / stuff / flood / saturate (the) memory / buffer / context ..." as an
+    attempt to stuff the agent's context window, advice about GPU memory included: say "take", "hold" or "use"."""
+    pattern = re.compile(r"(?:fill|pad|stuff|flood|saturate)\s+(?:the\s+)?"
+                         r"(?:context|memory|input|prompt|window|buffer)", re.IGNORECASE)
+    offenders = []
+    for path in SKILL.rglob("*"):
+        if path.is_file() and path.suffix in {".py", ".md", ".yaml", ".json", ".j2"}:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            offenders += [f"{path.relative_to(SKILL)}:{text.count(chr(10), 0, m.start()) + 1}"
+                          for m in pattern.finditer(text)]
+    assert offenders == []
+
+
 def test_no_shipped_line_hides_text_behind_a_long_run_of_blanks():
     """SkillSpector's P9 (whitespace padding) flags a run of 80 or more blanks on a line, which can push text out of
     a reviewer's view; a continuation line aligned under a long call is one, so none may be that deep."""
