@@ -100,29 +100,30 @@ def test_yaml_is_only_loaded_with_a_loader_named_safe():
     assert offenders == []
 
 
-def test_no_shipped_text_reads_like_a_dotenv_path():
-    """Scanners flag `.env` followed by a space, a quote or the line end as a credentials file."""
-    pattern = re.compile(r"\.env(?:\s|$|['\"])", re.M)
+TEXT_SUFFIXES = {".py", ".md", ".yaml", ".json", ".j2"}
+
+
+def _shipped_matches(pattern: re.Pattern[str], suffixes: set[str] = TEXT_SUFFIXES) -> list[str]:
+    """``file:line`` of every match of ``pattern`` in the shipped text files with these suffixes."""
     offenders = []
     for path in SKILL.rglob("*"):
-        if path.is_file() and path.suffix in {".py", ".md", ".yaml", ".json", ".j2", ".log", ".sh", ""}:
+        if path.is_file() and path.suffix in suffixes:
             text = path.read_text(encoding="utf-8", errors="replace")
             offenders += [f"{path.relative_to(SKILL)}:{text.count(chr(10), 0, m.start()) + 1}"
                           for m in pattern.finditer(text)]
-    assert offenders == []
+    return offenders
+
+
+def test_no_shipped_text_reads_like_a_dotenv_path():
+    """Scanners flag `.env` followed by a space, a quote or the line end as a credentials file."""
+    pattern = re.compile(r"\.env(?:\s|$|['\"])", re.M)
+    assert _shipped_matches(pattern, TEXT_SUFFIXES | {".log", ".sh", ""}) == []
 
 
 def test_no_shipped_text_names_a_container_escape_flag():
     """SkillSpector's PE5 flags host-namespace and privileged container flags (--ipc=host, --privileged, ...) as
     container escapes wherever they appear, advice included: say 'a larger shared-memory size' instead."""
-    pattern = re.compile(r"--(?:ipc|pid|network|net)[= ]host\b|--privileged\b|--cap-add\b")
-    offenders = []
-    for path in SKILL.rglob("*"):
-        if path.is_file() and path.suffix in {".py", ".md", ".yaml", ".json", ".j2"}:
-            text = path.read_text(encoding="utf-8", errors="replace")
-            offenders += [f"{path.relative_to(SKILL)}:{text.count(chr(10), 0, m.start()) + 1}"
-                          for m in pattern.finditer(text)]
-    assert offenders == []
+    assert _shipped_matches(re.compile(r"--(?:ipc|pid|network|net)[= ]host\b|--privileged\b|--cap-add\b")) == []
 
 
 def test_no_shipped_text_reads_like_context_stuffing():
@@ -130,13 +131,7 @@ def test_no_shipped_text_reads_like_context_stuffing():
     attempt to stuff the agent's context window, advice about GPU memory included: say "take", "hold" or "use"."""
     pattern = re.compile(r"(?:fill|pad|stuff|flood|saturate)\s+(?:the\s+)?"
                          r"(?:context|memory|input|prompt|window|buffer)", re.IGNORECASE)
-    offenders = []
-    for path in SKILL.rglob("*"):
-        if path.is_file() and path.suffix in {".py", ".md", ".yaml", ".json", ".j2"}:
-            text = path.read_text(encoding="utf-8", errors="replace")
-            offenders += [f"{path.relative_to(SKILL)}:{text.count(chr(10), 0, m.start()) + 1}"
-                          for m in pattern.finditer(text)]
-    assert offenders == []
+    assert _shipped_matches(pattern) == []
 
 
 def test_no_shipped_line_hides_text_behind_a_long_run_of_blanks():
