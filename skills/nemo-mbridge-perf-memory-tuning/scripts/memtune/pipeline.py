@@ -111,7 +111,8 @@ def _model_state_floor(facts: Facts, kb: Knowledge) -> dict[str, Any]:
     """The whole model state over the run's GPU count: no TP/PP/EP/DP layout of these GPUs puts less on each one
     (every parameter's weight, gradient and optimizer share lives somewhere), so a floor above the GPU means more
     GPUs or less state (optimizer offload, PEFT), whatever the layout; "70B x 18 B / 16 GPUs = 79 GB" is the
-    expert's first sum.  Computed with the estimator at TP 1 PP 1 on one GPU and the shortest sequence."""
+    expert's first sum.  Computed with the estimator at TP 1 PP 1 on one GPU and the shortest sequence; with no GPU
+    count known, only the whole model's weights over one GPU (model_weights_ratio: what a converter must hold)."""
     import math
 
     from .errors import UserError
