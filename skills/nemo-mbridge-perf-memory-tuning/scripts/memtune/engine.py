@@ -398,9 +398,8 @@ def _no_gpu_shortage(cause: Mapping[str, Any], flat: Mapping[str, Any],
         return "log.crash=True, log.has_memory_failure=False", "crash"
     topics = set(flat.get("question.topics") or [])
     named = sorted(topics & fault_topics)
-    # an out-of-memory only asked about ("is this an OOM?") is no out-of-memory said
-    oom = "oom" in topics and flat.get("situation.oom_said", True) is not False
-    if explains and named and quiet and not oom and not flat.get("situation.gpu_memory_failed"):
+    # (pipeline.run takes "oom" out of the topics where it is only asked about: situation.oom_said)
+    if explains and named and quiet and "oom" not in topics and not flat.get("situation.gpu_memory_failed"):
         return f"question.topics={','.join(named)}, no out-of-memory said", "fault"
     host_only = host_memory_only(flat)
     if host_only and explains - HOST_SIDE_COMPONENTS:

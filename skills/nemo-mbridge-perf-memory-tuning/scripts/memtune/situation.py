@@ -18,7 +18,7 @@ from functools import lru_cache, partial
 from typing import Any
 
 from .facts import Facts
-from .inputs.question import question_topics
+from .inputs.question import names_topic
 from .knowledge import Knowledge
 
 GIB = 2**30
@@ -165,6 +165,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     clauses = _clauses(text)
     sit = Situation()
     stated = stated or Stated()
+    said = [c for c in clauses if not _asks(c, words)]  # what the user says, without the clauses that ask
 
     sit.failed, sit.failed_bytes = _failed(facts, table, kb)
     sit.failed_batch = _batch_of(sit.failed)
@@ -181,10 +182,11 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     # source "asked", so it supports the per-step measurement but rules no other cause out (flatten)
     order = tuple(v for v, _ in words.lists.get("trends", []))
     sit.trend = (_stated(stated.trend, "trend") or _trend_from_log(facts, table)
-                 or _one("trends", [c for c in clauses if not _asks(c, words)], words, order=order)
-                 or _asked(_one("trends", [c for c in clauses if _asks(c, words)], words, order=order)))
+                 or _one("trends", said, words, order=order)
+                 or _asked(_one("trends", [c for c in clauses if c not in said], words, order=order)))
     sit.gpu_memory_fine = bool(words.gpu_memory_fine.search(text))
-    sit.process = _stated(stated.process, "process") or _process_from_words(clauses, words, sit.gpu_memory_fine)
+    sit.process = (_stated(stated.process, "process")
+                   or _process_from_words(clauses, said, words, sit.gpu_memory_fine))
     sit.framework = (_stated(stated.framework, "framework")
                      or _one("frameworks", clauses, words, failing_only=False))
     # the framework's own default, when the user is silent; an SFT or pretraining run that says nothing of RL has
@@ -207,7 +209,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
         own = (sit.changed, sit.tried, sit.no_effect, sit.removed, sit.worked_with)
         (sit.changed, sit.tried, sit.no_effect, sit.removed,
          sit.worked_with) = (_merge(a, b) for a, b in zip(agent, own, strict=True))
-    sit.absent = _absent(_sentences(text), kb, words, {r.value for r in [*sit.removed, *sit.worked_with]})
+    sit.absent = _absent(sentences, kb, words, {r.value for r in [*sit.removed, *sit.worked_with]})
     sit.figures = _figures(facts)
     sit.waste_bytes, sit.waste_share = _waste(facts)
     sit.waste_source = None if sit.waste_bytes is None else (
@@ -220,11 +222,10 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.forward_only = bool(words.forward_only.search(text))
     sit.more_than_expected = bool(words.more_than_expected.search(text))
     sit.made_worse = any(words.worse.search(c) and (words.changed.search(c) or words.tried.search(c))
-                         for c in _sentences(text))
+                         for c in sentences)
     sit.gpu_memory_failed = any(_says_gpu_failed(c, words) for c in clauses)
-    sit.failure_said = any(words.failure.search(c) and not _asks(c, words) for c in clauses)
-    sit.oom_said = "oom" in facts.question.topics and any(
-        "oom" in question_topics(c, kb) for c in clauses if not _asks(c, words))
+    sit.failure_said = any(words.failure.search(c) for c in said)
+    sit.oom_said = "oom" in facts.question.topics and any(names_topic(c, kb, "oom") for c in said)
     sit.grows_per_step = sit.trend is not None and sit.trend.value == "grows" and (
         sit.trend.source == "log" or any(words.per_step.search(c) for c in clauses
                                          if any(v == "grows" for v, _ in _hits("trends", c, words))))
@@ -967,7 +968,7 @@ def _default_process(framework: Reading, table: Mapping[str, Any]) -> Reading | 
     return Reading(row["default_process"], [Clue(f"{framework.clues[0].text}: the framework's default", "config")])
 
 
-def _process_from_words(clauses: list[str], words: _Words, gpu_fine: bool) -> Reading | None:
+def _process_from_words(clauses: list[str], said: list[str], words: _Words, gpu_fine: bool) -> Reading | None:
     """What shares the GPU, or which memory ran out: any clause may name it, but host memory does not count where
     the user says the GPU's memory ran out ("OOM on the 24 GB card - could I convert in CPU memory instead?").
     An engine said to run on GPUs of its own ("non-colocated: vLLM runs on a separate cluster") outranks the
@@ -985,9 +986,9 @@ def _process_from_words(clauses: list[str], words: _Words, gpu_fine: bool) -> Re
         return reading
     if any(_says_gpu_failed(c, words) for c in clauses):
         return None
-    # host memory only asked about ("is it GPU or host memory that ran out?") says neither ran out
-    stated = [c for c in clauses if not _asks(c, words)]
-    return reading if any(v == "host" for c in stated for v, _ in _hits("processes", c, words)) else None
+    # host memory only asked about ("is it GPU or host memory that ran out?") says neither ran out (``said``: the
+    # clauses that do not ask)
+    return reading if any(v == "host" for c in said for v, _ in _hits("processes", c, words)) else None
 
 
 def _stated_only(sentence: str, words: _Words) -> str:

@@ -348,18 +348,18 @@ def _model_size(text: str, vocab: Mapping[str, Any], trained_only: bool = False,
     return found[0][1] if found else None
 
 
-def question_topics(text: str, kb: Knowledge) -> list[str]:
-    """The vocabulary topics ``text`` names (a clause of a question, read on its own)."""
-    return _topics(text, _vocab(kb))
+def names_topic(text: str, kb: Knowledge, topic_id: str) -> bool:
+    """Whether ``text`` (a clause of a question, read on its own) names one vocabulary topic."""
+    return any(_names(text, topic) for topic in _vocab(kb).get("topics") or [] if topic["id"] == topic_id)
 
 
 def _topics(text: str, vocab: Mapping[str, Any]) -> list[str]:
-    found = []
-    for topic in vocab.get("topics") or []:
-        words = [w for lang in ("en", "zh") for w in (topic.get("keywords") or {}).get(lang) or []]
-        if any(_rx(w).search(text) for w in words):
-            found.append(topic["id"])
-    return found
+    return [topic["id"] for topic in vocab.get("topics") or [] if _names(text, topic)]
+
+
+def _names(text: str, topic: Mapping[str, Any]) -> bool:
+    words = [w for lang in ("en", "zh") for w in (topic.get("keywords") or {}).get(lang) or []]
+    return any(_rx(w).search(text) for w in words)
 
 
 def _first(text: str, entries: list[Mapping[str, Any]]) -> str | None:
