@@ -54,6 +54,23 @@ def test_unknown_fix_in_rule_is_reported(kb_copy):
     assert any("unknown fix 'no-such-fix'" in p for p in problems)
 
 
+def test_where_a_new_rule_stands_does_not_reorder_a_causes_fixes(kb_copy):
+    """A narrow rule placed first in rules.yaml once moved its fix to the front of its cause's own fixes (the order
+    a check's follow-up and a situation-only proposal use); each cause now states that order in causes.yaml."""
+    from memtune.engine import cause_fixes
+
+    before = knowledge.load(str(kb_copy))
+    want = {c["id"]: cause_fixes(c["id"], before) for c in before.entries("causes")}
+    rule = {**before.get("rules", "rl-loss-over-the-vocabulary"), "id": "narrow-first", "cause": "checkpoint-load",
+            "fixes": ["offload-trainer-states", "convert-sharded"]}
+    _edit(kb_copy / "rules.yaml", lambda d: d["rules"].insert(0, rule))
+    knowledge.load.cache_clear()
+    after = knowledge.load(str(kb_copy))
+    assert after.entries("rules")[0]["id"] == "narrow-first"
+    assert {c: cause_fixes(c, after) for c in want} == want
+    assert all(want.values())
+
+
 def test_unknown_fact_in_condition_is_reported(kb_copy):
     bogus = {"all": [{"fact": "log.nope", "truthy": True}]}
     _edit(kb_copy / "rules.yaml", lambda d: d["rules"][0].update({"when": bogus}))

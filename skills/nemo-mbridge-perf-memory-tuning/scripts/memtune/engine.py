@@ -519,11 +519,10 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
         owners = {diag.causes[0].id}
     owner_rules = {r for c in diag.causes if c.id in owners for r in c.rules}
     causes = kb.by_id.get("causes", {})
-    # a top cause the situation named whose own fixes are checks (a setting that did not apply, memory that grows,
-    # a software update): that check leads, whatever the simulations of the capacity fixes predict
-    top = causes.get(diag.causes[0].id, {}) if diag.causes and diag.causes[0].support > 0 else {}
-    lead_checks = {f for f in (top.get("situation") or {}).get("fixes") or []
-                   if kb.get("fixes", f).get("category") == "diagnosis"}
+    # a top cause the situation named whose own fixes are all checks (a setting that did not apply, memory that
+    # grows, a software update): that check leads, whatever the simulations of the capacity fixes predict
+    top_fixes = cause_fixes(diag.causes[0].id, kb) if diag.causes and diag.causes[0].support > 0 else []
+    lead_checks = set(top_fixes) if all(kb.get("fixes", f).get("category") == "diagnosis" for f in top_fixes) else set()
     owned = {comp for c in diag.causes if c.id in owners for comp in causes.get(c.id, {}).get("explains") or []}
     from .ledger import present_components
 
@@ -626,11 +625,10 @@ def _lead_with_check(diag: Diagnosis, kb: Knowledge) -> Diagnosis:
 
 
 def cause_fixes(cause_id: str, kb: Knowledge) -> list[str]:
-    """A cause's own fixes: its causes.yaml situation.fixes, else those of the rules that conclude it (not the
-    generic fallback's guesses)."""
+    """A cause's own fixes, in the order of its causes.yaml situation.fixes (stated per cause, so where a new rule
+    stands in rules.yaml cannot reorder them; a rule may still conclude a fix for its own situation only)."""
     cause = kb.by_id.get("causes", {}).get(cause_id, {})
-    return (cause.get("situation") or {}).get("fixes") or list(dict.fromkeys(
-        f for r in kb.entries("rules") if r["cause"] == cause_id and not r.get("fallback") for f in r.get("fixes", [])))
+    return list((cause.get("situation") or {}).get("fixes") or [])
 
 
 def fix_ruled_out_whys(fix: Mapping[str, Any], flat: Mapping[str, Any]) -> tuple[Mapping[str, str], ...]:
