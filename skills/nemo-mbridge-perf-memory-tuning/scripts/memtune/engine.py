@@ -324,8 +324,9 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge, led: Any = None, ranking: s
         for fix_id in rule_fixes[rule["id"]]:
             recommend(fix_id, rule["id"])
     # a setting that did nothing in a framework with its own keys for it: after the check that it applied, the same
-    # fix through the keys that framework reads (verl's Megatron backend ignored the FSDP recompute switch)
-    if ranked_causes and ranked_causes[0].id == "setting-not-applied":
+    # fix through the keys that framework reads, when the leading cause says so (causes.yaml)
+    top_cause = kb.by_id.get("causes", {}).get(ranked_causes[0].id, {}) if ranked_causes else {}
+    if (top_cause.get("situation") or {}).get("retry_through_framework_keys"):
         framework = flat.get("situation.framework")
         for fix_id in flat.get("situation.no_effect") or []:
             fix = kb.by_id.get("fixes", {}).get(fix_id) or {}
