@@ -8,6 +8,7 @@ tests run even while other KB tables are still being written.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
@@ -242,6 +243,20 @@ def test_derive_uneven_pipeline_stages() -> None:
     config.num_layers_in_first_pipeline_stage = 5  # type: ignore[attr-defined]
     out = derive(config, EnvFacts())
     assert out["pp_divides_layers"] is False and out["vpp_divides_layers"] is False
+
+
+def test_a_stand_in_shape_says_nothing_about_what_upstream_refuses() -> None:
+    """A model the presets lack ("Qwen3.5-122B-A10B") is estimated on the nearest preset's shape; PP 10 not dividing
+    that stand-in's 36 layers is no evidence that the user's run breaks a constraint. A layer count the user stated
+    still is."""
+    stand_in = TrainingConfig(num_layers=36, num_attention_heads=64, num_moe_experts=128,
+                              pipeline_model_parallel_size=10, tensor_model_parallel_size=3,
+                              expert_model_parallel_size=3, approximate_shape="gpt-oss-120b",
+                              from_preset=["num_layers", "num_attention_heads", "num_moe_experts"])
+    out = derive(stand_in, EnvFacts())
+    assert (out["pp_divides_layers"], out["tp_divides_heads"], out["ep_divides_experts"]) == (None, None, None)
+    stated = replace(stand_in, from_preset=["num_attention_heads", "num_moe_experts"])
+    assert derive(stated, EnvFacts())["pp_divides_layers"] is False
 
 
 @pytest.mark.parametrize(

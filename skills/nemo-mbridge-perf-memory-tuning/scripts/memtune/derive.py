@@ -19,9 +19,25 @@ from typing import Any
 
 from .facts import EnvFacts, TrainingConfig
 
+# The model-shape fields each upstream check reads.  A model the presets lack takes a stand-in's shape to be
+# estimated (pipeline._approximate_shape); that shape says nothing about what upstream would refuse.
+_SHAPE_CHECKS = {"tp_divides_heads": ("num_attention_heads",),
+                 "tp_query_groups_compatible": ("num_attention_heads", "num_query_groups"),
+                 "pp_divides_layers": ("num_layers",), "vpp_divides_layers": ("num_layers",),
+                 "ep_divides_experts": ("num_moe_experts",)}
+
 
 def derive(config: TrainingConfig, env: EnvFacts) -> dict[str, Any]:
     """Divisibility and environment checks, keyed by bare name (no ``derived.`` prefix)."""
+    checks = _checks(config, env)
+    if config.approximate_shape:
+        for name, reads in _SHAPE_CHECKS.items():
+            if any(f in config.from_preset for f in reads):
+                checks[name] = None
+    return checks
+
+
+def _checks(config: TrainingConfig, env: EnvFacts) -> dict[str, Any]:
     return {
         "tp_divides_heads": tp_divides_heads(config),
         "tp_query_groups_compatible": tp_query_groups_compatible(config),
