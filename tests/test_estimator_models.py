@@ -12,13 +12,14 @@ from memtune.facts import TrainingConfig
 # Published sizes (billions): Meta Llama 3 / 3.1 model cards (8B, 70B, 405B); Qwen3 model cards (8.2B, 14.8B,
 # 32.8B, 30.5B total / 3.3B active, 235B / 22B active); DeepSeek-V3 report (671B main model + 14B MTP module,
 # 37B active without MTP); OpenAI gpt-oss model card (21B / 3.6B active, 117B / 5.1B active); Mistral Mixtral
-# 8x7B (46.7B / 12.9B active); NVIDIA Nemotron 3 Nano (31.6B total / 3.2B active, i.e. "30B-A3B").
+# 8x7B (46.7B / 12.9B active); NVIDIA Nemotron 3 Nano (31.6B total / 3.2B active, i.e. "30B-A3B"); Z.ai GLM-4.5
+# (355B total, 106B for GLM-4.5-Air; their 32B / 12B active leave out the 1.2-1.6B of untied embeddings).
 PUBLISHED = {
     "llama3-8b": (8.03, None), "llama31-8b": (8.03, None), "llama3-70b": (70.6, None), "llama31-70b": (70.6, None),
     "llama3-405b": (405.9, None), "qwen3-8b": (8.19, None), "qwen3-14b": (14.8, None), "qwen3-32b": (32.8, None),
     "qwen3-30b-a3b": (30.5, 3.3), "qwen3-235b-a22b": (235.1, 22.2), "deepseek-v3": (685.0, None),
     "gpt-oss-20b": (20.9, None), "gpt-oss-120b": (116.8, None), "mixtral-8x7b": (46.7, 12.9),
-    "nemotron-3-nano": (31.6, None),
+    "nemotron-3-nano": (31.6, None), "glm45": (355.0, None), "glm45-air": (106.0, None),
     # Llama 2 (Touvron et al. 2023, and the Hugging Face model cards): 6.74B, 13.0B, 69.0B
     "llama2-7b": (6.74, None), "llama2-13b": (13.0, None), "llama2-70b": (69.0, None),
 }
