@@ -161,8 +161,10 @@ def share(led: Ledger, components: Iterable[str]) -> tuple[float | None, str | N
         return min(1.0, sum(e.explained_bytes for e in entries) / led.deficit_bytes), sources[0]
     need = [e for e in entries if e.kind == "need"]
     transients = led.get("phase-transients")
-    if transients is not None and led.deficit_source in ("estimate", None) and led.over_probability == 0.0:
-        # a checkpoint phase whose steady state fits (or was never estimated): only its transients can explain it
+    if (transients is not None and led.failed and led.deficit_source in ("estimate", None)
+            and led.over_probability == 0.0):
+        # memory ran out in a checkpoint phase whose steady state fits (or was never estimated): only its transients
+        # can explain it (with nothing saying memory ran out, there is nothing for them to explain)
         if led.deficit_source == "estimate" or any(e is transients for e in entries):
             return (1.0 if any(e is transients for e in entries) else 0.0), "log"
     if led.deficit_source == "question" and led.deficit_bytes is None:  # failed with a gap outside live tensors

@@ -392,11 +392,12 @@ def run(inputs: Inputs, kb: Knowledge) -> tuple[Facts, dict[str, Any], Diagnosis
 
     facts = collect_facts(inputs, kb)
     situation = read_situation(facts, kb, inputs.stated, pasted_log_text(inputs.log))
+    if not situation.oom_said and "oom" in facts.question.topics:  # "is this an OOM?" asks; it says none happened
+        facts = replace(facts, question=replace(facts.question,
+                                                topics=[t for t in facts.question.topics if t != "oom"]))
     flat = facts.flatten()
     flat.pop("estimate.table", None)
     flat.update(situation.flatten())
-    if not situation.oom_said and "oom" in (flat.get("question.topics") or []):  # "is this an OOM?" asks, says none
-        flat["question.topics"] = [t for t in flat["question.topics"] if t != "oom"]
     led = ledger.build(facts, kb, situation.ledger_phase(kb))
     mode = ranking_mode(kb, inputs.ranking)
     diag = diagnose(flat, kb, led, mode)

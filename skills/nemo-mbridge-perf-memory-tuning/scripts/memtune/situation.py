@@ -94,6 +94,7 @@ class Situation:
     gpu_memory_fine: bool = False  # the user says the GPU's memory is fine or low ("GPU memory is fine")
     failure_said: bool = False  # a clause says something failed (OOM, crash, hang) and does not ask whether it did
     oom_said: bool = False  # a clause that does not ask says it ran out of memory ("is this an OOM?" asks)
+    oom_asked: bool = False  # the user asks whether it ran out of memory and no clause says it did
     grows_per_step: bool = False  # the growth is said beside a step count ("step after step"), not within one phase
     call_path: list[str] = field(default_factory=list)  # the failing traceback's innermost functions, innermost first
     error: str | None = None  # the error line of a crash with no memory failure in it ("pidfd_getfd: not permitted")
@@ -124,6 +125,7 @@ class Situation:
         out["situation.gpu_memory_fine"] = self.gpu_memory_fine
         out["situation.failure_said"] = self.failure_said
         out["situation.oom_said"] = self.oom_said
+        out["situation.oom_asked"] = self.oom_asked
         out["situation.grows_per_step"] = self.grows_per_step
         out["situation.call_path"] = list(self.call_path)
         out["situation.error"] = self.error
@@ -226,6 +228,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.gpu_memory_failed = any(_says_gpu_failed(c, words) for c in clauses)
     sit.failure_said = any(words.failure.search(c) for c in said)
     sit.oom_said = "oom" in facts.question.topics and any(names_topic(c, kb, "oom") for c in said)
+    sit.oom_asked = "oom" in facts.question.topics and not sit.oom_said
     sit.grows_per_step = sit.trend is not None and sit.trend.value == "grows" and (
         sit.trend.source == "log" or any(words.per_step.search(c) for c in clauses
                                          if any(v == "grows" for v, _ in _hits("trends", c, words))))
