@@ -68,6 +68,16 @@ def test_a_request_larger_than_the_gpu_is_impossible(kb):
     assert sit.failed.value == "impossible" and "2.27 TiB" in sit.failed.clues[0].text
 
 
+def test_a_request_no_gpu_holds_is_impossible_with_the_gpu_unknown(kb):
+    """"tries to allocate about 1024G" with no GPU named: larger than the largest GPU the table knows, so no GPU
+    could serve it; a request below that stays unread without a capacity to compare."""
+    big = parse_question("The MoE run dies at once: torch.zeros tries to allocate about 1024G.", kb)
+    sit = read_situation(_facts(question=big), kb)
+    assert sit.failed.value == "impossible" and "any GPU (the largest known" in sit.failed.clues[0].text
+    small = parse_question("The MoE run dies at once: torch.zeros tries to allocate about 40G.", kb)
+    assert read_situation(_facts(question=small), kb).failed is None
+
+
 def test_logits_only_for_token_counts_the_run_implies(kb):
     cfg = TrainingConfig(vocab_size=151936, seq_length=4096, micro_batch_size=4, tensor_model_parallel_size=1)
     logits = 4 * 4096 * 151936 * 4

@@ -311,9 +311,12 @@ def _failed(facts: Facts, table: Mapping[str, Any], kb: Knowledge) -> tuple[Read
         return None, None
     kind_of_source = "number" if facts.log.requested_bytes else "words"
     capacity = facts.log.capacity_bytes or facts.gpu.capacity_bytes
+    largest = None if capacity else _largest_gpu(kb)  # the GPU unknown: a request no GPU holds is still one
     tol = float((table.get("request_shapes") or {}).get("tolerance", 0.005))
-    if capacity and request > capacity:
-        clue = Clue(f"Tried to allocate {_gib(request)} on a GPU of {_gib(capacity)}: no setting can serve one "
+    if (capacity and request > capacity) or (largest and request > largest[1]):
+        where = (f"a GPU of {_gib(capacity)}" if capacity
+                 else f"any GPU (the largest known, {largest[0]}, has {_gib(largest[1])})")
+        clue = Clue(f"Tried to allocate {_gib(request)} on {where}: no setting can serve one "
                     "allocation larger than the GPU", kind_of_source)
         # a logits tensor of the run's own token count can outgrow a GPU (262k tokens x 152k vocabulary x 4 B is
         # 149 GiB): still logits, which chunking, a vocabulary split or a shorter sequence shrink
@@ -335,6 +338,12 @@ def _failed(facts: Facts, table: Mapping[str, Any], kb: Knowledge) -> tuple[Read
         if clue is not None:
             return Reading(kind, [Clue(clue.text, kind_of_source)]), request
     return _failed_in_frame(facts, table), request
+
+
+def _largest_gpu(kb: Knowledge) -> tuple[str, float] | None:
+    """(name, bytes) of the largest GPU knowledge/gpus.yaml knows, by usable capacity (nominal where none seen)."""
+    sizes = [(g["name"], (g.get("capacity_gib") or g.get("nominal_gb") or 0) * 2**30) for g in kb.entries("gpus")]
+    return max(sizes, key=lambda p: p[1], default=None)
 
 
 _FRAME_WORDS_DEPTH = 2  # the line that asked for the memory and its caller: deeper frames name whole passes
