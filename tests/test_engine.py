@@ -146,3 +146,20 @@ def test_a_setting_that_did_nothing_comes_back_through_its_frameworks_keys(kb):
     _, _, plain = pipeline.run(pipeline.Inputs(question="I turned on full recompute but it did not help, same OOM."),
                                kb)
     assert "full-recompute" not in [f.id for f in plain.fixes]
+
+
+def test_what_the_user_says_is_already_on_is_not_offered_again(kb):
+    """"The optimizer is already offloaded to CPU" and "the log-probs are already computed in chunks" are fixes
+    tried; a setting written in the prose with no offload fraction is the fix applied (a config file's fraction
+    still decides: Megatron-Core's default 0.0 offloads nothing)."""
+    from memtune import pipeline
+
+    question = ("GRPO on Qwen3-32B, 8x H100 80GB. The optimizer is already offloaded to CPU and the log-probs are "
+                "already computed in chunks, but the log-prob pass still OOMs.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert {"optimizer-cpu-offload", "logits-chunking"} <= set(flat["situation.tried"])
+    assert not {"optimizer-cpu-offload", "logits-chunking"} & {f.id for f in diag.fixes}
+    stated = "Qwen3-32B SFT on 8x H100 80GB with optimizer_cpu_offload=True still OOMs at the optimizer step."
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=stated), kb)
+    assert flat["config.optimizer_cpu_offload"] and flat["config.source"] == "question"
+    assert "optimizer-cpu-offload" in diag.already_applied
