@@ -92,6 +92,22 @@ def test_logits_only_for_token_counts_the_run_implies(kb):
     assert read_situation(_facts(log, approx), kb).failed is None
 
 
+def test_logits_from_a_token_count_and_vocabulary_the_user_rounded(kb):
+    """"About 20k tokens per GPU and a 131k-entry vocabulary", a 9.94 GiB request: 20,480 x 131,000 x 4 B, fp32
+    logits - figures written with 'k' are read both ways (x 1000, x 1024) and matched within 3 %; with no stated
+    vocabulary (and no model) the same size stays unread."""
+    text = "Long-context GRPO, about 20k tokens per GPU and a 131k-entry vocabulary; backward OOMs."
+    log = LogFacts(requested_bytes=9.94 * GIB, capacity_bytes=79.11 * GIB)
+    sit = read_situation(_facts(log, question=parse_question(text, kb)), kb)
+    assert sit.failed.value == "logits" and "~131k" in sit.failed.clues[0].text
+    bare = parse_question("Long-context GRPO, about 20k tokens per GPU; backward OOMs.", kb)
+    assert read_situation(_facts(log, question=bare), kb).failed is None
+    zh = parse_question("每个 rank 大约 8k tokens；词表 248k，log_probs 反向时 OOM。", kb)
+    sit = read_situation(_facts(LogFacts(requested_bytes=8192 * 248_000 * 4, capacity_bytes=79.11 * GIB),
+                                question=zh), kb)
+    assert sit.failed.value == "logits"
+
+
 def test_a_batch_the_question_states_counts_toward_the_tokens(kb):
     cfg = TrainingConfig(vocab_size=151936, seq_length=4096, micro_batch_size=1)
     q = parse_question("NeMo-RL GRPO, logprob_batch_size 4, max_total_sequence_length 4096", kb)

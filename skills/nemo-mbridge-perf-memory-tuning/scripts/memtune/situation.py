@@ -313,6 +313,8 @@ def _failed(facts: Facts, table: Mapping[str, Any], kb: Knowledge) -> tuple[Read
     capacity = facts.log.capacity_bytes or facts.gpu.capacity_bytes
     largest = None if capacity else _largest_gpu(kb)  # the GPU unknown: a request no GPU holds is still one
     tol = float((table.get("request_shapes") or {}).get("tolerance", 0.005))
+    rounded_tol = float((table.get("request_shapes") or {}).get("rounded_tolerance", tol))
+    logits_match = partial(_logits_match, rounded_tol=rounded_tol)
     if (capacity and request > capacity) or (largest and request > largest[1]):
         where = (f"a GPU of {_gib(capacity)}" if capacity
                  else f"any GPU (the largest known, {largest[0]}, has {_gib(largest[1])})")
@@ -320,7 +322,7 @@ def _failed(facts: Facts, table: Mapping[str, Any], kb: Knowledge) -> tuple[Read
                     "allocation larger than the GPU", kind_of_source)
         # a logits tensor of the run's own token count can outgrow a GPU (262k tokens x 152k vocabulary x 4 B is
         # 149 GiB): still logits, which chunking, a vocabulary split or a shorter sequence shrink
-        logits = None if facts.config.approximate_shape else _logits_match(request, facts, tol)
+        logits = logits_match(request, facts, tol)
         if logits is not None:
             return Reading("logits", [Clue(logits.text, kind_of_source), clue]), request
         # one fp32 copy of a whole 7B model is 25 GiB: a model-state buffer (Megatron's contiguous grad buffer,
@@ -330,9 +332,12 @@ def _failed(facts: Facts, table: Mapping[str, Any], kb: Knowledge) -> tuple[Read
             return Reading("parameters", [Clue(params.text, kind_of_source), clue]), request
         extra = _attention_match(request, facts, tol, dense=True)
         return Reading("impossible", [clue, *([extra] if extra else [])]), request
-    if facts.config.approximate_shape:  # a stand-in's shapes prove nothing; the code that asked still does
+    if facts.config.approximate_shape:  # a stand-in's shapes prove nothing; figures the user states and the code
+        stated = logits_match(request, facts, tol)  # that asked still do
+        if stated is not None:
+            return Reading("logits", [Clue(stated.text, kind_of_source)]), request
         return _failed_in_frame(facts, table), request
-    for kind, match in (("logits", _logits_match), ("parameters", partial(_parameters_match, kb=kb)),
+    for kind, match in (("logits", logits_match), ("parameters", partial(_parameters_match, kb=kb)),
                         ("attention-scores", _attention_match)):
         clue = match(request, facts, tol)
         if clue is not None:
@@ -387,7 +392,8 @@ def _batch_of(failed: Reading | None) -> int | None:
 def _token_counts(facts: Facts) -> dict[int, str]:
     """Token counts a logits tensor may be built for: the micro-batch times the sequence length, a batch the user
     states times the sequence ("logprob_batch_size 4"), and token counts the user states ("--max-tokens-per-gpu
-    9216").  Only these: a loose search would find a match for almost any size."""
+    9216", "about 20k tokens per GPU": a rounded count, see _rounded).  Only these: a loose search would find a
+    match for almost any size."""
     cfg = facts.config
     out: dict[int, str] = {}
     seq, mbs = cfg.seq_length, cfg.micro_batch_size
@@ -403,6 +409,34 @@ def _token_counts(facts: Facts) -> dict[int, str]:
         count = int((m.group("n") or m.group("m")).replace(",", ""))
         if count >= 128 and count != seq:
             out.setdefault(count, f"{count:,} tokens (as the question says)")
+    for m in _TOKENS_K.finditer(text):
+        for count in _thousands(m.group("n")):
+            out.setdefault(count, f"~{m.group(0).strip()} as the question says")
+    return out
+
+
+def _thousands(figure: str) -> tuple[int, ...]:
+    """A figure written with 'k' ("20k", "131k"): both readings, x 1000 and x 1024 (people write either)."""
+    value = float(figure)
+    return tuple(dict.fromkeys((round(value * 1000), round(value * 1024))))
+
+
+def _rounded(label: str) -> bool:
+    """A count read from a figure the user wrote with 'k' (its label starts with '~'): matched within
+    request_shapes.rounded_tolerance."""
+    return label.startswith("~")
+
+
+def _stated_vocab(text: str) -> dict[int, str]:
+    """Vocabulary sizes the question states ("a 131k-entry vocabulary", "vocab_size 151936", Chinese ci biao 248k)."""
+    out: dict[int, str] = {}
+    for m in _VOCAB.finditer(text):
+        figure = (m.group("a") or m.group("b") or "").replace(",", "")
+        if m.group("ka") or m.group("kb"):
+            for size in _thousands(figure):
+                out.setdefault(size, f"~{figure}k as the question says")
+        elif figure and int(float(figure)) >= 1000:
+            out.setdefault(int(float(figure)), "as the question says")
     return out
 
 
@@ -413,25 +447,40 @@ _BATCH = re.compile(r"(?:batch[\w\-]*|mbs|micro[\s_\-]*batch[\w\-]*|bs)\s*(?:siz
                     r"(?P<n>\d{1,3})(?![\d.])", re.I)
 _TOKENS = re.compile(r"(?:tokens?[\w\-]*|length[\w\-]*|len)\s*(?:[=:\u4e3a\u662f]|of)?\s*(?P<n>\d{3,7})(?![\d.])"
                      r"|(?P<m>\d{1,3}(?:,\d{3})+|\d{3,7})\s*tokens?\b", re.I)
+_TOKENS_K = re.compile(r"(?<![\w.])(?P<n>\d{1,4}(?:\.\d+)?)\s*k\s*tokens?\b", re.I)
+# "131k-entry vocabulary", "a vocabulary of 151,936", "vocab_size=151936", ci biao 248k / ci biao da xiao wei 152k
+_NUM = r"\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?"
+_VOCAB = re.compile(rf"(?<![\w.])(?P<a>{_NUM})\s*(?P<ka>k)?[\s\-]*(?:entry|entries|token|word)?[\s\-]*vocab(?:ulary)?\b"
+                    rf"|(?:\bvocab(?:ulary)?(?:[\s_\-]*size)?|\u8bcd\u8868(?:\u5927\u5c0f)?)\s*"
+                    rf"(?:of|is|=|:|\uff1a|\u4e3a|\u662f)?\s*(?:about|around|~|\u7ea6|\u5927\u7ea6)?\s*"
+                    rf"(?P<b>{_NUM})\s*(?P<kb>k)?(?![\w.])", re.I)
 
 
-def _logits_match(request: float, facts: Facts, tol: float) -> Clue | None:
+def _logits_match(request: float, facts: Facts, tol: float, rounded_tol: float | None = None) -> Clue | None:
     """request = tokens x vocabulary (per tensor-parallel rank) x 4 or 2 bytes for a token count the run implies:
-    a logits tensor (fp32 upcast, or bf16)."""
+    a logits tensor (fp32 upcast, or bf16).  The vocabulary is the config's, else one the question states; a figure
+    the user rounded ("about 20k tokens") is matched within ``rounded_tol``."""
     cfg = facts.config
-    vocab = cfg.padded_vocab_size or cfg.vocab_size
+    # a stand-in's vocabulary proves nothing (its fields are in from_preset; a bare approximate_shape is all stand-in)
+    stand_in = cfg.approximate_shape and (not cfg.from_preset or "vocab_size" in cfg.from_preset)
+    known = None if stand_in else cfg.padded_vocab_size or cfg.vocab_size
+    vocabs = {known: ""} if known else _stated_vocab(facts.question.text or "")
     counts = _token_counts(facts)
-    if not vocab or not counts:
+    if not vocabs or not counts:
         return None
     tp = cfg.tensor_model_parallel_size or 1
-    shard = -(-vocab // tp)  # Megatron's output layer is vocabulary-parallel: each TP rank holds 1/TP of the logits
-    for nbytes, dtype in ((4, "fp32"), (2, "bf16")):
-        tokens = request / (shard * nbytes)
-        near = min(counts, key=lambda t: abs(t - tokens))
-        if abs(near - tokens) / tokens <= tol:
-            per = f"{shard:,} vocabulary entries" + (f" (1/{tp} of {vocab:,})" if shard != vocab else "")
-            return Clue(f"{_gib(request)} = {near:,} tokens ({counts[near]}) x {per} x {nbytes} B: {dtype} logits",
-                        "number")
+    for vocab, said in vocabs.items():
+        shard = -(-vocab // tp)  # Megatron's output layer is vocabulary-parallel: each TP rank holds 1/TP of it
+        for nbytes, dtype in ((4, "fp32"), (2, "bf16")):
+            tokens = request / (shard * nbytes)
+            for near in sorted(counts, key=lambda t: abs(t - tokens)):
+                limit = rounded_tol if rounded_tol and (said or _rounded(counts[near])) else tol
+                if abs(near - tokens) / tokens > limit:
+                    continue
+                per = f"{shard:,} vocabulary entries" + (f" (1/{tp} of {vocab:,})" if shard != vocab else "")
+                per += f" ({said})" if said else ""
+                return Clue(f"{_gib(request)} = {near:,} tokens ({counts[near]}) x {per} x {nbytes} B: {dtype} logits",
+                            "number")
     return None
 
 
