@@ -181,3 +181,15 @@ def test_an_old_pytorch_message_gets_lines_for_its_version(tmp_path):
     assert fix["apply"]["env"][0].startswith("PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:")
     _, _, new = run(log=EXAMPLES / "llama3-70b-fragmentation.log")
     assert new["fixes"][0]["version_note"] is None
+
+
+def test_a_fix_is_already_set_only_where_the_config_can_say_so():
+    """Synchronous torch_dist saves are what checkpoint-save-memory's first lines set, but its fully parallel save
+    is a setting TrainingConfig does not hold: with async_save=false and torch_dist stated, the fix is not 'already
+    set' (it was dropped, and a host OOM at a save lost its first fix)."""
+    question = "The job is OOM killed on the host during the first checkpoint save; training itself runs fine."
+    overrides = [*LLAMA70B, "checkpoint.async_save=false", "checkpoint.ckpt_format=torch_dist"]
+    _, diag, rep = run(question=question, overrides=overrides, gpu="H100-80GB")
+    assert "checkpoint-save-memory" in [f["id"] for f in rep["fixes"]]
+    sim = diag.simulations.get("checkpoint-save-memory")
+    assert sim is None or not sim.dropped

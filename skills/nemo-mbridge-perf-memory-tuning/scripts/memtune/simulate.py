@@ -242,6 +242,14 @@ def _variants(fix_id: str, fix: Mapping[str, Any], ctx: _Context) -> list[Varian
     return [_variant_from(lines, kb)]
 
 
+def _unmodelled(variant: Variant) -> bool:
+    """Whether an override line of the variant sets a key no TrainingConfig field holds: whether the user's run
+    already has it cannot be read from the config, so the variant is never 'already set'."""
+    from .planner.options import field_of, split
+
+    return any(not field_of(split(line)[0]) for line in variant.overrides if "=" in line)
+
+
 def _variant_from(lines: Iterable[str], kb: Knowledge, costs: tuple[str, ...] = ()) -> Variant:
     from .planner.options import override_fields
 
@@ -350,6 +358,8 @@ def _run(fix_id: str, variant: Variant, ctx: _Context) -> Simulation:
     sim = Simulation(fix_id, "estimate", overrides=list(variant.overrides), changes=dict(variant.changes),
                      variant=variant)
     if not changes:
+        if _unmodelled(variant):  # settings the config model does not hold (fully_parallel_save): unknown, not set
+            return sim
         sim.dropped = "already-set"
         sim.predicted_saving_bytes = 0.0
         return sim
