@@ -166,9 +166,20 @@ def test_a_pasted_arrow_trace_is_read_for_its_frames(kb):
     ("The HF to Megatron conversion OOMs while saving the Megatron checkpoint.", "checkpoint-save"),
     ("The weights convert fine, but it runs out of memory when the checkpoint is being saved.", "checkpoint-save"),
     ("Ray CPU OOM when computing log probabilities in the Megatron backend.", "rl-logprob"),
+    # Megatron-LM's tools/checkpoint_util.py reshards a checkpoint to another TP / PP: a conversion
+    ("Reshaping the checkpoint from TP=4 PP=4 to TP=8 with tools/checkpoint_util.py runs out of memory.", "conversion"),
 ])
 def test_phase_from_the_users_words(text, phase, kb):
     assert read_situation(_facts(question=parse_question(text, kb)), kb).phase.value == phase
+
+
+@pytest.mark.parametrize("text", [
+    "The machine has 512 GB of RAM, which should load the whole model, yet the conversion runs out of memory.",
+    "数据预处理太吃内存了，两个进程就吃了快 800G 内存。",
+])
+def test_host_ram_said_as_people_say_it(text, kb):
+    assert "host-memory" in parse_question(text, kb).topics
+    assert "host-memory" not in parse_question("训练时吃显存很厉害，显存占用 70G。", kb).topics
 
 
 def test_the_phase_named_beside_the_failure_wins(kb):
