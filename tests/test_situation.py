@@ -173,6 +173,15 @@ def test_phase_from_the_users_words(text, phase, kb):
     assert read_situation(_facts(question=parse_question(text, kb)), kb).phase.value == phase
 
 
+def test_a_setting_names_the_pass_it_configures_not_the_one_that_failed(kb):
+    """A pasted parameter list ("log_prob_micro_batch_size_per_gpu=8") configures the log-prob pass; it does not
+    say that pass failed. The same words as a statement still do."""
+    listed = "verl PPO OOMs. Params: ppo_micro_batch_size_per_gpu=4, log_prob_micro_batch_size_per_gpu=8."
+    assert read_situation(_facts(question=parse_question(listed, kb)), kb).phase is None
+    said = "verl PPO OOMs in the log prob pass with log_prob_micro_batch_size_per_gpu=8."
+    assert read_situation(_facts(question=parse_question(said, kb)), kb).phase.value == "rl-logprob"
+
+
 @pytest.mark.parametrize("text", [
     "The machine has 512 GB of RAM, which should load the whole model, yet the conversion runs out of memory.",
     "数据预处理太吃内存了，两个进程就吃了快 800G 内存。",

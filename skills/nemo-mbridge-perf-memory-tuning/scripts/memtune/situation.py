@@ -171,7 +171,9 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
 
     sit.failed, sit.failed_bytes = _failed(facts, table, kb)
     sit.failed_batch = _batch_of(sit.failed)
-    said_phase = _one("phases", clauses, words, order=words.phase_order)
+    # a setting written as key=value names a pass it configures ("log_prob_micro_batch_size_per_gpu=8"), not the
+    # pass that failed
+    said_phase = _one("phases", [_SETTING.sub(" ", c) for c in clauses], words, order=words.phase_order)
     sit.phase = (_stated(stated.phase, "phase") or _refined(_phase_from_log(facts, words, log_text), said_phase)
                  or said_phase or _phase_from_question_frames(text, words) or _phase_from_logprob_logits(facts))
     sit.after_phase = next((v for c in clauses for v, _ in _hits("phases", c, words, over=True)), None)
@@ -982,6 +984,9 @@ def _hits(key: str, clause: str, words: _Words, *, over: bool = False) -> list[t
 _CLAUSE = re.compile(r"(?:[.;!?](?=\s|$)|[\u3002\uff1b\uff01\uff1f\uff0c\n]|,\s|\bbut\b|\bthen\b"
                      r"|\u4f46\u662f|\u7136\u540e)")
 _SENTENCE = re.compile(r"(?:[.;!?](?=\s|$)|[\u3002\uff1b\uff01\uff1f\n])")
+
+
+_SETTING = re.compile(r"(?<![\w.\-])(?:--)?[A-Za-z_][\w.\-]*\s*[=\uff1d]\s*[^\s,;\uff0c\uff1b\u3001]+")
 
 
 def _clauses(text: str) -> list[str]:

@@ -119,7 +119,7 @@ def _rl_key_rx(keys: tuple[str, ...]) -> re.Pattern[str]:
     longest_first = sorted(keys, key=len, reverse=True)
     spelled = "|".join(re.escape(k).replace("_", "[_-]").replace(r"\.", r"[.]") for k in longest_first)
     return re.compile(rf"(?<![\w-])(?:--)?(?:[\w-]+\.)*(?:{spelled})\s*[=:\uff1a]?\s*"
-                      rf"(?P<v>\d{{1,7}})(?P<k>[kK])?(?![\w.])")
+                      rf"(?P<v>\d{{1,7}})(?P<k>[kK])?(?!\w|\.\d)")  # a full stop may end the sentence
 
 
 MAX_NAMED = 16  # a pasted config names dozens; the answer lists the first few the user wrote
