@@ -163,3 +163,16 @@ def test_what_the_user_says_is_already_on_is_not_offered_again(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=stated), kb)
     assert flat["config.optimizer_cpu_offload"] and flat["config.source"] == "question"
     assert "optimizer-cpu-offload" in diag.already_applied
+
+
+def test_a_cause_the_situation_proposes_leads_with_the_fix_the_user_asks_about(kb):
+    """Memory outside PyTorch's allocator, and the user asks about NCCL_NVLS_ENABLE=0: that fix comes first among
+    the cause's own, and the allocator setting (which cannot reach NCCL's buffers) is not among them."""
+    from memtune import pipeline
+
+    question = ("Memory is tight in training. The NCCL NVLS buffers live outside PyTorch's allocator, right? Should I "
+                "set NCCL_NVLS_ENABLE=0, and can expandable_segments recover that memory?")
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert diag.causes[0].id == "non-pytorch-memory"
+    ids = [f.id for f in diag.fixes]
+    assert ids[0] == "disable-nccl-nvls" and "expandable-segments" not in ids

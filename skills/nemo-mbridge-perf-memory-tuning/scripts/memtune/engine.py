@@ -490,8 +490,11 @@ def _situation_rules(fired: list[tuple[int, Mapping[str, Any]]], rules: list[Map
         strength, source = support_of(cause, flat, kb)
         if not strength:
             continue
+        own = cause_fixes(cause["id"], kb)
+        named = [f for f in flat.get("question.mentioned_fixes") or [] if f in own]  # what the user asks about
         out.append((len(rules), {"id": f"situation-{cause['id']}", "cause": cause["id"], "confidence": strength,
-                                 "fixes": cause_fixes(cause["id"], kb), "avoid": cause["situation"].get("avoid", []),
+                                 "fixes": list(dict.fromkeys([*named, *own])),
+                                 "avoid": cause["situation"].get("avoid", []),
                                  "when": {"all": []}, "evidence_source": source}))
     return out
 
