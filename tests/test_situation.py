@@ -173,6 +173,17 @@ def test_phase_from_the_users_words(text, phase, kb):
     assert read_situation(_facts(question=parse_question(text, kb)), kb).phase.value == phase
 
 
+@pytest.mark.parametrize("text, process", [
+    ("GRPO with vLLM not colocated (separate inference GPUs), the refit runs the training GPUs out of memory.",
+     "separate-engine"),
+    ("vLLM 不 colocate（单独的推理卡，权重通过 NCCL refit 过去），refit 时训练卡显存不够。", "separate-engine"),
+])
+def test_an_engine_said_not_to_share_the_gpus_is_separate(text, process, kb):
+    q = parse_question(text, kb)
+    assert read_situation(_facts(question=q), kb).process.value == process
+    assert "trainer-side" in q.topics
+
+
 def test_a_setting_names_the_pass_it_configures_not_the_one_that_failed(kb):
     """A pasted parameter list ("log_prob_micro_batch_size_per_gpu=8") configures the log-prob pass; it does not
     say that pass failed. The same words as a statement still do."""
