@@ -1022,3 +1022,16 @@ def test_an_oom_only_asked_about_is_no_oom_topic_for_the_rules(kb):
     assert "oom" not in flat["question.topics"]
     _, flat, _ = pipeline.run(pipeline.Inputs(question="Why does my Llama3-70B SFT OOM at step 3?"), kb)
     assert "oom" in flat["question.topics"]
+
+
+def test_an_offload_that_should_have_moved_weights_back_is_a_setting_to_confirm(kb):
+    """"It should go back to the CPU after the ref log-prob pass, yet stays on the GPU; the actor update is then
+    tight": the pass where memory is short is the update, what holds it was expected to be released - check that
+    the offload setting reached the run."""
+    text = ("verl 开了 ref 的 param_offload=True，按理说算完 ref log prob 就该回到 CPU，可是参数一直留在 GPU 上，"
+            "后面更新 actor 时显存很紧。")
+    from memtune import pipeline
+
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.expected_release"] and flat["situation.phase"] == "rl-update"
+    assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
