@@ -193,3 +193,15 @@ def test_a_fix_is_already_set_only_where_the_config_can_say_so():
     assert "checkpoint-save-memory" in [f["id"] for f in rep["fixes"]]
     sim = diag.simulations.get("checkpoint-save-memory")
     assert sim is None or not sim.dropped
+
+
+def test_uneven_stages_are_never_proposed_with_fewer_layers_than_it_takes():
+    """12 layers over PP 16 (which pp-divides-layers refuses, and which now offers rebalancing): a stage holds no
+    layer to give up, so no uneven split is simulated - it once wrote num_layers_in_first_pipeline_stage=-1."""
+    from memtune.facts import TrainingConfig
+    from memtune.simulate import _uneven_variants
+
+    assert _uneven_variants(TrainingConfig(num_layers=12, pipeline_model_parallel_size=16), KB) == []
+    assert _uneven_variants(TrainingConfig(num_layers=3, pipeline_model_parallel_size=3), KB) == []
+    split = _uneven_variants(TrainingConfig(num_layers=80, pipeline_model_parallel_size=8), KB)
+    assert split and all(v > 0 for variant in split for v in variant.changes.values() if isinstance(v, int))

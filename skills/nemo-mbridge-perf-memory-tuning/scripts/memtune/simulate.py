@@ -308,6 +308,8 @@ def _uneven_variants(cfg: TrainingConfig, kb: Knowledge) -> list[Variant]:
     if pp < 3 or not layers:
         return []
     per = layers // pp
+    if per < 2:  # a stage of one layer (or fewer layers than stages) has none to give up
+        return []
     out = []
     for cut in range(1, max(2, per // 2)):
         for first, last in ((per - cut, per - cut), (per - cut, None), (None, per - cut)):
