@@ -494,3 +494,12 @@ def test_rl_keys_size_the_log_prob_pass(text, expected, kb):
     from memtune.inputs.question import parse_question
 
     assert parse_question(text, kb).rl_batch == expected
+
+
+def test_moving_the_optimizer_state_to_the_cpu_names_optimizer_offload(kb):
+    """zh "ba youhuaqi zhuangtai fang dao CPU shang" (put the optimizer state on the CPU) is optimizer CPU offload."""
+    from memtune import pipeline
+
+    question = "Adam 的优化器状态占了不少显存，想把一部分优化器状态放到 CPU 上。"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert "optimizer-cpu-offload" in flat["question.mentioned_fixes"]
