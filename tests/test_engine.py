@@ -176,3 +176,16 @@ def test_a_cause_the_situation_proposes_leads_with_the_fix_the_user_asks_about(k
     assert diag.causes[0].id == "non-pytorch-memory"
     ids = [f.id for f in diag.fixes]
     assert ids[0] == "disable-nccl-nvls" and "expandable-segments" not in ids
+
+
+def test_nccl_multicast_memory_is_out_of_the_allocators_reach(kb, tmp_path):
+    """NVLS multicast memory is mapped by NCCL through the driver: NCCL_NVLS_ENABLE=0 first, and the PyTorch
+    allocator setting is advised against, not offered (miles#935)."""
+    from memtune import pipeline
+
+    log = tmp_path / "nccl.log"
+    log.write_text("NCCL error: Failed to bind NVLink SHARP (NVLS) Multicast memory ... CUDA error 2 'out of memory'\n")
+    _, _, diag = pipeline.run(pipeline.Inputs(log=log), kb)
+    assert diag.fixes[0].id == "disable-nccl-nvls"
+    assert "expandable-segments" in {a.id for a in diag.avoid}
+    assert "expandable-segments" not in {f.id for f in diag.fixes}
