@@ -1035,3 +1035,18 @@ def test_an_offload_that_should_have_moved_weights_back_is_a_setting_to_confirm(
     _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
     assert flat["situation.expected_release"] and flat["situation.phase"] == "rl-update"
     assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
+
+
+@pytest.mark.parametrize("text", [
+    "Only GPU 0 on every node runs out of memory once saving starts; GPUs 1-7 have headroom.",
+    "每个节点的 0 号卡显存都比其他卡少，只有它会 OOM。",
+])
+def test_gpu_zero_of_every_node_is_another_context_not_fragmentation(text, kb):
+    """The same device of every node short in a symmetric layout: something per node (a worker's CUDA context on
+    the default device) holds it - not the one-rank fragmentation story, and no allocator setting."""
+    from memtune import pipeline
+
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.where"] == "device-zero"
+    assert "device-zero-holds-another-context" in diag.fired_rules
+    assert "expandable-segments" not in [f.id for f in diag.fixes]
