@@ -102,6 +102,10 @@ def test_logits_from_a_token_count_and_vocabulary_the_user_rounded(kb):
     assert sit.failed.value == "logits" and "~131k" in sit.failed.clues[0].text
     bare = parse_question("Long-context GRPO, about 20k tokens per GPU; backward OOMs.", kb)
     assert read_situation(_facts(log, question=bare), kb).failed is None
+    # exact figures keep the exact tolerance: 2 % off 4,096 x 151,936 x 4 B is some other tensor
+    exact = parse_question("4096 tokens per GPU, vocab_size 151936; backward OOMs.", kb)
+    off = LogFacts(requested_bytes=4096 * 151936 * 4 * 1.02, capacity_bytes=79.11 * GIB)
+    assert read_situation(_facts(off, question=exact), kb).failed is None
     zh = parse_question("每个 rank 大约 8k tokens；词表 248k，log_probs 反向时 OOM。", kb)
     sit = read_situation(_facts(LogFacts(requested_bytes=8192 * 248_000 * 4, capacity_bytes=79.11 * GIB),
                                 question=zh), kb)

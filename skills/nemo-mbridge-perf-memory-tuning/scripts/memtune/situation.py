@@ -476,7 +476,7 @@ def _logits_match(request: float, facts: Facts, tol: float, rounded_tol: float |
         for nbytes, dtype in ((4, "fp32"), (2, "bf16")):
             tokens = request / (shard * nbytes)
             for near in sorted(counts, key=lambda t: abs(t - tokens)):
-                limit = rounded_tol if rounded_tol and (said or _rounded(counts[near])) else tol
+                limit = rounded_tol if rounded_tol and (_rounded(said) or _rounded(counts[near])) else tol
                 if abs(near - tokens) / tokens > limit:
                     continue
                 per = f"{shard:,} vocabulary entries" + (f" (1/{tp} of {vocab:,})" if shard != vocab else "")
