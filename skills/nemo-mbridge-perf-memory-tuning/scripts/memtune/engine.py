@@ -481,8 +481,7 @@ def _situation_rules(fired: list[tuple[int, Mapping[str, Any]]], rules: list[Map
     concluded = {rule["cause"] for _, rule in fired if not rule.get("fallback")}
     # "did it run out of memory?" with nothing that says it did: the phase alone does not make a memory cause the
     # answer (the failure may be any error); the check that reads the failing rank's error line comes first
-    unsure = flat.get("situation.oom_asked") and not (
-        flat.get("log.has_memory_failure") or flat.get("log.host_oom") or flat.get("situation.gpu_memory_failed"))
+    unsure = flat.get("situation.oom_asked")
     out = []
     for cause in kb.entries("causes"):
         if cause["id"] in concluded or cause["id"] in ruled_out or (unsure and cause.get("explains")):

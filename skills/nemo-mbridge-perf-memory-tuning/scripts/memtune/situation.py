@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from .facts import Facts
 from .inputs.question import names_topic
@@ -94,7 +94,7 @@ class Situation:
     gpu_memory_fine: bool = False  # the user says the GPU's memory is fine or low ("GPU memory is fine")
     failure_said: bool = False  # a clause says something failed (OOM, crash, hang) and does not ask whether it did
     oom_said: bool = False  # a clause that does not ask says it ran out of memory ("is this an OOM?" asks)
-    oom_asked: bool = False  # the user asks whether it ran out of memory and no clause says it did
+    oom_asked: bool = False  # the user asks whether it ran out of memory and nothing (words or log) says it did
     grows_per_step: bool = False  # the growth is said beside a step count ("step after step"), not within one phase
     call_path: list[str] = field(default_factory=list)  # the failing traceback's innermost functions, innermost first
     error: str | None = None  # the error line of a crash with no memory failure in it ("pidfd_getfd: not permitted")
@@ -230,7 +230,8 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.gpu_memory_failed = any(_says_gpu_failed(c, words) for c in clauses)
     sit.failure_said = any(words.failure.search(c) for c in said)
     sit.oom_said = "oom" in facts.question.topics and any(names_topic(c, kb, "oom") for c in said)
-    sit.oom_asked = "oom" in facts.question.topics and not sit.oom_said
+    sit.oom_asked = ("oom" in facts.question.topics and not sit.oom_said and not sit.gpu_memory_failed
+                     and not facts.log.has_memory_failure and not facts.log.host_oom)
     sit.grows_per_step = sit.trend is not None and sit.trend.value == "grows" and (
         sit.trend.source == "log" or any(words.per_step.search(c) for c in clauses
                                          if any(v == "grows" for v, _ in _hits("trends", c, words))))
@@ -391,29 +392,36 @@ def _batch_of(failed: Reading | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _token_counts(facts: Facts) -> dict[int, str]:
+class _Figure(NamedTuple):
+    """Where a token count or vocabulary size comes from, and whether the user rounded it ("20k", "131k"): a rounded
+    figure is matched within request_shapes.rounded_tolerance, an exact one within its tolerance."""
+    label: str
+    rounded: bool = False
+
+
+def _token_counts(facts: Facts) -> dict[int, _Figure]:
     """Token counts a logits tensor may be built for: the micro-batch times the sequence length, a batch the user
     states times the sequence ("logprob_batch_size 4"), and token counts the user states ("--max-tokens-per-gpu
-    9216", "about 20k tokens per GPU": a rounded count, see _rounded).  Only these: a loose search would find a
-    match for almost any size."""
+    9216", or rounded: "about 20k tokens per GPU").  Only these: a loose search would find a match for almost any
+    size."""
     cfg = facts.config
-    out: dict[int, str] = {}
+    out: dict[int, _Figure] = {}
     seq, mbs = cfg.seq_length, cfg.micro_batch_size
     if seq and mbs:
-        out[mbs * seq] = f"micro-batch {mbs} x sequence {seq:,}"
+        out[mbs * seq] = _Figure(f"micro-batch {mbs} x sequence {seq:,}")
     text = facts.question.text or ""
     if seq:
         for m in _BATCH.finditer(text):
             count = int(m.group("n"))
             if 1 <= count <= 256:
-                out.setdefault(count * seq, f"batch {count} x sequence {seq:,} (as the question says)")
+                out.setdefault(count * seq, _Figure(f"batch {count} x sequence {seq:,} (as the question says)"))
     for m in _TOKENS.finditer(text):
         count = int((m.group("n") or m.group("m")).replace(",", ""))
         if count >= 128 and count != seq:
-            out.setdefault(count, f"{count:,} tokens (as the question says)")
+            out.setdefault(count, _Figure(f"{count:,} tokens (as the question says)"))
     for m in _TOKENS_K.finditer(text):
         for count in _thousands(m.group("n")):
-            out.setdefault(count, f"~{m.group(0).strip()} as the question says")
+            out.setdefault(count, _Figure(f"~{m.group(0).strip()} as the question says", rounded=True))
     return out
 
 
@@ -423,22 +431,16 @@ def _thousands(figure: str) -> tuple[int, ...]:
     return tuple(dict.fromkeys((round(value * 1000), round(value * 1024))))
 
 
-def _rounded(label: str) -> bool:
-    """A count read from a figure the user wrote with 'k' (its label starts with '~'): matched within
-    request_shapes.rounded_tolerance."""
-    return label.startswith("~")
-
-
-def _stated_vocab(text: str) -> dict[int, str]:
+def _stated_vocab(text: str) -> dict[int, _Figure]:
     """Vocabulary sizes the question states ("a 131k-entry vocabulary", "vocab_size 151936", Chinese ci biao 248k)."""
-    out: dict[int, str] = {}
+    out: dict[int, _Figure] = {}
     for m in _VOCAB.finditer(text):
         figure = (m.group("a") or m.group("b") or "").replace(",", "")
         if m.group("ka") or m.group("kb"):
             for size in _thousands(figure):
-                out.setdefault(size, f"~{figure}k as the question says")
+                out.setdefault(size, _Figure(f"~{figure}k as the question says", rounded=True))
         elif figure and int(float(figure)) >= 1000:
-            out.setdefault(int(float(figure)), "as the question says")
+            out.setdefault(int(float(figure)), _Figure("as the question says"))
     return out
 
 
@@ -466,7 +468,7 @@ def _logits_match(request: float, facts: Facts, tol: float, rounded_tol: float |
     # a stand-in's vocabulary proves nothing (its fields are in from_preset; a bare approximate_shape is all stand-in)
     stand_in = cfg.approximate_shape and (not cfg.from_preset or "vocab_size" in cfg.from_preset)
     known = None if stand_in else cfg.padded_vocab_size or cfg.vocab_size
-    vocabs = {known: ""} if known else _stated_vocab(facts.question.text or "")
+    vocabs = {known: _Figure("")} if known else _stated_vocab(facts.question.text or "")
     counts = _token_counts(facts)
     if not vocabs or not counts:
         return None
@@ -476,12 +478,13 @@ def _logits_match(request: float, facts: Facts, tol: float, rounded_tol: float |
         for nbytes, dtype in ((4, "fp32"), (2, "bf16")):
             tokens = request / (shard * nbytes)
             for near in sorted(counts, key=lambda t: abs(t - tokens)):
-                limit = rounded_tol if rounded_tol and (_rounded(said) or _rounded(counts[near])) else tol
+                limit = rounded_tol if rounded_tol and (said.rounded or counts[near].rounded) else tol
                 if abs(near - tokens) / tokens > limit:
                     continue
                 per = f"{shard:,} vocabulary entries" + (f" (1/{tp} of {vocab:,})" if shard != vocab else "")
-                per += f" ({said})" if said else ""
-                return Clue(f"{_gib(request)} = {near:,} tokens ({counts[near]}) x {per} x {nbytes} B: {dtype} logits",
+                per += f" ({said.label})" if said.label else ""
+                return Clue(f"{_gib(request)} = {near:,} tokens ({counts[near].label}) x {per} x {nbytes} B: "
+                            f"{dtype} logits",
                             "number")
     return None
 
