@@ -100,6 +100,25 @@ def test_yaml_is_only_loaded_with_a_loader_named_safe():
     assert offenders == []
 
 
+def test_every_shipped_yaml_reads_the_same_without_libyaml():
+    """PyYAML without libyaml (a source build, some distributions) must load the same knowledge base.
+
+    libyaml accepts an unquoted '?' inside a flow list that the pure-Python parser rejects: a table
+    written that way loads on the maintainer's machine and fails to load on a user's.
+    """
+    differing = []
+    for path in sorted(SKILL.rglob("*.yaml")):
+        text = path.read_text(encoding="utf-8")
+        try:
+            pure = yaml.load(text, Loader=yaml.SafeLoader)
+        except yaml.YAMLError as exc:
+            differing.append(f"{path.relative_to(SKILL)}: {' '.join(str(exc).split())[:160]}")
+            continue
+        if hasattr(yaml, "CSafeLoader") and yaml.load(text, Loader=yaml.CSafeLoader) != pure:
+            differing.append(f"{path.relative_to(SKILL)}: libyaml reads it differently")
+    assert differing == []
+
+
 TEXT_SUFFIXES = {".py", ".md", ".yaml", ".json", ".j2"}
 
 
