@@ -1054,3 +1054,40 @@ def test_gpu_zero_of_every_node_is_another_context_not_fragmentation(text, kb):
     assert flat["situation.where"] == "device-zero"
     assert "device-zero-holds-another-context" in diag.fired_rules
     assert "expandable-segments" not in [f.id for f in diag.fixes]
+
+
+@pytest.mark.parametrize("text", [
+    "miles already sets SGLANG_DISABLE_TP_MEMORY_INBALANCE_CHECK=true, yet SGLang startup fails with "
+    "RuntimeError: The memory capacity is unbalanced. Is this an out-of-memory problem?",
+    "The weight update fails with RuntimeError: NCCL error: unhandled system error. The error goes away with "
+    "NCCL_SHM_DISABLE=1. Is that the right fix?",
+    "为了省内存我加了 --disable-weights-backuper，结果一启动就报 AssertionError: TorchMemorySaver observes invalid "
+    "LD_PRELOAD。这是显存不够了吗？",
+])
+def test_a_crash_beside_a_setting_the_user_set_checks_the_setting_first(text, kb):
+    """slime #1936, miles #533, NeMo-RL #564: nothing failed to allocate, and the user names the setting they set or
+    that makes the error go away - what the process received of it comes before hunting for a rank."""
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.setting_stated"] and not flat["situation.kernel_fault"]
+    assert diag.causes[0].id == "not-an-oom" and diag.fixes[0].id == "confirm-setting-applied"
+
+
+@pytest.mark.parametrize("text", [
+    "启用 optimizer_cpu_offload 会导致 illegal memory access，报错在 rank9。这是显存不够吗？",
+    "我增加了参数 --megatron-to-hf-mode bridge，执行后 actor 训练时报 cuBLAS Error: the function failed to launch on "
+    "the GPU，这是显存不够吗？",
+])
+def test_a_kernel_fault_is_pinned_on_the_first_failing_rank_even_after_a_change(text, kb):
+    """ms-swift #9554, slime #1622: CUDA reports an illegal address or a failed launch at a later call, so the frame
+    misleads whatever the user changed: the first failing rank reruns with CUDA_LAUNCH_BLOCKING=1 first."""
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.kernel_fault"] and flat["situation.phase"] is None  # a --flag names no failing pass
+    assert diag.causes[0].id == "not-an-oom" and diag.fixes[0].id == "find-first-failing-rank"
+
+
+def test_an_error_naming_only_its_debugging_hint_states_no_setting(kb):
+    """'run with NCCL_DEBUG=INFO for details' is NCCL's own boilerplate, not a setting the run depends on."""
+    log = ["RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(log=log), kb)
+    assert flat["situation.error"] and not flat["situation.setting_stated"]
+    assert diag.fixes[0].id == "find-first-failing-rank"

@@ -96,6 +96,8 @@ class Situation:
     oom_said: bool = False  # a clause that does not ask says it ran out of memory ("is this an OOM?" asks)
     oom_asked: bool = False  # the user asks whether it ran out of memory and nothing (words or log) says it did
     grows_per_step: bool = False  # the growth is said beside a step count ("step after step"), not within one phase
+    setting_stated: bool = False  # the user names a setting they set, changed or tried, or the error names one
+    kernel_fault: bool = False  # a kernel fault CUDA reports late (illegal address, launch failure): the frame misleads
     call_path: list[str] = field(default_factory=list)  # the failing traceback's innermost functions, innermost first
     error: str | None = None  # the error line of a crash with no memory failure in it ("pidfd_getfd: not permitted")
     headroom_bytes: float | None = None  # free + reserved-but-unallocated at the failure: all an allocator could use
@@ -127,6 +129,8 @@ class Situation:
         out["situation.oom_said"] = self.oom_said
         out["situation.oom_asked"] = self.oom_asked
         out["situation.grows_per_step"] = self.grows_per_step
+        out["situation.setting_stated"] = self.setting_stated
+        out["situation.kernel_fault"] = self.kernel_fault
         out["situation.call_path"] = list(self.call_path)
         out["situation.error"] = self.error
         out["situation.headroom_bytes"] = self.headroom_bytes
@@ -171,9 +175,10 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
 
     sit.failed, sit.failed_bytes = _failed(facts, table, kb)
     sit.failed_batch = _batch_of(sit.failed)
-    # a setting written as key=value names a pass it configures ("log_prob_micro_batch_size_per_gpu=8"), not the
-    # pass that failed
-    said_phase = _one("phases", [_SETTING.sub(" ", c) for c in clauses], words, order=words.phase_order)
+    # a setting written as key=value or --flag names a pass it configures ("log_prob_micro_batch_size_per_gpu=8",
+    # "--megatron-to-hf-mode bridge"), not the pass that failed
+    said_phase = _one("phases", [_FLAG.sub(" ", _SETTING.sub(" ", c)) for c in clauses], words,
+                      order=words.phase_order)
     sit.phase = (_stated(stated.phase, "phase") or _refined(_phase_from_log(facts, words, log_text), said_phase)
                  or said_phase or _phase_from_question_frames(text, words) or _phase_from_logprob_logits(facts))
     sit.after_phase = next((v for c in clauses for v, _ in _hits("phases", c, words, over=True)), None)
@@ -245,6 +250,8 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     refusal = next((e for e in facts.log.events if e.kind in refusals), None)
     if sit.error is None and refusal is not None:  # a check that refused the run says in its own words what it needs
         sit.error = refusal.text.strip()[:ERROR_CHARS]
+    sit.setting_stated = _setting_stated(sentences, words, sit)
+    sit.kernel_fault = any(names_topic(t, kb, "kernel-fault") for t in (text, sit.error) if t)
     log = facts.log
     if log.free_bytes is not None and log.reserved_unallocated_bytes is not None:
         sit.headroom_bytes = log.free_bytes + log.reserved_unallocated_bytes
@@ -773,6 +780,7 @@ class _Words:
     absent_before: tuple[str, ...]  # "no", "without", meiyou kai: just before a setting, it is not on
     absent_after: tuple[str, ...]  # "isn't set", "is off": just after a setting
     absent_generic: tuple[tuple[str, re.Pattern[str]], ...]  # (fix, its words) for settings no recognizer maps alone
+    configured: _Literals  # "already sets", "configured", shezhi le: the verb says a setting is named
 
     @staticmethod
     def of(kb: Knowledge) -> _Words:
@@ -840,7 +848,8 @@ def _compile(kb: Knowledge) -> _Words:
                   _Literals(_both(changes.get("absent_before")) + _both(changes.get("absent_after"))),
                   _endings(_both(changes.get("absent_before")), latin_space=True),
                   _endings(_both(changes.get("absent_after"))),
-                  tuple((g["id"], _word_rx(_both(g.get("words")))) for g in changes.get("absent_generic") or []))
+                  tuple((g["id"], _word_rx(_both(g.get("words")))) for g in changes.get("absent_generic") or []),
+                  _Literals(_both(changes.get("configured"))))
 
 
 def _word_rx(words: list[str]) -> re.Pattern[str]:
@@ -990,6 +999,7 @@ _SENTENCE = re.compile(r"(?:[.;!?](?=\s|$)|[\u3002\uff1b\uff01\uff1f\n])")
 
 
 _SETTING = re.compile(r"(?<![\w.\-])(?:--)?[A-Za-z_][\w.\-]*\s*[=\uff1d]\s*[^\s,;\uff0c\uff1b\u3001]+")
+_FLAG = re.compile(r"(?<![\w\-])--[A-Za-z][\w\-]+")
 
 
 def _clauses(text: str) -> list[str]:
@@ -1194,6 +1204,31 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
             changed.setdefault("stack", Reading("stack", [Clue(f"\u201c{quote}\u201d", source)]))
     return (list(changed.values()), list(tried.values()), list(no_effect.values()), list(removed.values()),
             list(worked.values()))
+
+
+# a setting as people write it: an environment variable, a --flag or a key=value
+_SETTING_TOKEN = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b|" + _FLAG.pattern)
+# an error's own hint at a debugging setting ("run with NCCL_DEBUG=INFO for details", "consider passing
+# CUDA_LAUNCH_BLOCKING=1"): boilerplate of the library that raised it, not a setting the run depends on
+_SETTING_HINT = re.compile(
+    r"\((?:run|rerun|re-run)\s+with[^)]*\)|(?:consider passing|compile with|for debugging)[^.;\n]*", re.I)
+
+
+def _setting_stated(sentences: list[str], words: _Words, sit: Situation) -> bool:
+    """Whether the user names a setting they set, changed, tried, or that makes the error go away, or the crash's
+    error names one: for a crash that is no memory failure, what that setting did in the process is the first check.
+
+    A set-word says a setting is named by itself ("I configured the NCCL transport"); a change / try / works-with
+    word needs the setting written as one (a fix's words, an environment variable, a --flag, key=value)."""
+    if any(r.value != "stack" for r in [*sit.changed, *sit.tried, *sit.worked_with]):
+        return True
+    for clause in sentences:
+        if words.configured.search(clause):
+            return True
+        if any(rx.search(clause) for rx in (words.changed, words.tried, words.worked)) and (
+                _SETTING_TOKEN.search(clause) or _SETTING.search(clause)):
+            return True
+    return bool(sit.error and _SETTING_TOKEN.search(_SETTING_HINT.sub(" ", sit.error)))
 
 
 def _absent(clauses: list[str], kb: Knowledge, words: _Words, known: set[str]) -> list[Reading]:
