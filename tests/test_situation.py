@@ -1091,3 +1091,30 @@ def test_an_error_naming_only_its_debugging_hint_states_no_setting(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(log=log), kb)
     assert flat["situation.error"] and not flat["situation.setting_stated"]
     assert diag.fixes[0].id == "find-first-failing-rank"
+
+
+@pytest.mark.parametrize("text, field, value", [
+    ("Every few steps the rollout engine fails with an OOM when it wakes up.", "step", "later-step"),
+    ("The trainer ranks keep losing GPU memory step after step.", "trend", "grows"),
+    ("The memory peak happens when the rollout engine is woken up for generation.", "phase", "rl-weight-sync"),
+])
+def test_how_people_say_when_and_how_it_moves(text, field, value, kb):
+    assert getattr(read_situation(_facts(question=parse_question(text, kb)), kb), field).value == value
+
+
+def test_a_version_that_ran_the_same_script_before_is_said_in_zh(kb):
+    text = "同样的脚本在之前的版本上是能跑的，升级 verl 之后才出现 OOM。"
+    assert read_situation(_facts(question=parse_question(text, kb)), kb).worked_before
+
+
+def test_a_colocated_wake_that_fails_only_after_earlier_wakes_fit_is_measured_per_step(kb):
+    """verl #2678: the first wake-ups fit with the same engine share, so what runs out is held across steps - the
+    per-step measurement leads; the same OOM at the first wake-up is the two shares' sum (shrink the engine)."""
+    later = ("verl hybrid engine, Megatron actor colocated with vLLM. Every few steps the rollout engine fails with "
+             "an OOM when it wakes up after the weight sync.")
+    _, _, diag = pipeline.run(pipeline.Inputs(question=later), kb)
+    assert diag.causes[0].id == "memory-growth" and diag.fixes[0].id == "track-memory-per-step"
+    first = ("verl hybrid engine, Megatron actor colocated with vLLM. At the first step the rollout engine fails "
+             "with an OOM when it wakes up after the weight sync.")
+    _, _, diag = pipeline.run(pipeline.Inputs(question=first), kb)
+    assert diag.fixes[0].id == "shrink-colocated-engine"
