@@ -34,10 +34,18 @@ KINDS = ("avoid", "neutral", "recommend", "cause")  # heading classification ord
 # A colon ends a clause only for causes: "Avoid: X" negates X, but "not fragmentation: the logits" does not
 # negate the logits.
 _CLAUSE_END = re.compile(r"[;!?。；！？，\n]|[.,](?=\s|$)")
-# a "do this first" label inside a paragraph, after what the answer mentioned before it
+# a heading that says to do it first even when it opens with a verification verb ("Confirm ... (do this first)")
+_DO_FIRST = re.compile(r"(?i)\bdo\s+(?:this|it)\s+first\b|\bfirst\s+step\b|先做这一?步|第一步")
+# a "do this first" label inside a paragraph, after what the answer mentioned before it; in Chinese a sentence that
+# opens with xian ba / xian jiang ("降 X 是第二步。先把 Y 打开：") says the same of what follows
 _INLINE_FIRST = re.compile(r"(?i)(?<=\S)\s*(?:\bbut\s+|\band\s+)?"
                            r"\b(?:do\s+(?:this\s+)?first|check\s+first|first\s+step)\s*[:：]"
-                           r"|(?<=\S)\s*(?:但|不过)?(?:先做|先查|第一步)\s*[:：]")
+                           r"|(?<=\S)\s*(?:但|不过)?(?:先做|先查|第一步)\s*[:：]"
+                           r"|(?<=[。；！？])\s*先(?=把|将)")
+# right after a fix: it is the next step, not the first ("降 gpu_memory_utilization 是第二步", "X comes second")
+_LATER_STEP = re.compile(r"(?i)[`'\"”」]?\s*(?:是|作为|放在)\s*(?:第二步|下一步|其次)"
+                         r"|[`'\"]?\s*(?:is|comes|as)\s+(?:the\s+)?(?:second|next|later)\s+step\b"
+                         r"|[`'\"]?\s*comes\s+(?:second|later)\b")
 _AS_CAUSE_BEFORE = 24  # characters before a mention in which "caused by" still names it as the cause
 _KEPT_AFTER = 24  # characters after a mention in which "already on" / "保持不动" still speaks of it
 _SENTENCE_END = re.compile(r"[!?。！？\n]|[.;；](?=\s|$)")
@@ -280,8 +288,13 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
             text = _inline_text(tokens[i + 1])
             while headings and headings[-1][0] >= level:
                 headings.pop()
-            kind = grading.classify(text)
-            primary = bool(grading.is_primary(text))
+            # "### Do first - confirm what the ranks got": the label names the section, the rest is its first action
+            label = _LABEL.match(text)
+            head = label.group(1) if label else text
+            kind = grading.classify(head)
+            primary = bool(grading.is_primary(head))
+            if kind == "neutral" and _DO_FIRST.search(head):  # "1. Confirm what the ranks see (do this first)"
+                kind, primary = "recommend", True
             if kind == "other" and headings:
                 kind, primary = headings[-1][1], headings[-1][2]
             headings.append((level, kind, primary))
@@ -301,7 +314,10 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
         elif tok.type == "tr_open":
             row = []
         elif tok.type == "tr_close" and row is not None:
-            units.append(_Unit(" — ".join(row), *section_olist(section(), olist())))
+            kind, ident, primary = section_olist(section(), olist())
+            if len(row) > 1 and grading.classify(row[-1]) == "avoid":  # a verdict column: "❌ 别这么做", "I wouldn't"
+                kind, primary = "avoid", False
+            units.append(_Unit(" — ".join(row), kind, ident, primary))
             row = None
         elif tok.type == "inline":
             prev = tokens[i - 1].type if i else ""
@@ -689,6 +705,7 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
         instructs = unit.code or kind == "recommend" or primary
         # "The fix will most likely be chunking, but do first: confirm ..." - a label inside the paragraph
         inline_first = None if unit.code or primary else _INLINE_FIRST.search(unit.text)
+        against_until: dict[str, int] = {}  # a fix argued against -> the end of that sentence
         for m in fixes.find(unit.text):
             order += 1
             spans.setdefault((m.ident, order), _span(unit.text, m.start, m.end))
@@ -701,6 +718,7 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
                 unit.text, m.start, m.end, grading.negation_before, grading.negation_after, grading.negation_exceptions,
                 double=grading.negation_double,
             ) or any(a <= m.start < b for a, b in replaced) or grading.against_later_in_sentence(unit.text, m.end) \
+                or m.start < against_until.get(m.ident, -1) \
                 or (instructs and m.ident in switches and _turned_off(unit.text, m.start, m.end, switches[m.ident])
                     # a companion written off beside the fix's own setting written on is part of the fix
                     # (moe_pad_expert_input_to_capacity: false next to moe_expert_capacity_factor: 1.25)
@@ -714,6 +732,9 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
                 continue  # a command line repeating the run's own setting
             if against:
                 argued_against.add(m.ident)
+                # the same fix again in that sentence is still the one argued against ("不太建议加卡，加卡只是推迟")
+                end = _SENTENCE_END.search(unit.text, m.end)
+                against_until[m.ident] = end.start() if end else len(unit.text)
             if kind == "avoid" or against:
                 avoided.append(m.ident)
                 avoid_why.setdefault(m.ident, f"against ({'avoid section' if kind == 'avoid' else 'clause'}): "
@@ -731,7 +752,9 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
                     # prose about a setting the run already has ("expandable segments changed nothing"; "with
                     # NCCL_GRAPH_REGISTER=0 the expandable segments can actually be remapped")
                     continue
-                recommended.append((_STRENGTH[place], order, m.ident, unit.code))
+                # a mention said to be the next step ranks after every other recommendation
+                later = len(_STRENGTH) if _LATER_STEP.match(unit.text, m.end) else 0
+                recommended.append((_STRENGTH[place] + later, order, m.ident, unit.code))
                 places[order] = place
         for m in causes.find(unit.text):
             order += 1

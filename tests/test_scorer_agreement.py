@@ -35,7 +35,11 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # read after writer n's changes at 81.0 % verdict / 69.7 % id / 86.4 % violations) joined.  Writer r (6 answers for
 # the new shard-preprocessing fix, first read 4/6 id / 5/6 violations, then learned: tests/test_scorer_writer_r.py)
 # joined at 5/6 / 6/6, no earlier answer's reading changed: the id floor moved down with the set, not the scorer.
-FLOORS = {"first_fix_verdict": 0.9476, "violations": 0.9568, "first_fix_id": 0.9}
+# Writers o, p and q learned in turn (tests/test_scorer_writers_opq.py: headings that carry their label and first
+# action, a table's verdict column, a fix named again in the sentence that argued against it, "is the next step",
+# and these agents' spellings): the whole set reads 97.4 % / 93.6 % / 96.6 % (o-q: 95.2-100 % verdict); writers
+# o-q are development data now, and the next unseen batch is the measure.
+FLOORS = {"first_fix_verdict": 0.9738, "violations": 0.9659, "first_fix_id": 0.9364}
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +83,7 @@ def test_agreement_does_not_fall_below_its_floor(result, measure):
 
 
 # measures below the target, each an expected failure until it is not (issue 26 brought both back above 95 %)
-BELOW_TARGET: set[str] = {"first_fix_verdict"}
+BELOW_TARGET: set[str] = set()
 
 
 @pytest.mark.parametrize("measure", [
