@@ -37,9 +37,9 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # joined at 5/6 / 6/6, no earlier answer's reading changed: the id floor moved down with the set, not the scorer.
 # Writers o, p and q learned in turn (tests/test_scorer_writers_opq.py: headings that carry their label and first
 # action, a table's verdict column, a fix named again in the sentence that argued against it, "is the next step",
-# and these agents' spellings): the whole set reads 97.4 % / 93.6 % / 96.6 % (o-q: 95.2-100 % verdict); writers
+# and these agents' spellings): the whole set reads 97.9 % / 94.1 % / 96.6 % (o-q: 95.2-100 % verdict); writers
 # o-q are development data now, and the next unseen batch is the measure.
-FLOORS = {"first_fix_verdict": 0.9738, "violations": 0.9659, "first_fix_id": 0.9364}
+FLOORS = {"first_fix_verdict": 0.9791, "violations": 0.9659, "first_fix_id": 0.9409}
 
 
 @pytest.fixture(scope="module")

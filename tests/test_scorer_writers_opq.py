@@ -88,6 +88,9 @@ def test_a_fix_said_to_be_the_next_step_is_not_the_first(scorer):
     ("q-001", "**Do first** - bound the tokens per micro-batch:\n", "reduce-micro-batch"),
     ("p-013", "I'd start with **A. Lower the token budget**: e.g. `--max-tokens-per-gpu 16384` → `8192`.\n",
      "reduce-micro-batch"),
+    ("b-031", "Rank 0 crashed first and its error is what matters.\n", "find-first-failing-rank"),
+    ("e-017", "**把 `ckpt_format` 从 `torch` 改成 `torch_dist`**，用分布式 checkpoint，每个 rank 只写自己的分片：\n\n"
+              "```bash\n--ckpt-format torch_dist   # 原来是 --ckpt-format torch\n```\n", "checkpoint-save-memory"),
 ])
 def test_the_fix_is_recognised_as_these_writers_write_it(scorer, source, text, fix):
     assert scorer.read_markdown(text, {"env": {}}).first_fix == fix, source
