@@ -173,7 +173,7 @@ FIXTURE_FACTS = {
     "host-kernel-cgroup.log": dict(oom_kind="host", host_oom_confirmed=True, process_bytes=None,
                                    signatures=["kernel-oom-killer", "cgroup-oom-killer", "k8s-oomkilled",
                                                "exit-code-137"]),
-    "shm-bus-error.log": dict(oom_kind="host", host_oom_confirmed=True, ranks_failed=[1]),
+    "shm-bus-error.log": dict(oom_kind="host", host_oom_confirmed=False, ranks_failed=[1]),  # the shm limit
     "crash-then-timeouts-unprefixed.log": dict(has_memory_failure=False, crash=True, nccl_timeout=True,
                                                first_error="AssertionError: packed sequence longer than seq_length"),
     "checkpoint-save-progress.log": dict(phase="checkpoint-save", rank=1),

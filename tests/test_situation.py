@@ -721,11 +721,12 @@ def test_memory_that_rises_whatever_the_engine_share_is_kept_alive(kb):
 
 def test_a_clause_that_asks_whether_gpu_memory_ran_out_does_not_say_so(kb):
     """"Bus error, insufficient shared memory; is this GPU memory running out?" names host shared memory and only
-    asks about the GPU: the DataLoader's workers and their shared memory come first, not a save or a GPU fix."""
+    asks about the GPU: the DataLoader's workers and their shared memory come first, not a save or a GPU fix; the
+    shm limit is what stopped it, not memory of either kind running out (Megatron-LM #878, LLaMA-Factory #7315)."""
     said = "多机跑的时候报 bus error，提示 insufficient shared memory (shm)。这是显存不够了吗？需要调小 batch 吗？"
     facts, flat, diag = pipeline.run(pipeline.Inputs(question=said), kb)
     assert flat["situation.gpu_memory_failed"] is False
-    assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "reduce-dataloader-workers"
+    assert diag.causes[0].id == "not-an-oom" and diag.fixes[0].id == "reduce-dataloader-workers"
     said = "Is it the GPU running out of memory? The DataLoader workers get killed by a bus error (shared memory)."
     facts, flat, diag = pipeline.run(pipeline.Inputs(question=said), kb)
     assert flat["situation.gpu_memory_failed"] is False

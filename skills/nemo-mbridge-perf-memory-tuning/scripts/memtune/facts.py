@@ -108,7 +108,7 @@ class LogFacts:
     memory_reports: list[MemoryReport] = field(default_factory=list)  # latest per rank, ordered by rank
     theoretical_bytes: dict[str, float] = field(default_factory=dict)  # "Theoretical memory footprints" parts
     env: dict[str, str] = field(default_factory=dict)  # memory-relevant variables the log shows exported
-    host_oom_confirmed: bool = False  # an OOM-killer / cgroup / shm line, not only a SIGKILL
+    host_oom_confirmed: bool = False  # an OOM-killer / cgroup line, not only a SIGKILL or a shm bus error
     memory_failure_weak: bool = False  # every memory signal is ambiguous (SIGKILL, cuDNN status, ...)
     first_error_rank: int | None = None
     snapshot_path: str | None = None  # memory snapshot Bridge dumped on OOM
