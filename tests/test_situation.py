@@ -1119,3 +1119,18 @@ def test_a_colocated_wake_that_fails_only_after_earlier_wakes_fit_is_measured_pe
              "with an OOM when it wakes up after the weight sync.")
     _, _, diag = pipeline.run(pipeline.Inputs(question=first), kb)
     assert diag.fixes[0].id == "shrink-colocated-engine"
+
+
+def test_the_setting_check_prints_the_variables_the_user_named():
+    """NeMo-RL #564: the check is what the process received of NCCL_SHM_DISABLE, not the allocator's variables;
+    with none named it prints the allocator's and NCCL's."""
+    named = json.loads(_stdout(["diagnose", "--question", "The weight update fails with RuntimeError: NCCL error: "
+                                "unhandled system error. The error goes away with NCCL_SHM_DISABLE=1.",
+                                "--format", "json"]))
+    fix = named["fixes"][0]
+    assert fix["id"] == "confirm-setting-applied"
+    assert 'grep -E "NCCL_SHM_DISABLE"' in fix["apply"]["shell"][0]
+    unnamed = json.loads(_stdout(["diagnose", "--question", "I set recompute but memory did not change at all.",
+                                  "--format", "json"]))
+    check = next(f for f in unnamed["fixes"] if f["id"] == "confirm-setting-applied")
+    assert "PYTORCH_CUDA_ALLOC_CONF|NCCL_GRAPH_REGISTER" in check["apply"]["shell"][0]

@@ -97,6 +97,7 @@ class Situation:
     oom_asked: bool = False  # the user asks whether it ran out of memory and nothing (words or log) says it did
     grows_per_step: bool = False  # the growth is said beside a step count ("step after step"), not within one phase
     setting_stated: bool = False  # the user names a setting they set, changed or tried, or the error names one
+    env_named: list[str] = field(default_factory=list)  # environment variables named so (what a check should print)
     kernel_fault: bool = False  # a kernel fault CUDA reports late (illegal address, launch failure): the frame misleads
     call_path: list[str] = field(default_factory=list)  # the failing traceback's innermost functions, innermost first
     error: str | None = None  # the error line of a crash with no memory failure in it ("pidfd_getfd: not permitted")
@@ -130,6 +131,7 @@ class Situation:
         out["situation.oom_asked"] = self.oom_asked
         out["situation.grows_per_step"] = self.grows_per_step
         out["situation.setting_stated"] = self.setting_stated
+        out["situation.env_named"] = list(self.env_named) or None  # None: the check's default variables
         out["situation.kernel_fault"] = self.kernel_fault
         out["situation.call_path"] = list(self.call_path)
         out["situation.error"] = self.error
@@ -250,7 +252,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     refusal = next((e for e in facts.log.events if e.kind in refusals), None)
     if sit.error is None and refusal is not None:  # a check that refused the run says in its own words what it needs
         sit.error = refusal.text.strip()[:ERROR_CHARS]
-    sit.setting_stated = _setting_stated(sentences, words, sit)
+    sit.setting_stated, sit.env_named = _setting_stated(sentences, words, sit)
     sit.kernel_fault = any(names_topic(t, kb, "kernel-fault") for t in (text, sit.error) if t)
     log = facts.log
     if log.free_bytes is not None and log.reserved_unallocated_bytes is not None:
@@ -1214,21 +1216,30 @@ _SETTING_HINT = re.compile(
     r"\((?:run|rerun|re-run)\s+with[^)]*\)|(?:consider passing|compile with|for debugging)[^.;\n]*", re.I)
 
 
-def _setting_stated(sentences: list[str], words: _Words, sit: Situation) -> bool:
+def _setting_stated(sentences: list[str], words: _Words, sit: Situation) -> tuple[bool, list[str]]:
     """Whether the user names a setting they set, changed, tried, or that makes the error go away, or the crash's
-    error names one: for a crash that is no memory failure, what that setting did in the process is the first check.
+    error names one (for a crash that is no memory failure, what that setting did in the process is the first
+    check), and the environment variables so named (what that check prints).
 
     A set-word says a setting is named by itself ("I configured the NCCL transport"); a change / try / works-with
     word needs the setting written as one (a fix's words, an environment variable, a --flag, key=value)."""
-    if any(r.value != "stack" for r in [*sit.changed, *sit.tried, *sit.worked_with]):
-        return True
+    stated = any(r.value != "stack" for r in [*sit.changed, *sit.tried, *sit.worked_with])
+    texts: list[str] = []
     for clause in sentences:
-        if words.configured.search(clause):
-            return True
-        if any(rx.search(clause) for rx in (words.changed, words.tried, words.worked)) and (
-                _SETTING_TOKEN.search(clause) or _SETTING.search(clause)):
-            return True
-    return bool(sit.error and _SETTING_TOKEN.search(_SETTING_HINT.sub(" ", sit.error)))
+        set_word = bool(words.configured.search(clause))
+        changed = any(rx.search(clause) for rx in (words.changed, words.tried, words.worked, words.no_effect))
+        if set_word or (changed and (_SETTING_TOKEN.search(clause) or _SETTING.search(clause))):
+            stated = True
+            texts.append(clause)
+    if sit.error:
+        error = _SETTING_HINT.sub(" ", sit.error)
+        stated = stated or bool(_SETTING_TOKEN.search(error))
+        texts.append(error)
+    names = [n for t in texts for n in _ENV_NAME.findall(t)]
+    return stated, list(dict.fromkeys(names))[:_MAX_ENV_NAMED]
+
+
+_MAX_ENV_NAMED = 6  # a check line, not a dump of every variable the message quotes
 
 
 def _absent(clauses: list[str], kb: Knowledge, words: _Words, known: set[str]) -> list[Reading]:

@@ -34,6 +34,10 @@ def human(value: Any, unit: str | None) -> str:
         return f"{value:.1f}".removesuffix(".0")
     if unit == "list" and isinstance(value, (list, tuple)):
         return ", ".join(str(v) for v in value)
+    if unit == "alternation" and isinstance(value, (list, tuple)):  # a grep -E pattern: A|B
+        return "|".join(str(v) for v in value)
+    if unit == "words" and isinstance(value, (list, tuple)):  # a shell word list: A B
+        return " ".join(str(v) for v in value)
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
