@@ -1134,3 +1134,16 @@ def test_the_setting_check_prints_the_variables_the_user_named():
                                   "--format", "json"]))
     check = next(f for f in unnamed["fixes"] if f["id"] == "confirm-setting-applied")
     assert "PYTORCH_CUDA_ALLOC_CONF|NCCL_GRAPH_REGISTER" in check["apply"]["shell"][0]
+
+
+@pytest.mark.parametrize("text", [
+    "RL training of a Llama3 model with slime runs fine for about 20 steps and then hits CUDA OOM in the training "
+    "phase. I use dynamic batch size with --max-tokens-per-gpu.",
+    "verl 开了动态 batch（use_dynamic_bsz），训练跑了几步之后 actor 更新时 OOM。",
+])
+def test_a_late_oom_with_a_token_budget_lowers_the_budget(text, kb):
+    """slime #1237: micro-batches packed up to a token budget meet their worst case late (longer RL responses):
+    the budget bounds the peak, and lowering it comes first; one sample as long as the budget is CP's case."""
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert "dynamic-batch" in flat["question.topics"] and "dynamic-batch-late-peak" in diag.fired_rules
+    assert diag.fixes[0].id == "reduce-micro-batch"
