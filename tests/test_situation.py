@@ -1147,3 +1147,12 @@ def test_a_late_oom_with_a_token_budget_lowers_the_budget(text, kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
     assert "dynamic-batch" in flat["question.topics"] and "dynamic-batch-late-peak" in diag.fired_rules
     assert diag.fixes[0].id == "reduce-micro-batch"
+
+
+@pytest.mark.parametrize("text", [
+    "这套配置之前一直能跑，换成基于 PyTorch 26.02 的新容器之后就 OOM 了，我们自己的配置一点没改。",
+    "This configuration is a regression for us (new nightly container): it now runs out of memory at init.",
+])
+def test_a_setup_that_ran_before_is_read_in_more_words(text, kb):
+    """Megatron-Bridge #2748 / #3597: 'ran all along before', 'is a regression for us' say the same setup worked."""
+    assert read_situation(_facts(question=parse_question(text, kb)), kb).worked_before
