@@ -46,6 +46,12 @@ _INLINE_FIRST = re.compile(r"(?i)(?<=\S)\s*(?:\bbut\s+|\band\s+)?"
 _LATER_STEP = re.compile(r"(?i)[`'\"”」]?\s*(?:是|作为|放在)\s*(?:第二步|下一步|其次)"
                          r"|[`'\"]?\s*(?:is|comes|as)\s+(?:the\s+)?(?:second|next|later)\s+step\b"
                          r"|[`'\"]?\s*comes\s+(?:second|later)\b")
+# right before a fix, in its clause: it is for later ("再考虑按序列分块算 logprob", "then consider X later")
+_LATER_BEFORE = re.compile(r"(?i)(?:再考虑|之后再|以后再|然后再考虑|\blater\s+consider|\bconsider\s+later)"
+                           r"[^，。；;,\n]{0,20}$")
+# a verb that takes the setting out, right before it ("直接去掉 --recompute-activations"): advice against it. Only
+# adjacent: the verb of another clause part ("关掉 NCCL 的注册（expandable_segments 打开时要求）") is not about it
+_REMOVED_BEFORE = re.compile(r"(?:去掉|删掉|关掉|拿掉)\s*[`'\"]?$")
 _AS_CAUSE_BEFORE = 24  # characters before a mention in which "caused by" still names it as the cause
 _KEPT_AFTER = 24  # characters after a mention in which "already on" / "保持不动" still speaks of it
 _SENTENCE_END = re.compile(r"[!?。！？\n]|[.;；](?=\s|$)")
@@ -93,6 +99,8 @@ class Grading:
     as_cause: CueSet = field(default_factory=lambda: CueSet([]))
     against_in_sentence: CueSet = field(default_factory=lambda: CueSet([]))
     addon: CueSet = field(default_factory=lambda: CueSet([]))
+    # whole labels that restate what was read ("情况：", "Situation:", "Read:"): what follows is the user's run
+    restating: frozenset[str] = frozenset()
 
     @classmethod
     def load(cls, path: Path = GRADING_FILE) -> Grading:
@@ -121,6 +129,8 @@ class Grading:
                 as_cause=CueSet.from_langs((data.get("as_cause") or {}).get("before")),
                 against_in_sentence=CueSet.from_langs(data.get("against_in_sentence")),
                 addon=CueSet.from_langs(data.get("addon")),
+                restating=frozenset(w.casefold() for words in (data.get("restating_labels") or {}).values()
+                                    for w in words),
             )
         except (KeyError, TypeError) as exc:
             raise UserError(f"{path}: missing or malformed key {exc}") from None
@@ -306,6 +316,9 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
             if led and led[0] != "other":
                 kind, primary = led
             ident = olist()
+            # a numbered list at the top of an answer that no heading or lead files elsewhere is its plan
+            if tok.type == "ordered_list_open" and kind == "other" and not lists and not headings and not led:
+                kind = "recommend"
             if ident is None and tok.type == "ordered_list_open" and kind == "recommend":
                 ident, next_olist = next_olist, next_olist + 1
             lists.append((kind, ident, primary, addon or (lists[-1][3] if lists else False)))
@@ -364,6 +377,10 @@ _LABEL = re.compile(r"^\s*([^:：\n。！？!?，,\-–—]{1,40})(?:[:：]|\s+[
 _ADDON_HEAD = 24  # characters at the start of a paragraph in which an add-on cue speaks for all of it
 
 
+# a label alone on the first line of its paragraph ("Do first" then the action on the next line)
+_LINE_LABEL = re.compile(r"^\s*([^:：\n。！？!?，,]{1,24})\n")
+# a verification label that opens with "first" is an instruction to do first ("先确认...", "First confirm ...")
+_FIRST_ACTION = re.compile(r"(?i)^\s*[*_`]*\s*(?:先|首先|第一步|first\b)")
 _MAX_ACTION_LABEL = 24  # "Change first", "修法", "Step 1": short; a fix's title before a colon is not a label
 
 
@@ -373,9 +390,15 @@ def _label_kind(text: str, grading: Grading, section: str) -> tuple[str, bool] |
     A recommend label only promotes prose (an item under "Avoid" that starts "Change X: ..." stays avoided).
     """
     m = _LABEL.match(text)
-    if not m:
-        return None
+    if not m:  # "**Do first**" alone on the paragraph's first line
+        m = _LINE_LABEL.match(text)
+        if not m or grading.classify(m.group(1)) == "other":
+            return None
+    if m.group(1).strip(" *_`").casefold() in grading.restating:
+        return "neutral", False
     kind = grading.classify(m.group(1))
+    if kind == "neutral" and _FIRST_ACTION.match(m.group(1)):  # "先确认 ... 生效：" is the first thing to do
+        return "recommend", True
     if kind in ("avoid", "neutral", "cause"):
         return kind, False
     # "**Fix:** ..." after a "**Cause:** ..." paragraph is the answer's recommendation, not more of the cause
@@ -424,7 +447,7 @@ def _flattened_yaml(code: str) -> str:
 _STRENGTH = {"primary": 0, "list": 1, "recommend": 2, "code": 3, "other": 4}
 
 
-_OFF = {"false", "none", "null", "0", "off", "no", ""}
+_OFF = {"false", "none", "null", "0", "off", "no", "", "[]"}  # an empty module list is off
 
 
 def _state(value: str) -> bool:
@@ -560,6 +583,15 @@ def _describes_run(text: str, start: int, end: int, current: Mapping[str, str]) 
     written = _options(value) or [(m.group(1).rsplit(".", 1)[-1].lower(), value)]
     options = {k: _norm_value(v) for v in current.values() for k, v in _options(v)}
     return all(current.get(k, options.get(k)) == _norm_value(v) for k, v in written)
+
+
+def _writes_otherwise(text: str, key: str, value: str) -> bool:
+    """``text`` writes ``key`` only with values other than the fix's (a block that sets recompute_granularity:
+    selective is not full recompute, whatever its activation_checkpointing switch says)."""
+    code = re.sub(r"#[^\n]*", "", text)  # a comment names settings, it does not write them
+    written = [_norm_value(m.group(2)) for m in _SETTING.finditer(code)  # key=value / key: value only
+               if m.group(2) is not None and m.group(1).lstrip("-").rsplit(".", 1)[-1].lower().replace("-", "_") == key]
+    return bool(written) and value != UP and _number(value) is None and value not in written
 
 
 def _writes(text: str, key: str, value: str) -> bool:
@@ -714,10 +746,14 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
             if m.ident in settings and current and _moves_away(unit.text, m.start, m.end, settings[m.ident], current,
                                                                grading.flag_aliases):
                 continue  # writes the setting, but not the change this fix makes (TP 8 -> 4 is no TP increase)
-            against = negated(
+            said_not = negated(
                 unit.text, m.start, m.end, grading.negation_before, grading.negation_after, grading.negation_exceptions,
                 double=grading.negation_double,
-            ) or any(a <= m.start < b for a, b in replaced) or grading.against_later_in_sentence(unit.text, m.end) \
+            ) or (kind != "neutral" and bool(_REMOVED_BEFORE.search(unit.text, max(0, m.start - 12), m.start)))
+            if said_not and m.ident in switches and _turned_off(unit.text, m.start, m.end, switches[m.ident]):
+                continue  # "don't write recompute_modules = []": against turning it off, i.e. keep it
+            against = said_not or any(a <= m.start < b for a, b in replaced) \
+                or grading.against_later_in_sentence(unit.text, m.end) \
                 or m.start < against_until.get(m.ident, -1) \
                 or (instructs and m.ident in switches and _turned_off(unit.text, m.start, m.end, switches[m.ident])
                     # a companion written off beside the fix's own setting written on is part of the fix
@@ -726,6 +762,8 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
             if not against and kind != "avoid" and (grading.kept(unit.text, m.start, m.end)
                                                     or grading.named_as_cause(unit.text, m.start)):
                 continue  # kept as it is, or named as what caused the OOM: neither advice for nor against
+            if not against and unit.code and m.ident in settings and _writes_otherwise(unit.text, *settings[m.ident]):
+                continue  # the block sets this fix's own key to another fix's value
             if not against and unit.code and current and (
                     m.ident in kept_ids and _line_restates(unit.text, m.start, current)
                     or _restated(unit.text, m.start, m.end, current, grading.flag_aliases)):
@@ -753,7 +791,8 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
                     # NCCL_GRAPH_REGISTER=0 the expandable segments can actually be remapped")
                     continue
                 # a mention said to be the next step ranks after every other recommendation
-                later = len(_STRENGTH) if _LATER_STEP.match(unit.text, m.end) else 0
+                later = len(_STRENGTH) if (_LATER_STEP.match(unit.text, m.end)
+                                           or _LATER_BEFORE.search(unit.text, max(0, m.start - 24), m.start)) else 0
                 recommended.append((_STRENGTH[place] + later, order, m.ident, unit.code))
                 places[order] = place
         for m in causes.find(unit.text):

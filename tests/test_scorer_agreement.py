@@ -39,7 +39,11 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # action, a table's verdict column, a fix named again in the sentence that argued against it, "is the next step",
 # and these agents' spellings): the whole set reads 97.9 % / 94.1 % / 96.6 % (o-q: 95.2-100 % verdict); writers
 # o-q are development data now, and the next unseen batch is the measure.
-FLOORS = {"first_fix_verdict": 0.9791, "violations": 0.9659, "first_fix_id": 0.9409}
+# Writers s, t and u (66 answers by the same three kinds of agent, 36 in Chinese, the next unseen batch) came in
+# at 69.3 % verdict / 59.1 % id / 87.9 % violations on their first read (the whole set of 506 fell to 93.9 % /
+# 89.5 % / 95.5 %); learned (tests/test_scorer_writers_stu.py), the whole set reads the floors below and s-u
+# read 83.9 % / 81.8 % / 93.9 %: development data now, like every batch before them.
+FLOORS = {"first_fix_verdict": 0.9617, "violations": 0.9625, "first_fix_id": 0.9269}
 
 
 @pytest.fixture(scope="module")
