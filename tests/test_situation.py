@@ -1156,3 +1156,18 @@ def test_a_late_oom_with_a_token_budget_lowers_the_budget(text, kb):
 def test_a_setup_that_ran_before_is_read_in_more_words(text, kb):
     """Megatron-Bridge #2748 / #3597: 'ran all along before', 'is a regression for us' say the same setup worked."""
     assert read_situation(_facts(question=parse_question(text, kb)), kb).worked_before
+
+
+def test_ray_killing_for_host_memory_while_the_gpu_is_fine_is_the_host(kb):
+    """vime #191: 'GPU memory reported no error', Ray's OutOfMemoryError and the node's host_used_GB: host RAM
+    ran out (an engine's CPU backup of its weights at each release), whatever the exception's class name says."""
+    text = ("GPU 显存没报错，但跑到第 13 步左右 Ray 报 ray.exceptions.OutOfMemoryError 把进程杀了，"
+            "监控里节点 host_used_GB 峰值到了 841/882 GB。主机内存是被什么吃掉的？")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.process"] == "host" and diag.causes[0].id == "host-oom"
+
+
+def test_host_memory_that_steps_up_with_each_save_grows(kb):
+    """verl #365: memory that rises a notch at every save_freq grows across steps: measure per step first."""
+    text = "主机内存利用率随着 save_freq 一截一截往上涨，到最后就 OOM 了，是为什么呀？"
+    assert read_situation(_facts(question=parse_question(text, kb)), kb).trend.value == "grows"

@@ -1065,7 +1065,7 @@ def _process_from_words(clauses: list[str], said: list[str], words: _Words, gpu_
             return Reading("host", [Clue(f"\u201c{host}\u201d", "words")])
     if reading is None or reading.value != "host":
         return reading
-    if any(_says_gpu_failed(c, words) for c in clauses):
+    if not gpu_fine and any(_says_gpu_failed(c, words) for c in clauses):  # unless the GPU is said to be fine
         return None
     # host memory only asked about ("is it GPU or host memory that ran out?") says neither ran out (``said``: the
     # clauses that do not ask)
