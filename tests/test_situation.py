@@ -1171,3 +1171,21 @@ def test_host_memory_that_steps_up_with_each_save_grows(kb):
     """verl #365: memory that rises a notch at every save_freq grows across steps: measure per step first."""
     text = "主机内存利用率随着 save_freq 一截一截往上涨，到最后就 OOM 了，是为什么呀？"
     assert read_situation(_facts(question=parse_question(text, kb)), kb).trend.value == "grows"
+
+
+def test_a_chinese_question_split_by_a_comma_still_only_asks(kb):
+    """ltp-megatron-lm #28: 'shi bu shi ... pinned memory bugou, bei OOM le?' asks whether it ran out in both
+    halves: a hang at a save with nothing that says memory ran out is checked first, not the save's memory."""
+    text = ("训练正常，但一到保存 dist checkpoint 就卡住不动了，保存用的子进程好像直接挂掉了。"
+            "是不是保存时 host 内存 / pinned memory 不够，被 OOM 了？")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert not flat["situation.oom_said"] and diag.causes[0].id == "not-an-oom"
+
+
+def test_memory_that_rises_with_every_save_is_growth_not_the_saves_peak(kb):
+    """ltp-megatron-lm #40: a notch more after each save that never comes back is kept across saves: measure it per
+    save first; the save's own transient is not what fills the GPU."""
+    text = ("每保存一次 checkpoint，显存占用就往上涨一截，保存完也不回落，多存几次之后就可能 OOM。"
+            "训练本身的 step 是稳定的。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.grows_per_step"] and diag.fixes[0].id == "track-memory-per-step"

@@ -173,7 +173,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     clauses = _clauses(text)
     sit = Situation()
     stated = stated or Stated()
-    said = [c for c in clauses if not _asks(c, words)]  # what the user says, without the clauses that ask
+    said = [c for c in clauses if c not in _asking_clauses(text, words)]  # what the user says, not what it asks
 
     sit.failed, sit.failed_bytes = _failed(facts, table, kb)
     sit.failed_batch = _batch_of(sit.failed)
@@ -240,7 +240,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.oom_asked = ("oom" in facts.question.topics and not sit.oom_said and not sit.gpu_memory_failed
                      and not facts.log.has_memory_failure and not facts.log.host_oom)
     sit.grows_per_step = sit.trend is not None and sit.trend.value == "grows" and (
-        sit.trend.source == "log" or any(words.per_step.search(c) for c in clauses
+        sit.trend.source == "log" or any(words.per_step.search(c) for c in sentences  # "every save, it rises a notch"
                                          if any(v == "grows" for v, _ in _hits("trends", c, words))))
     sit.call_path = _call_path(facts, log_text) or _said_call_path(text)
     if sit.failed is None and not facts.log.frames and sit.call_path:  # a pasted trace the parser could not read
@@ -1094,6 +1094,21 @@ def _asks(clause: str, words: _Words) -> bool:
             said = said[len(lead):]
             break
     return said.startswith(words.asking_start) or said.rstrip().endswith(words.asking_end)
+
+
+def _asking_clauses(text: str, words: _Words) -> set[str]:
+    """The clauses that ask: each that asks by itself, and every clause of a question that opens by asking and
+    ends in a question mark ("shi bu shi baocun shi host neicun bugou, bei OOM le?": both halves ask)."""
+    asking = {c for c in _clauses(text) if _asks(c, words)}
+    for question in _QUESTION.findall(text):
+        parts = _clauses(question)
+        if parts and _asks(parts[0].rstrip("?？") + " ", words):
+            asking.update(parts)
+    return asking
+
+
+# a sentence that ends in a question mark
+_QUESTION = re.compile(r"[^。！？!?.\n]*[?？]")
 
 
 def _says_gpu_failed(clause: str, words: _Words) -> bool:
