@@ -585,19 +585,24 @@ def _describes_run(text: str, start: int, end: int, current: Mapping[str, str]) 
     return all(current.get(k, options.get(k)) == _norm_value(v) for k, v in written)
 
 
+def _key(name: str) -> str:
+    """A setting's name as fixes compare it: the last dotted part, lower-case, '-' as '_' (--recompute-method)."""
+    return name.lstrip("-").rsplit(".", 1)[-1].lower().replace("-", "_")
+
+
 def _writes_otherwise(text: str, key: str, value: str) -> bool:
     """``text`` writes ``key`` only with values other than the fix's (a block that sets recompute_granularity:
     selective is not full recompute, whatever its activation_checkpointing switch says)."""
     code = re.sub(r"#[^\n]*", "", text)  # a comment names settings, it does not write them
     written = [_norm_value(m.group(2)) for m in _SETTING.finditer(code)  # key=value / key: value only
-               if m.group(2) is not None and m.group(1).lstrip("-").rsplit(".", 1)[-1].lower().replace("-", "_") == key]
+               if m.group(2) is not None and _key(m.group(1)) == key]
     return bool(written) and value != UP and _number(value) is None and value not in written
 
 
 def _writes(text: str, key: str, value: str) -> bool:
     """``text`` writes ``key`` with the fix's ``value`` somewhere (any value that moves it, for a number)."""
     for m in _SETTING.finditer(text):
-        if m.group(1).lstrip("-").rsplit(".", 1)[-1].lower().replace("-", "_") != key:
+        if _key(m.group(1)) != key:
             continue
         written = _norm_value(m.group(2) if m.group(2) is not None else m.group(3))
         if written == value or (value == UP or _number(value) is not None) and _number(written):
@@ -630,7 +635,7 @@ def _settings_at(text: str, start: int, end: int, options: bool = True) -> Itera
     """
     for m in _SETTING.finditer(text, max(0, start - 2), min(len(text), end + 40)):
         if m.start() <= end and m.end() >= start:
-            key = m.group(1).lstrip("-").rsplit(".", 1)[-1].lower().replace("-", "_")
+            key = _key(m.group(1))
             value = m.group(2) if m.group(2) is not None else m.group(3)
             yield key, value
             if options:

@@ -173,7 +173,8 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     clauses = _clauses(text)
     sit = Situation()
     stated = stated or Stated()
-    said = [c for c in clauses if c not in _asking_clauses(text, words)]  # what the user says, not what it asks
+    asking = _asking_clauses(text, words)
+    said = [c for c in clauses if c not in asking]  # what the user says, without the clauses that ask
 
     sit.failed, sit.failed_bytes = _failed(facts, table, kb)
     sit.failed_batch = _batch_of(sit.failed)
@@ -1224,7 +1225,7 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
 
 
 # a setting as people write it: an environment variable, a --flag or a key=value
-_SETTING_TOKEN = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b|" + _FLAG.pattern)
+_SETTING_TOKEN = re.compile(_ENV_NAME.pattern + "|" + _FLAG.pattern)
 # an error's own hint at a debugging setting ("run with NCCL_DEBUG=INFO for details", "consider passing
 # CUDA_LAUNCH_BLOCKING=1"): boilerplate of the library that raised it, not a setting the run depends on
 _SETTING_HINT = re.compile(
