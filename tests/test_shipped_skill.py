@@ -163,6 +163,15 @@ def test_no_shipped_line_hides_text_behind_a_long_run_of_blanks():
     assert not deep, deep
 
 
+
+def test_the_helper_source_is_ascii():
+    """SkillSpector scans a file holding any non-ASCII character twice (raw and Unicode-normalised), which made
+    situation.py (five CJK punctuation marks) cost 2.5x its size in the scan's 60 s budget: write them as escapes
+    and keep Chinese words in knowledge/zh."""
+    wide = [f"{path.relative_to(SKILL)}:{n}" for path in _modules()
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if not line.isascii()]
+    assert not wide, wide
+
 # SkillSpector's reference resolver reads these in SKILL.md as local paths: a backticked or quoted name with a dot
 # and a short extension, and a bare word with a '/' in it.  One that names no file in the skill leaves the scan
 # 'partial' (not complete), so prose must not look like a path ("load or convert", not "load/convert").

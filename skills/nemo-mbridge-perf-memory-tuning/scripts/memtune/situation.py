@@ -1103,13 +1103,15 @@ def _asking_clauses(text: str, words: _Words) -> set[str]:
     asking = {c for c in _clauses(text) if _asks(c, words)}
     for question in _QUESTION.findall(text):
         parts = _clauses(question)
-        if parts and _asks(parts[0].rstrip("?？") + " ", words):
+        if parts and _asks(parts[0].rstrip(_QUESTION_MARKS) + " ", words):
             asking.update(parts)
     return asking
 
 
-# a sentence that ends in a question mark
-_QUESTION = re.compile(r"[^。！？!?.\n]*[?？]")
+# ASCII escapes keep this source ASCII (a scanner reads a non-ASCII file twice: raw and normalised)
+_QUESTION_MARKS = "?\uff1f"  # ASCII and full-width
+# a sentence that ends in a question mark (a full stop or exclamation mark, ASCII or CJK, ends a sentence before it)
+_QUESTION = re.compile("[^\u3002\uff01\uff1f!?.\n]*[?\uff1f]")
 
 
 def _says_gpu_failed(clause: str, words: _Words) -> bool:
