@@ -262,6 +262,9 @@ def test_question_empty_is_not_provided(vkb):
     ("CUDA graphs use too much memory", "cuda-graphs"), ("fp8 mxfp8 training", "fp8"),
     ("process killed by the OOM killer, exit code 137", "host-memory"), ("optimizer cpu offload", "offload"),
     ("another process holds 20 GB", "foreign-process"), ("32K long context", "long-context"),
+    # asking to lower a peak asks for room, as "save memory" does (verl: "Can that peak be lowered ...?")
+    ("Can that peak be lowered without changing the batch?", "headroom"),
+    ("how do I reduce the memory peak", "headroom"), ("唤醒时的显存峰值能不能降低一点", "headroom"),
 ])
 def test_question_topics(text, topic, vkb):
     assert topic in parse_question(text, vkb).topics
