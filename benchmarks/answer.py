@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 from markdown_it import MarkdownIt
 from memtune.errors import UserError
-from memtune.recognize import CueSet, Recognizer
+from memtune.recognize import CueSet, Recognizer, phrase_regex
 
 from . import yamlio
 
@@ -34,24 +34,6 @@ KINDS = ("avoid", "neutral", "recommend", "cause")  # heading classification ord
 # A colon ends a clause only for causes: "Avoid: X" negates X, but "not fragmentation: the logits" does not
 # negate the logits.
 _CLAUSE_END = re.compile(r"[;!?。；！？，\n]|[.,](?=\s|$)")
-# a heading that says to do it first even when it opens with a verification verb ("Confirm ... (do this first)")
-_DO_FIRST = re.compile(r"(?i)\bdo\s+(?:this|it)\s+first\b|\bfirst\s+step\b|先做这一?步|第一步")
-# a "do this first" label inside a paragraph, after what the answer mentioned before it; in Chinese a sentence that
-# opens with xian ba / xian jiang ("降 X 是第二步。先把 Y 打开：") says the same of what follows
-_INLINE_FIRST = re.compile(r"(?i)(?<=\S)\s*(?:\bbut\s+|\band\s+)?"
-                           r"\b(?:do\s+(?:this\s+)?first|check\s+first|first\s+step)\s*[:：]"
-                           r"|(?<=\S)\s*(?:但|不过)?(?:先做|先查|第一步)\s*[:：]"
-                           r"|(?<=[。；！？])\s*先(?=把|将)")
-# right after a fix: it is the next step, not the first ("降 gpu_memory_utilization 是第二步", "X comes second")
-_LATER_STEP = re.compile(r"(?i)[`'\"”」]?\s*(?:是|作为|放在)\s*(?:第二步|下一步|其次)"
-                         r"|[`'\"]?\s*(?:is|comes|as)\s+(?:the\s+)?(?:second|next|later)\s+step\b"
-                         r"|[`'\"]?\s*comes\s+(?:second|later)\b")
-# right before a fix, in its clause: it is for later ("再考虑按序列分块算 logprob", "then consider X later")
-_LATER_BEFORE = re.compile(r"(?i)(?:再考虑|之后再|以后再|然后再考虑|\blater\s+consider|\bconsider\s+later)"
-                           r"[^，。；;,\n]{0,20}$")
-# a verb that takes the setting out, right before it ("直接去掉 --recompute-activations"): advice against it. Only
-# adjacent: the verb of another clause part ("关掉 NCCL 的注册（expandable_segments 打开时要求）") is not about it
-_REMOVED_BEFORE = re.compile(r"(?:去掉|删掉|关掉|拿掉)\s*[`'\"]?$")
 _AS_CAUSE_BEFORE = 24  # characters before a mention in which "caused by" still names it as the cause
 _KEPT_AFTER = 24  # characters after a mention in which "already on" / "保持不动" still speaks of it
 _SENTENCE_END = re.compile(r"[!?。！？\n]|[.;；](?=\s|$)")
@@ -75,6 +57,44 @@ class Answer:
     @property
     def top_cause(self) -> str | None:
         return self.causes[0] if self.causes else None
+
+
+def _words(spec: Mapping[str, list[str]] | None) -> str:
+    """One alternation of a cue list (both languages, longest first); an English phrase ends at a word end, so
+    'first' is not 'firstly'."""
+    phrases = sorted({p for p in [*((spec or {}).get("en") or []), *((spec or {}).get("zh") or [])] if p.strip()},
+                     key=len, reverse=True)
+    return "|".join(phrase_regex(p) + (r"(?![A-Za-z0-9])" if p[-1].isascii() and p[-1].isalnum() else "")
+                    for p in phrases) or r"(?!)"
+
+
+@dataclass(frozen=True)
+class OrderCues:
+    """grading.yaml `order`: the words that place a mention first or later in the plan, in the positions they are
+    read (a heading, a label's start, inside a paragraph, right after or before the mention)."""
+
+    do_first: re.Pattern[str]  # searched in a heading
+    first_action: re.Pattern[str]  # matched at a label's start
+    inline_first: re.Pattern[str]  # searched in a paragraph: what follows its end is the first thing to do
+    later_after: re.Pattern[str]  # matched right after a mention
+    later_before: re.Pattern[str]  # searched in the characters right before a mention, to the clause's end
+    removed_before: re.Pattern[str]  # searched in the characters right before a mention, ending there
+
+    @classmethod
+    def build(cls, order: Mapping[str, Any]) -> OrderCues:
+        def rx(pattern: str) -> re.Pattern[str]:
+            return re.compile(pattern, re.IGNORECASE)
+
+        return cls(
+            do_first=rx(_words(order.get("do_first"))),
+            first_action=rx(rf"^\s*[*_`]*\s*(?:{_words(order.get('first_action'))})"),
+            # "..., but do first:" / "但先查：" after some text; or a Chinese sentence opening "先把 ..."
+            inline_first=rx(rf"(?<=\S)\s*(?:\bbut\s+|\band\s+|但|不过)?(?:{_words(order.get('inline_first'))})\s*[:：]"
+                            rf"|(?<=[。；！？])\s*(?:{_words(order.get('sentence_first'))})"),
+            later_after=rx(rf"[`'\"”」]?\s*(?:{_words(order.get('later_after'))})"),
+            later_before=rx(rf"(?:{_words(order.get('later_before'))})[^，。；;,\n]{{0,20}}$"),
+            removed_before=rx(rf"(?:{_words(order.get('removed_before'))})\s*[`'\"]?$"),
+        )
 
 
 @dataclass(frozen=True)
@@ -101,6 +121,8 @@ class Grading:
     addon: CueSet = field(default_factory=lambda: CueSet([]))
     # whole labels that restate what was read ("情况：", "Situation:", "Read:"): what follows is the user's run
     restating: frozenset[str] = frozenset()
+    # where a mention stands in the plan (grading.yaml `order`), compiled by _order_patterns
+    order: OrderCues = field(default_factory=lambda: OrderCues.build({}))
 
     @classmethod
     def load(cls, path: Path = GRADING_FILE) -> Grading:
@@ -131,6 +153,7 @@ class Grading:
                 addon=CueSet.from_langs(data.get("addon")),
                 restating=frozenset(w.casefold() for words in (data.get("restating_labels") or {}).values()
                                     for w in words),
+                order=OrderCues.build(data.get("order") or {}),
             )
         except (KeyError, TypeError) as exc:
             raise UserError(f"{path}: missing or malformed key {exc}") from None
@@ -303,7 +326,8 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
             head = label.group(1) if label else text
             kind = grading.classify(head)
             primary = bool(grading.is_primary(head))
-            if kind == "neutral" and _DO_FIRST.search(head):  # "1. Confirm what the ranks see (do this first)"
+            # "1. Confirm what the ranks see (do this first)"
+            if kind == "neutral" and grading.order.do_first.search(head):
                 kind, primary = "recommend", True
             if kind == "other" and headings:
                 kind, primary = headings[-1][1], headings[-1][2]
@@ -379,8 +403,6 @@ _ADDON_HEAD = 24  # characters at the start of a paragraph in which an add-on cu
 
 # a label alone on the first line of its paragraph ("Do first" then the action on the next line)
 _LINE_LABEL = re.compile(r"^\s*([^:：\n。！？!?，,]{1,24})\n")
-# a verification label that opens with "first" is an instruction to do first ("先确认...", "First confirm ...")
-_FIRST_ACTION = re.compile(r"(?i)^\s*[*_`]*\s*(?:先|首先|第一步|first\b)")
 _MAX_ACTION_LABEL = 24  # "Change first", "修法", "Step 1": short; a fix's title before a colon is not a label
 
 
@@ -397,7 +419,7 @@ def _label_kind(text: str, grading: Grading, section: str) -> tuple[str, bool] |
     if m.group(1).strip(" *_`").casefold() in grading.restating:
         return "neutral", False
     kind = grading.classify(m.group(1))
-    if kind == "neutral" and _FIRST_ACTION.match(m.group(1)):  # "先确认 ... 生效：" is the first thing to do
+    if kind == "neutral" and grading.order.first_action.match(m.group(1)):  # "先确认 ... 生效：" comes first
         return "recommend", True
     if kind in ("avoid", "neutral", "cause"):
         return kind, False
@@ -719,6 +741,7 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
     argued_against: set[str] = set()  # named in a clause that argues against it (not merely under "Avoid")
     cause_hits: list[tuple[int, int, str]] = []  # (preference, order, id)
     order = 0
+    cues = grading.order  # the words that place a mention first or later
     units = _units(markdown, grading)
     # what the answer says to keep as it is ("保留 expandable segments，启动前加一行：") and the run already has: a
     # command block that writes it again beside the new line keeps it too, it does not recommend it
@@ -741,7 +764,7 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
         # ("with use_distributed_optimizer: false, each GPU holds ...") it describes the run as it is
         instructs = unit.code or kind == "recommend" or primary
         # "The fix will most likely be chunking, but do first: confirm ..." - a label inside the paragraph
-        inline_first = None if unit.code or primary else _INLINE_FIRST.search(unit.text)
+        inline_first = None if unit.code or primary else cues.inline_first.search(unit.text)
         against_until: dict[str, int] = {}  # a fix argued against -> the end of that sentence
         for m in fixes.find(unit.text):
             order += 1
@@ -754,7 +777,7 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
             said_not = negated(
                 unit.text, m.start, m.end, grading.negation_before, grading.negation_after, grading.negation_exceptions,
                 double=grading.negation_double,
-            ) or (kind != "neutral" and bool(_REMOVED_BEFORE.search(unit.text, max(0, m.start - 12), m.start)))
+            ) or (kind != "neutral" and bool(cues.removed_before.search(unit.text, max(0, m.start - 12), m.start)))
             if said_not and m.ident in switches and _turned_off(unit.text, m.start, m.end, switches[m.ident]):
                 continue  # "don't write recompute_modules = []": against turning it off, i.e. keep it
             against = said_not or any(a <= m.start < b for a, b in replaced) \
@@ -796,8 +819,8 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
                     # NCCL_GRAPH_REGISTER=0 the expandable segments can actually be remapped")
                     continue
                 # a mention said to be the next step ranks after every other recommendation
-                later = len(_STRENGTH) if (_LATER_STEP.match(unit.text, m.end)
-                                           or _LATER_BEFORE.search(unit.text, max(0, m.start - 24), m.start)) else 0
+                later = len(_STRENGTH) if (cues.later_after.match(unit.text, m.end)
+                                           or cues.later_before.search(unit.text, max(0, m.start - 24), m.start)) else 0
                 recommended.append((_STRENGTH[place] + later, order, m.ident, unit.code))
                 places[order] = place
         for m in causes.find(unit.text):
