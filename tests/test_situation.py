@@ -1189,3 +1189,21 @@ def test_memory_that_rises_with_every_save_is_growth_not_the_saves_peak(kb):
             "训练本身的 step 是稳定的。")
     _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
     assert flat["situation.grows_per_step"] and diag.fixes[0].id == "track-memory-per-step"
+
+
+@pytest.mark.parametrize("error, phase", [
+    # a check's own message refuses the settings: a start-up refusal wherever it was raised
+    ("AssertionError: Gated delta net does not support context parallel for now, but got "
+     "self.context_parallel_size=4.", "config-validation"),
+    ("[rank0]: ValueError: CPU Offloading is enabled while it is not mentioned what to offload (weights/activations)",
+     "config-validation"),
+    ("NotImplementedError: FP8 is not supported with this attention backend", "config-validation"),
+    # a runtime error's words are no refusal of the configuration, nor is an exception that states no rule
+    ("RuntimeError: CUDA error: operation not supported", None),
+    ("ValueError: too many values to unpack (expected 2)", None),
+])
+def test_an_exception_that_states_a_rule_is_a_refused_configuration(error, phase, kb):
+    trace = 'Traceback (most recent call last):\n  File "train.py", line 3, in <module>\n    main()\n'
+    log = parse_log(f"{trace}{error}\n", kb)
+    sit = read_situation(_facts(log), kb)
+    assert (sit.phase.value if sit.phase else None) == phase

@@ -600,6 +600,11 @@ def _phase_from_log(facts: Facts, words: _Words, log_text: str | None) -> Readin
     by_script = words.script_phase(entry + _entry_scripts(log_text or ""))
     if by_script:
         return Reading(by_script[0], [Clue(f"the traceback starts in {by_script[1]}", "log")])
+    error = facts.log.first_error if facts.log.crash and not facts.log.has_memory_failure else None
+    refused = words.refused_phase(error.strip()) if error else None
+    if refused:
+        said = error.strip()[:ERROR_CHARS]
+        return Reading(refused, [Clue(f"the error states a rule the settings break: \u201c{said}\u201d", "log")])
     frames = facts.log.frames
     if frames:
         # the functions on the stack, and the code of the innermost line (the call that failed, in a cut excerpt);
@@ -784,6 +789,9 @@ class _Words:
     absent_after: tuple[str, ...]  # "isn't set", "is off": just after a setting
     absent_generic: tuple[tuple[str, re.Pattern[str]], ...]  # (fix, its words) for settings no recognizer maps alone
     configured: _Literals  # "already sets", "configured", shezhi le: the verb says a setting is named
+    # (phase, exception types, words): an exception of those types whose message states a rule the settings broke
+    # is that phase (a start-up check refusing the configuration), wherever in the program it was raised
+    refusals: tuple[tuple[str, frozenset[str], _Literals], ...] = ()
 
     @staticmethod
     def of(kb: Knowledge) -> _Words:
@@ -796,6 +804,15 @@ class _Words:
                 if any(part in script for part in parts):
                     return phase, f"{script}.py"
         return None
+
+    def refused_phase(self, error: str) -> str | None:
+        """The phase of a crash whose error line is a refusal: 'AssertionError: Gated delta net does not support
+        context parallel for now' is a configuration check, not a failure of the pass it was raised in."""
+        kind, sep, message = error.partition(":")
+        kind = kind.strip().rsplit(" ", 1)[-1].rsplit(".", 1)[-1]  # '[rank0]: ValueError' / 'builtins.ValueError'
+        if not sep or not message.strip():
+            return None
+        return next((phase for phase, types, said in self.refusals if kind in types and said.search(message)), None)
 
     def frame_phase(self, text: str, context: str | None = None) -> tuple[str, str] | None:
         """The most telling phase whose frame names ``text`` holds, unless ``context`` (default: the same text)
@@ -852,7 +869,9 @@ def _compile(kb: Knowledge) -> _Words:
                   _endings(_both(changes.get("absent_before")), latin_space=True),
                   _endings(_both(changes.get("absent_after"))),
                   tuple((g["id"], _word_rx(_both(g.get("words")))) for g in changes.get("absent_generic") or []),
-                  _Literals(_both(changes.get("configured"))))
+                  _Literals(_both(changes.get("configured"))),
+                  tuple((pid, frozenset(phases[pid]["refusal"]["types"]), _Literals(phases[pid]["refusal"]["words"]))
+                        for pid in order if (phases.get(pid) or {}).get("refusal")))
 
 
 def _word_rx(words: list[str]) -> re.Pattern[str]:
