@@ -114,6 +114,7 @@ class Grading:
     replacement: tuple[re.Pattern[str], ...] = ()
     flag_aliases: dict[str, str] = field(default_factory=dict)
     negation_double: CueSet = field(default_factory=lambda: CueSet([]))
+    negation_near: CueSet = field(default_factory=lambda: CueSet([]))
     kept_before: CueSet = field(default_factory=lambda: CueSet([]))
     kept_after: CueSet = field(default_factory=lambda: CueSet([]))
     as_cause: CueSet = field(default_factory=lambda: CueSet([]))
@@ -146,6 +147,7 @@ class Grading:
                 replacement=tuple(_replacement_regex(r["head"], r["sep"]) for r in data.get("replacement") or []),
                 flag_aliases=dict(data.get("flag_aliases") or {}),
                 negation_double=CueSet.from_langs(neg.get("double")),
+                negation_near=CueSet.from_langs(neg.get("near")),
                 kept_before=CueSet.from_langs((data.get("kept") or {}).get("before")),
                 kept_after=CueSet.from_langs((data.get("kept") or {}).get("after")),
                 as_cause=CueSet.from_langs((data.get("as_cause") or {}).get("before")),
@@ -210,6 +212,9 @@ def _replacement_regex(head: str, sep: str) -> re.Pattern[str]:
     return re.compile(rf"{word(head)}(.{{1,120}}?){word(sep)}", re.IGNORECASE)
 
 
+_NEAR = 24  # characters after an "instead of" in which a mention is what it argues against
+
+
 def negated(
     text: str,
     start: int,
@@ -219,8 +224,11 @@ def negated(
     exceptions: CueSet | None = None,
     clause_end: re.Pattern[str] = _CLAUSE_END,
     double: CueSet | None = None,
+    near: CueSet | None = None,
 ) -> bool:
-    """True when the clause around ``text[start:end]`` argues against it."""
+    """True when the clause around ``text[start:end]`` argues against it.  A ``near`` cue ("instead of", "rather
+    than") argues only against what follows it closely: "size micro-batches by tokens instead of samples: `X` plus
+    `Y` with `Z`" argues against samples, not against X, Y or Z."""
     lo = max((m.end() for m in clause_end.finditer(text, 0, start)), default=0)
     nxt = clause_end.search(text, end)
     hi = nxt.start() if nxt else len(text)
@@ -229,6 +237,8 @@ def negated(
         for a, b in exceptions.spans(head):
             head = head[:a] + " " * (b - a) + head[b:]
     if before.search(head):
+        return True
+    if near and any(len(head) - b <= _NEAR for _, b in near.spans(head)):
         return True
     if after.search(text[end:hi]) and not (double and double.search(head)):
         return True
@@ -266,12 +276,22 @@ class _Unit:
     leads_code: bool = False  # the short paragraph ending in ':' that introduces a code block ("TP 从 1 提到 2：")
 
 
+_WRAPPED_LINE = 24  # a line longer than a label (_LINE_LABEL) that ends mid-sentence was wrapped, not ended
+
+
 def _inline_text(token: Any) -> str:
-    parts = []
+    """A paragraph's text.  A soft break inside a sentence is a space: writers wrap long lines ("调小 micro batch
+    或者开 / full recompute 都没用" is one clause); after a short line (a label) or a sentence's end it stays a line
+    break, which ends a clause."""
+    parts: list[str] = []
     for child in token.children or []:
         if child.type in ("text", "code_inline"):
             parts.append(child.content)
-        elif child.type in ("softbreak", "hardbreak"):
+        elif child.type == "softbreak":
+            line = "".join(parts).rsplit("\n", 1)[-1].rstrip()
+            wrapped = len(line) > _WRAPPED_LINE and not _SENTENCE_END.match(line[-1:] or ".")
+            parts.append(" " if wrapped else "\n")
+        elif child.type == "hardbreak":
             parts.append("\n")
     return "".join(parts) if parts else token.content
 
@@ -375,9 +395,41 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
                 units[-1].leads_code = True
             if led and led[0] != "other":
                 kind, primary = led
-            units.append(_Unit(tok.content, kind, olist(), primary, code=True,
+            units.append(_Unit(tok.content + _lowered(tok.content), kind, olist(), primary, code=True,
                                addon=led_by_addon() or bool(lists and lists[-1][3])))
     return units
+
+
+# a line of a diff or a command block that writes key=value / key: value / --flag value
+_WRITE = re.compile(r"^\s*([-+])?\s*(?:export\s+)?([A-Za-z_][\w.-]*)\s*(?:=|:|\s)\s*['\"]?(\d+(?:\.\d+)?)['\"]?"
+                    r"(?:\s*[,\\]?\s*(?:#|//)\s*(?:was|from|previously|before|default|原来|之前|原先|原本|默认)"
+                    r"\s*[:：=]?\s*(\d+(?:\.\d+)?))?")
+
+
+def _lowered(block: str) -> str:
+    """A block that lowers a number says so in words, for the fixes' recognizers ("lower the micro-batch"): a diff
+    that removes ``-ppo_micro_batch_size=64`` and adds ``+ppo_micro_batch_size_per_gpu=2``, or a line
+    ``gpu_memory_utilization=0.4  # was 0.6``.  Appended after the block's own text ("lower KEY"), so a mention's
+    place in the block is unchanged; a block that lowers nothing gets nothing."""
+    removed: dict[str, float] = {}
+    lowered: list[str] = []
+    for line in block.splitlines():
+        m = _WRITE.match(line)
+        if not m:
+            continue
+        sign, key, value, old = m.group(1), m.group(2), float(m.group(3)), m.group(4)
+        if old is not None and value < float(old):
+            lowered.append(key)
+        elif sign == "-":
+            removed[_stem(key)] = value
+        elif sign == "+" and _stem(key) in removed and value < removed[_stem(key)]:
+            lowered.append(key)
+    return "".join(f"\nlower {key}" for key in dict.fromkeys(lowered))
+
+
+def _stem(key: str) -> str:
+    """A key's last part without a per-GPU suffix (ppo_micro_batch_size -> ppo_micro_batch_size_per_gpu)."""
+    return _key(key).removesuffix("_per_gpu")
 
 
 _PRECONDITION = re.compile(r"(?i)^\s*(after|once)\b|(之后|以后|后)\s*$")
@@ -483,14 +535,18 @@ def fix_switches(fixes: list[Mapping[str, Any]]) -> dict[str, dict[str, bool]]:
     ``model.cpu_offloading=true`` -> {"cpu_offloading": True}; ``NCCL_NVLS_ENABLE=0`` -> {"nccl_nvls_enable":
     False}; a mode (``recompute_method=uniform``) counts as on.  An answer writing the opposite state
     (``model.cpu_offloading=false``, ``recompute_method=null``) turns the fix off: advice against it.
+    A config number (``dataset.num_workers=1``) is a level, not a switch: 0 workers is fewer still, not the fix
+    undone; only an environment variable's 0 / 1 is off / on.
     """
     out: dict[str, dict[str, bool]] = {}
     for fix in fixes:
         apply = fix.get("apply") or {}
-        for items in (apply.get("bridge_override") or [], apply.get("env") or []):
+        for items, numbers_switch in ((apply.get("bridge_override") or [], False), (apply.get("env") or [], True)):
             pairs = []
             for item in items:
                 key, sep, value = str(item).split("#", 1)[0].strip().lstrip("+").partition("=")
+                if sep and not numbers_switch and _number(value) is not None:
+                    continue
                 if sep and "," not in value and ":" not in value:
                     pairs.append((key.rsplit(".", 1)[-1].lower(), _state(value)))
                 elif sep:  # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True switches its options
@@ -776,7 +832,7 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
                 continue  # writes the setting, but not the change this fix makes (TP 8 -> 4 is no TP increase)
             said_not = negated(
                 unit.text, m.start, m.end, grading.negation_before, grading.negation_after, grading.negation_exceptions,
-                double=grading.negation_double,
+                double=grading.negation_double, near=grading.negation_near,
             ) or (kind != "neutral" and bool(cues.removed_before.search(unit.text, max(0, m.start - 12), m.start)))
             if said_not and m.ident in switches and _turned_off(unit.text, m.start, m.end, switches[m.ident]):
                 continue  # "don't write recompute_modules = []": against turning it off, i.e. keep it
