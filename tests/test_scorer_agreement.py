@@ -43,7 +43,10 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # at 69.3 % verdict / 59.1 % id / 87.9 % violations on their first read (the whole set of 506 fell to 93.9 % /
 # 89.5 % / 95.5 %); learned (tests/test_scorer_writers_stu.py), the whole set reads the floors below and s-u
 # read 83.9 % / 81.8 % / 93.9 %: development data now, like every batch before them.
-FLOORS = {"first_fix_verdict": 0.9617, "violations": 0.9625, "first_fix_id": 0.9269}
+# Writer w (22 answers, a maintainer-style GitHub reply, 10 in Chinese; the first of the third unseen batch, v w x)
+# came in at 76.2 % / 68.2 % / 50.0 %; learned (tests/test_scorer_writers_vwx.py), w reads 100 % / 95.5 % / 95.5 %
+# and the whole set of 528 the floors below.
+FLOORS = {"first_fix_verdict": 0.9656, "violations": 0.9678, "first_fix_id": 0.9318}
 
 
 @pytest.fixture(scope="module")
