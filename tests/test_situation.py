@@ -1207,3 +1207,22 @@ def test_an_exception_that_states_a_rule_is_a_refused_configuration(error, phase
     log = parse_log(f"{trace}{error}\n", kb)
     sit = read_situation(_facts(log), kb)
     assert (sit.phase.value if sit.phase else None) == phase
+
+
+@pytest.mark.parametrize("text, ruled_out, kept", [
+    # NeMo-RL DeepScaleR: named only to be ruled out, weights and optimizer state are no topic and no component
+    ("The model is only 1.5B, so weights and optimizer state are small. It runs out of memory at 16k.",
+     "optimizer-state", "oom"),
+    ("模型只有 1.5B，权重和优化器状态都很小，16k 就爆显存了。", "optimizer-state", "oom"),
+])
+def test_what_the_user_says_is_small_is_not_what_failed(text, ruled_out, kept, kb):
+    q = parse_question(text, kb)
+    assert ruled_out not in q.topics and kept in q.topics
+    sit = read_situation(_facts(question=q), kb)
+    assert not {"weights", "optimizer"} & {r.value for r in sit.components}
+
+
+def test_a_clause_that_says_where_it_is_fine_still_reads(kb):
+    # "the other stages are fine" says where the memory runs out; it rules nothing out
+    text = "The last pipeline stage runs out of memory in the log-prob pass while the other stages are fine."
+    assert "pipeline-imbalance" in parse_question(text, kb).topics

@@ -82,7 +82,7 @@ def parse_question(text: str | None, kb: Knowledge) -> QuestionFacts:
         q.model_name = model["name"]
     else:
         q.model_size_b = (model or {}).get("size_b") or _model_size(text, vocab)
-    q.topics = _topics(text, vocab)
+    q.topics = _topics(_without_small(text, kb), vocab)
     q.memory_figures = _memory_figures(text, vocab, words)
     q.memory_bytes = _failure_figure(q.memory_figures, text, vocab)
     q.gpu_nominal_gb = next((f["nominal_gb"] for f in q.memory_figures if f.get("nominal_gb")), None)
@@ -351,6 +351,20 @@ def _model_size(text: str, vocab: Mapping[str, Any], trained_only: bool = False,
 def names_topic(text: str, kb: Knowledge, topic_id: str) -> bool:
     """Whether ``text`` (a clause of a question, read on its own) names one vocabulary topic."""
     return any(_names(text, topic) for topic in _vocab(kb).get("topics") or [] if topic["id"] == topic_id)
+
+
+# a clause: up to a sentence or clause mark (ASCII or CJK: \u3002 \uff0c \uff1b \uff01 \uff1f) or a line end
+_CLAUSE = re.compile(r"[^.,;!?\n\u3002\uff0c\uff1b\uff01\uff1f]+")
+
+
+def _without_small(text: str, kb: Any) -> str:
+    """The question without its clauses that say what they name is small ("so weights and optimizer state are
+    small", knowledge/situation.yaml small_words): a topic named only to be ruled out is not the question's."""
+    table = kb.tables.get("situation") or {}
+    small = [w.lower() for lang in (table.get("small_words") or {}).values() for w in lang or []]
+    if not small or not any(w in text.lower() for w in small):
+        return text
+    return _CLAUSE.sub(lambda m: " " if any(w in m.group().lower() for w in small) else m.group(), text)
 
 
 def _topics(text: str, vocab: Mapping[str, Any]) -> list[str]:
