@@ -1226,3 +1226,14 @@ def test_a_clause_that_says_where_it_is_fine_still_reads(kb):
     # "the other stages are fine" says where the memory runs out; it rules nothing out
     text = "The last pipeline stage runs out of memory in the log-prob pass while the other stages are fine."
     assert "pipeline-imbalance" in parse_question(text, kb).topics
+
+
+def test_a_choice_question_names_both_and_says_neither(kb):
+    # ColossalAI#2772: host RAM ran out ("爆内存", "oomkilled"); "这是显存不够还是内存不够？" asks which, it does not
+    # say the GPU's memory failed
+    text = "A100 24G，加载 opt6.7b 爆内存，进程直接 oomkilled。机器内存 80G。 这是显存不够还是内存不够？"
+    sit = read_situation(_facts(question=parse_question(text, kb)), kb)
+    assert sit.process is not None and sit.process.value == "host"
+    # "还是" alone is "still": the clause says it failed
+    still = read_situation(_facts(question=parse_question("开了重计算还是 OOM？", kb)), kb)
+    assert still.oom_said

@@ -790,6 +790,7 @@ class _Words:
     absent_generic: tuple[tuple[str, re.Pattern[str]], ...]  # (fix, its words) for settings no recognizer maps alone
     configured: _Literals  # "already sets", "configured", shezhi le: the verb says a setting is named
     small: _Literals  # situation.yaml small_words: a clause that rules out what it names
+    alternative: _Literals  # situation.yaml asking.alternative: a choice question ("shi A haishi B?") asks throughout
     # (phase, exception types, words): an exception of those types whose message states a rule the settings broke
     # is that phase (a start-up check refusing the configuration), wherever in the program it was raised
     refusals: tuple[tuple[str, frozenset[str], _Literals], ...] = ()
@@ -872,6 +873,7 @@ def _compile(kb: Knowledge) -> _Words:
                   tuple((g["id"], _word_rx(_both(g.get("words")))) for g in changes.get("absent_generic") or []),
                   _Literals(_both(changes.get("configured"))),
                   _Literals(_both(table.get("small_words"))),
+                  _Literals(list((table.get("asking") or {}).get("alternative") or [])),
                   tuple((pid, frozenset(phases[pid]["refusal"]["types"]), _Literals(phases[pid]["refusal"]["words"]))
                         for pid in order if (phases.get(pid) or {}).get("refusal")))
 
@@ -1095,7 +1097,9 @@ def _process_from_words(clauses: list[str], said: list[str], words: _Words, gpu_
             return Reading("host", [Clue(f"\u201c{host}\u201d", "words")])
     if reading is None or reading.value != "host":
         return reading
-    if not gpu_fine and any(_says_gpu_failed(c, words) for c in clauses):  # unless the GPU is said to be fine
+    # unless the GPU is said to be fine; a clause that asks ("is it GPU memory or host memory that ran out?")
+    # says neither ran out
+    if not gpu_fine and any(_says_gpu_failed(c, words) for c in said):
         return None
     # host memory only asked about ("is it GPU or host memory that ran out?") says neither ran out (``said``: the
     # clauses that do not ask)
@@ -1132,7 +1136,7 @@ def _asking_clauses(text: str, words: _Words) -> set[str]:
     asking = {c for c in _clauses(text) if _asks(c, words)}
     for question in _QUESTION.findall(text):
         parts = _clauses(question)
-        if parts and _asks(parts[0].rstrip(_QUESTION_MARKS) + " ", words):
+        if parts and (_asks(parts[0].rstrip(_QUESTION_MARKS) + " ", words) or words.alternative.search(question)):
             asking.update(parts)
     return asking
 
