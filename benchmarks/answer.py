@@ -633,6 +633,20 @@ def _line_restates(text: str, start: int, current: Mapping[str, str]) -> bool:
     return bool(pairs) and all(current.get(k) == v for k, v in pairs)
 
 
+# a line that prints or logs what it names (print(...), echo, logger.info(...)) inspects a setting
+_INSPECTING = re.compile(r"\b(?:print|echo|printf|logger\.\w+|logging\.\w+)\s*\(?")
+
+
+def _inspects(text: str, start: int) -> bool:
+    """The mention at ``start`` sits in a print / log / echo call (an echo on its line, a call whose parenthesis is
+    still open where it spans lines): the block checks the setting."""
+    lo = text.rfind("\n", 0, start) + 1
+    if any(not m.group().endswith("(") for m in _INSPECTING.finditer(text, lo, start)):
+        return True  # echo / printf without parentheses, on the mention's line
+    opened = [m.end() for m in _INSPECTING.finditer(text, 0, start) if m.group().endswith("(")]
+    return bool(opened) and text.count("(", opened[-1], start) + 1 > text.count(")", opened[-1], start)
+
+
 _COMMAND_BEFORE = re.compile(r"(?:\bexport|\bsetenv|\benv|-E|--env)\s+$")
 
 
@@ -848,6 +862,8 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
                 continue  # kept as it is, or named as what caused the OOM: neither advice for nor against
             if not against and unit.code and m.ident in settings and _writes_otherwise(unit.text, *settings[m.ident]):
                 continue  # the block sets this fix's own key to another fix's value
+            if unit.code and _inspects(unit.text, m.start):
+                continue  # print("cpu_offloading =", cfg.model.cpu_offloading): reads the setting, does not write it
             if not against and unit.code and current and (
                     m.ident in kept_ids and _line_restates(unit.text, m.start, current)
                     or _restated(unit.text, m.start, m.end, current, grading.flag_aliases)):

@@ -45,8 +45,9 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # read 83.9 % / 81.8 % / 93.9 %: development data now, like every batch before them.
 # Writer w (22 answers, a maintainer-style GitHub reply, 10 in Chinese; the first of the third unseen batch, v w x)
 # came in at 76.2 % / 68.2 % / 50.0 %; learned (tests/test_scorer_writers_vwx.py), w reads 100 % / 95.5 % / 95.5 %
-# and the whole set of 528 the floors below.
-FLOORS = {"first_fix_verdict": 0.9656, "violations": 0.9678, "first_fix_id": 0.9318}
+# and the whole set of 528 read 96.6 % / 93.2 % / 96.8 %.  Writer v (22, a Chinese-first CLI agent, 15 in Chinese)
+# came in at 77.3 % / 77.3 % / 77.3 %; learned, v reads 86.4 % on all three and the whole set of 550 the floors below.
+FLOORS = {"first_fix_verdict": 0.9630, "violations": 0.9636, "first_fix_id": 0.9291}
 
 
 @pytest.fixture(scope="module")

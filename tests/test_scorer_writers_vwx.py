@@ -112,3 +112,26 @@ def test_the_state_of_a_setting_is_not_advice(scorer):
 ])
 def test_spellings(scorer, text, fix, expected):
     assert (fix in scorer.read_markdown(text).recommended) is expected
+
+
+def test_a_print_line_inspects_the_settings_it_names(scorer):
+    # v-022: printing the built config is a check, not a write of cpu_offloading or of the pipeline size
+    text = ("**先做**：在脚本构建完 config、调用 `pretrain(...)` 之前加一行：\n```python\n"
+            'print("cpu_offloading =", cfg.model.cpu_offloading,\n'
+            '      "pp =", cfg.model.pipeline_model_parallel_size, flush=True)\n```\n')
+    answer = scorer.read_markdown(text)
+    assert not {"activation-cpu-offload", "increase-pp"} & set(answer.recommended + answer.avoided)
+
+
+@pytest.mark.parametrize("text, fix, recommended", [
+    # v-007: "不用加卡" is advice against; OpenRLHF's micro-batch keys set to 1
+    ("32 卡能跑，64G 的卡也行，不用加卡。", "add-gpus", False),
+    ("把 `--micro_train_batch_size 1`、`--micro_rollout_batch_size 1` 先降下来，再开 `--gradient_checkpointing`。",
+     "reduce-micro-batch", True),
+    # v-020: "won't either" closes the list it ends
+    ("Cut the micro-batch? Not needed. More TP or optimizer offload won't either.", "optimizer-cpu-offload", False),
+    # v-021: the trainer side's states all offloaded
+    ("**先做**：生成之前把训练侧的权重、梯度和优化器状态全部 offload：", "offload-trainer-states", True),
+])
+def test_spellings_of_batch_v(scorer, text, fix, recommended):
+    assert (fix in scorer.read_markdown(text).recommended) is recommended
