@@ -1237,3 +1237,11 @@ def test_a_choice_question_names_both_and_says_neither(kb):
     # "还是" alone is "still": the clause says it failed
     still = read_situation(_facts(question=parse_question("开了重计算还是 OOM？", kb)), kb)
     assert still.oom_said
+
+
+def test_the_same_script_on_two_branches_is_the_stack_changing(kb):
+    # Megatron-LM#4069 (s48): two release branches named, the script unchanged
+    text = ("同一个训练脚本，分别在 core_v0.14.0 和 core_v0.16.0 分支上跑，v0.16.0 的显存占用比 v0.14.0 多了三分之一。"
+            "脚本没改，只换了分支。")
+    sit = read_situation(_facts(question=parse_question(text, kb)), kb)
+    assert sit.worked_before and "stack" in {r.value for r in sit.changed}
