@@ -6,22 +6,7 @@ the test), with a boundary case beside it so that the reading cannot pass by ign
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.score import Scorer  # noqa: E402
-
 NONE: dict = {"env": {}}
-
-
-@pytest.fixture(scope="module")
-def scorer() -> Scorer:
-    return Scorer.from_kb()
 
 
 def test_a_zh_cue_after_the_setting_says_it_cannot_help(scorer):

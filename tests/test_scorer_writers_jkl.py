@@ -8,22 +8,9 @@ classes are about what the knowledge base recognises as well as how an answer is
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.score import Scorer  # noqa: E402
-
 EXPANDABLE_ON = {"env": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}}
-
-
-@pytest.fixture(scope="module")
-def scorer() -> Scorer:
-    return Scorer.from_kb()
 
 
 # -- a setting the run already has is not a new recommendation -------------------------------------------------

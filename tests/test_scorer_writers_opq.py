@@ -8,20 +8,7 @@ against it; a fix said to be the next step; and fixes spelled the way these agen
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.score import Scorer  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def scorer() -> Scorer:
-    return Scorer.from_kb()
 
 
 def test_a_heading_with_a_label_is_that_section_and_its_first_action(scorer):

@@ -8,20 +8,7 @@ verb that takes a setting out; a label alone on its line or one that says to ver
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.score import Scorer  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def scorer() -> Scorer:
-    return Scorer.from_kb()
 
 
 def test_a_numbered_list_at_the_top_of_an_answer_is_its_plan(scorer):

@@ -9,20 +9,7 @@ state described ("开着 X 时"); and spellings of adding nodes and of checking 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.score import Scorer  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def scorer() -> Scorer:
-    return Scorer.from_kb()
 
 
 def test_a_config_number_written_lower_is_fewer_not_the_fix_turned_off(scorer):
