@@ -1245,3 +1245,16 @@ def test_the_same_script_on_two_branches_is_the_stack_changing(kb):
             "脚本没改，只换了分支。")
     sit = read_situation(_facts(question=parse_question(text, kb)), kb)
     assert sit.worked_before and "stack" in {r.value for r in sit.changed}
+
+
+def test_a_validation_oom_after_steps_that_fit_measures_before_and_during_it(kb):
+    # NeMo-Aligner#444 (s48): one training iteration ran, validation runs out; which rank failed first separates
+    # nothing there, memory before and during the pass does (a PP layout named is no rank in question)
+    from memtune.engine import _check_fix
+    from memtune.ledger import policy
+
+    pol = policy(kb)["candidates"]
+    flat = {"situation.failure_said": True, "situation.phase": "eval", "question.topics": ["oom", "pipeline-parallel"]}
+    assert _check_fix(pol, flat) == "track-memory-per-step"
+    assert _check_fix(pol, {**flat, "situation.where": "some-ranks"}) == "find-first-failing-rank"
+    assert _check_fix(pol, {**flat, "situation.phase": "forward"}) == "find-first-failing-rank"

@@ -619,6 +619,12 @@ def _check_fix(candidates: Mapping[str, Any], flat: Mapping[str, Any]) -> str | 
               or ((flat.get("situation.failure_said") or "oom" in topics) and "headroom" not in topics))
     ranks = flat.get("situation.where") or {"pipeline-imbalance", "single-rank", "pipeline-parallel"} & set(topics)
     quiet = candidates.get("check_fix_no_failure")
+    # a failure in a pass that runs between training steps that fit (validation): what separates the causes is the
+    # memory before and during that pass, not which rank failed first
+    between = candidates.get("check_fix_between_steps")
+    one_rank = flat.get("situation.where") or {"pipeline-imbalance", "single-rank"} & set(topics)  # PP alone is no rank
+    if between and failed and not one_rank and flat.get("situation.phase") in (candidates.get("between_steps") or ()):
+        return between
     return quiet if quiet and not failed and not ranks else candidates.get("check_fix")
 
 
