@@ -18,7 +18,7 @@ from functools import lru_cache, partial
 from typing import Any, NamedTuple
 
 from .facts import Facts
-from .inputs.question import names_topic
+from .inputs.question import names_topic, without_small
 from .knowledge import Knowledge
 
 GIB = 2**30
@@ -208,7 +208,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     if sit.process is None and sit.framework is not None and not no_rollout:
         sit.process = _default_process(sit.framework, table)
     sit.components = ([Reading(c, [Clue(f"--component {c}", "agent")]) for c in stated.component]
-                      or _all("components", [_unless_small(s, words) for s in _sentences(text)], words))
+                      or _all("components", _sentences(without_small(text, kb)), words))
     sentences = _sentences(text)
     changes = _changes(sentences, kb, words)
     sit.changed, sit.tried, sit.no_effect, sit.removed, sit.worked_with = changes
@@ -789,7 +789,6 @@ class _Words:
     absent_after: tuple[str, ...]  # "isn't set", "is off": just after a setting
     absent_generic: tuple[tuple[str, re.Pattern[str]], ...]  # (fix, its words) for settings no recognizer maps alone
     configured: _Literals  # "already sets", "configured", shezhi le: the verb says a setting is named
-    small: _Literals  # situation.yaml small_words: a clause that rules out what it names
     alternative: _Literals  # situation.yaml asking.alternative: a choice question ("shi A haishi B?") asks throughout
     # (phase, exception types, words): an exception of those types whose message states a rule the settings broke
     # is that phase (a start-up check refusing the configuration), wherever in the program it was raised
@@ -872,7 +871,6 @@ def _compile(kb: Knowledge) -> _Words:
                   _endings(_both(changes.get("absent_after"))),
                   tuple((g["id"], _word_rx(_both(g.get("words")))) for g in changes.get("absent_generic") or []),
                   _Literals(_both(changes.get("configured"))),
-                  _Literals(_both(table.get("small_words"))),
                   _Literals(list((table.get("asking") or {}).get("alternative") or [])),
                   tuple((pid, frozenset(phases[pid]["refusal"]["types"]), _Literals(phases[pid]["refusal"]["words"]))
                         for pid in order if (phases.get(pid) or {}).get("refusal")))
@@ -1026,14 +1024,6 @@ _SENTENCE = re.compile(r"(?:[.;!?](?=\s|$)|[\u3002\uff1b\uff01\uff1f\n])")
 
 _SETTING = re.compile(r"(?<![\w.\-])(?:--)?[A-Za-z_][\w.\-]*\s*[=\uff1d]\s*[^\s,;\uff0c\uff1b\u3001]+")
 _FLAG = re.compile(r"(?<![\w\-])--[A-Za-z][\w\-]+")
-
-
-def _unless_small(sentence: str, words: _Words) -> str:
-    """A sentence without its clauses that say what they name is small ("so weights and optimizer state are
-    small"): components are read over whole sentences ("reserved ... but not allocated"), minus what is ruled out."""
-    if not words.small.search(sentence):
-        return sentence
-    return " ".join(c for c in _clauses(sentence) if not words.small.search(c))
 
 
 def _clauses(text: str) -> list[str]:

@@ -82,7 +82,7 @@ def parse_question(text: str | None, kb: Knowledge) -> QuestionFacts:
         q.model_name = model["name"]
     else:
         q.model_size_b = (model or {}).get("size_b") or _model_size(text, vocab)
-    q.topics = _topics(_without_small(text, kb), vocab)
+    q.topics = _topics(without_small(text, kb), vocab)
     q.memory_figures = _memory_figures(text, vocab, words)
     q.memory_bytes = _failure_figure(q.memory_figures, text, vocab)
     q.gpu_nominal_gb = next((f["nominal_gb"] for f in q.memory_figures if f.get("nominal_gb")), None)
@@ -357,7 +357,7 @@ def names_topic(text: str, kb: Knowledge, topic_id: str) -> bool:
 _CLAUSE = re.compile(r"[^.,;!?\n\u3002\uff0c\uff1b\uff01\uff1f]+")
 
 
-def _without_small(text: str, kb: Any) -> str:
+def without_small(text: str, kb: Any) -> str:
     """The question without its clauses that say what they name is small ("so weights and optimizer state are
     small", knowledge/situation.yaml small_words): a topic named only to be ruled out is not the question's."""
     table = kb.tables.get("situation") or {}
