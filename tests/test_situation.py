@@ -1258,3 +1258,96 @@ def test_a_validation_oom_after_steps_that_fit_measures_before_and_during_it(kb)
     assert _check_fix(pol, flat) == "track-memory-per-step"
     assert _check_fix(pol, {**flat, "situation.where": "some-ranks"}) == "find-first-failing-rank"
     assert _check_fix(pol, {**flat, "situation.phase": "forward"}) == "find-first-failing-rank"
+
+
+@pytest.mark.parametrize("text, process", [
+    # OpenRLHF#908 (s48): OpenRLHF gives its vLLM engines GPUs of their own; naming vLLM is no colocation
+    ("2*8*h20 训练 7b，我只要把 micro_train_batch_size 设置为 2 就会 oom。"
+     "vllm 1 个 engine、TP=4，actor 8 卡，ref 4 卡。", "separate-engine"),
+    # ...unless the words place it: colocate_all_models / sleep put the engines beside the actor
+    ("OpenRLHF with --colocate_all_models and vLLM sleep: the actor update runs out of memory.", "colocated-engine"),
+    # slime#1053 (s43): a teacher SGLang server started "on these same 8 GPUs" shares them, whatever slime's default
+    ("先在后台起 teacher 的 sglang server，等它起来以后再在同样这 8 张卡上跑 slime 的 student 训练，显存分配失败。",
+     "colocated-engine"),
+    # verl's hybrid engine shares the trainer's GPUs by default: vLLM named is still colocated there
+    ("verl GRPO with vLLM rollout runs out of memory in the actor update.", "colocated-engine"),
+])
+def test_an_engine_named_runs_where_its_framework_places_it(text, process, kb):
+    sit = read_situation(_facts(question=parse_question(text, kb)), kb)
+    assert sit.process is not None and sit.process.value == process
+
+
+def test_a_setting_raised_by_its_own_name_is_a_change(kb):
+    # OpenRLHF#908 (s48): "只要把 micro_train_batch_size 设置为 2 就会 oom" - no fix's wording, the setting's name
+    text = "我只要把 micro_train_batch_size 设置为 2 就会 oom。"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.changed"] == ["reduce-micro-batch"]
+    assert diag.causes[0].id == "capacity-activations" and diag.fixes[0].id == "reduce-micro-batch"
+
+
+def test_a_setting_said_to_keep_its_old_value_did_not_change(kb):
+    # SkyRL#2206 (s48): the update changed; "the gpu_memory_utilization we used before" did not
+    text = ("After updating SkyRL past PR #2062, the generator.gpu_memory_utilization we used before now runs out of "
+            "memory when the vLLM engines wake up.")
+    sit = read_situation(_facts(question=parse_question(text, kb)), kb)
+    assert [r.value for r in sit.changed] == ["stack"] and sit.worked_before
+
+
+@pytest.mark.parametrize("text, kept, first_fix", [
+    # SkyRL#1550 (s48): the optimizer state said to stay during generation: offload it (or check that it is)
+    ("With colocate_all, after each weight sync to vLLM the trainer's GPU memory does not drop as much as we expect "
+     "- it looks like the optimizer state is still sitting on the GPU during generation.", ["optimizer"],
+     "offload-trainer-states"),
+    # SGLang#7009 (s48): the trainer's weights stay while SGLang resumes its weights and KV cache together
+    ("verl + SGLang 共卡跑 GRPO。训练结束后 optimizer 已经 offload 到 CPU，"
+     "但训练权重还留在 GPU 上，等着 update weight；SGLang 被唤醒时权重和 KV cache 一起恢复，显存峰值很高。",
+     ["weights"], "offload-trainer-states"),
+])
+def test_a_state_said_to_stay_on_the_gpu_beside_the_engine_is_offloaded_first(text, kept, first_fix, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.kept"] == kept and flat["situation.trend"] == "held"
+    assert diag.fixes[0].id == first_fix
+
+
+@pytest.mark.parametrize("text, causes", [
+    # verl#6266 (s48): everything offloaded, the trainer still holds ~7 GB per GPU: outside PyTorch first
+    ("verl colocated 模式，训练阶段结束后参数、梯度、优化器都按配置 offload 了，"
+     "可 rollout 阶段训练进程在每张卡上还占着 7 GB 左右。"
+     "这部分显存到底是谁占着？", {"memory-growth"}),
+    # NeMo-RL#223 (s48): a sleeping vLLM still holds memory that grows with its TP group and with a commit
+    ("NeMo-RL GRPO with colocated vLLM: with tensor_parallel_size=2, vLLM does not free all its memory while it is "
+     "supposed to be asleep: 7392 MiB per GPU after commit e3af337, 2440 MiB on the commit just before it.",
+     {"memory-growth", "version-regression"}),
+])
+def test_what_stays_after_an_offload_or_a_sleep_is_checked_outside_pytorch_first(text, causes, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    # outside PyTorch first, the causes a missed tensor or the new commit would be beside it, the check that
+    # separates them (allocated / reserved against nvidia-smi right after the release) first
+    assert diag.causes[0].id == "non-pytorch-memory" and causes <= {c.id for c in diag.causes}
+    assert diag.fixes[0].id == "track-memory-per-step"
+
+
+def test_a_sleep_that_frees_nothing_under_expandable_segments_is_the_setting(kb):
+    # vLLM#11743 (s48): "Sleep mode freed 0.00 GiB" with expandable_segments:True in the environment
+    text = ("共卡 RL，rollout 用 vLLM 的 sleep mode，环境里设置了 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True。"
+            "调用 sleep 之后一点显存都没释放，63 GB 还占着。")
+    env = ["PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text, env=env), kb)
+    assert diag.causes[0].id == "config-incompatibility"
+    assert "expandable-segments" in {a.id for a in diag.avoid}
+
+
+def test_host_ram_in_colocated_rl_with_the_gpus_fine_is_the_engines_host_copy(kb):
+    # NeMo-RL#2523 (s48): "GPU memory is not what runs out", a CPU OOM on the node with less RAM
+    text = ("NeMo-RL GRPO with colocated vLLM: on a cluster with about 50 GB less host memory per node the job dies "
+            "with a CPU out-of-memory. GPU memory is not what runs out.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.process"] == "host" and diag.causes[0].id == "host-oom"
+    assert "colocated-engine-sleep-copy-in-host-ram" in diag.fired_rules
+
+
+def test_the_dataloader_shared_memory_hint_alone_is_the_shm_limit(kb):
+    # EasyR1#304 (s48): the log line keeps only PyTorch's hint sentence, without "Bus error"
+    log = parse_log("DataLoader worker killed during training (It is possible that dataloader's workers are out of "
+                    "shared memory.)\n", kb)
+    assert "dataloader-bus-error" in log.signatures

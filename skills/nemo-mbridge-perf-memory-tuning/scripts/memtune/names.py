@@ -77,3 +77,16 @@ def known_names(named: list[Mapping[str, Any]], kb: Knowledge) -> list[dict[str,
         setting = fix is None and any(k in _CONFIG_FIELDS for k in keys)
         out.append({"text": item["text"], "fix": fix, "setting": setting})
     return out
+
+
+def fixes_named(text: str, kb: Knowledge) -> list[tuple[str, int, int]]:
+    """(fix, start, end) of each setting name in ``text`` that a fix spells ("micro_train_batch_size" is the
+    micro-batch's): a sentence that says the user set it says which lever moved, whatever value it names."""
+    index: dict[str, str] = kb.memo("names.fix_index", _build)
+    out = []
+    for m in _TOKEN.finditer(text):
+        fix = next((index[k] for k in _keys(m.group(0)) if "_" in k and k in index), None)
+        if fix:
+            out.append((fix, m.start(), m.end()))
+    return out
+

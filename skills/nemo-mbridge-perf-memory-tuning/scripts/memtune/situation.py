@@ -86,6 +86,7 @@ class Situation:
     waste_source: str | None = None  # number (the OOM message) or words (the question's figures)
     worked_before: bool = False  # the user says the same setup ran before
     expected_release: bool = False  # the user expects memory to have been released (offload, sleep) before it failed
+    kept: list[str] = field(default_factory=list)  # components the user says stay on the GPU ("optimizer still on it")
     forward_only: bool = False  # the user says the model or pass that holds the memory only runs forward (no update)
     more_than_expected: bool = False  # the user says it holds more than it should (more than its weights)
     made_worse: bool = False  # a change the user made made memory worse: it reached the run
@@ -120,6 +121,7 @@ class Situation:
         out["situation.waste_source"] = self.waste_source
         out["situation.worked_before"] = self.worked_before
         out["situation.expected_release"] = self.expected_release
+        out["situation.kept"] = list(self.kept)
         out["situation.forward_only"] = self.forward_only
         out["situation.more_than_expected"] = self.more_than_expected
         out["situation.made_worse"] = self.made_worse
@@ -207,6 +209,10 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
                   and not words.rl.search(text))
     if sit.process is None and sit.framework is not None and not no_rollout:
         sit.process = _default_process(sit.framework, table)
+    elif (sit.process is not None and sit.process.value == "colocated-engine" and sit.process.source == "words"
+          and sit.framework is not None and not _places_engine(clauses, words)):
+        # only an engine's name: where it runs is the framework's placement ("OpenRLHF ... 1 vLLM engine")
+        sit.process = _default_process(sit.framework, table, only="separate-engine") or sit.process
     sit.components = ([Reading(c, [Clue(f"--component {c}", "agent")]) for c in stated.component]
                       or _all("components", _sentences(without_small(text, kb)), words))
     sentences = _sentences(text)
@@ -231,6 +237,10 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     if sit.worked_before and not any(r.value == "stack" for r in sit.changed):
         sit.changed.extend(_two_versions(text, words))
     sit.expected_release = bool(words.expected_release.search(text))
+    kept = [(c, v) for c in said if words.kept.search(c) for v, _ in _hits("components", c, words)]
+    sit.kept = list(dict.fromkeys(v for _, v in kept))
+    if kept and sit.trend is None:  # "the weights stay on the GPU": memory not released where it should be
+        sit.trend = Reading("held", [Clue(f"\u201c{words.kept.spans(kept[0][0])[0][2].strip()}\u201d", "words")])
     sit.forward_only = bool(words.forward_only.search(text))
     sit.more_than_expected = bool(words.more_than_expected.search(text))
     sit.made_worse = any(words.worse.search(c) and (words.changed.search(c) or words.tried.search(c))
@@ -759,6 +769,7 @@ class _Words:
     failure: _Literals
     gpu_memory: _Literals
     gpu_memory_fine: _Literals
+    engine_names: frozenset[str]  # words naming an engine, not where it runs (situation.yaml engine_names)
     changed: _Literals
     tried: _Literals
     no_effect: _Literals
@@ -768,6 +779,8 @@ class _Words:
     upgraded: _Literals
     worked_before: _Literals
     expected_release: _Literals
+    kept: _Literals
+    unchanged: _Literals
     forward_only: _Literals
     more_than_expected: _Literals
     worse: _Literals
@@ -844,6 +857,7 @@ def _compile(kb: Knowledge) -> _Words:
     later = table.get("not_this_phase") or {}
     return _Words(lists, frames, scripts, tuple(order), log_phase, _Literals(_both(table.get("failure_words"))),
                   _Literals(_both(table.get("gpu_memory_words"))), _Literals(_both(table.get("gpu_memory_fine_words"))),
+                  frozenset(_normal(w).strip() for w in _both(table.get("engine_names"))),
                   _Literals(_both(changes.get("changed"))),
                   _Literals(_both(changes.get("tried"))),
                   _Literals(_both(changes.get("no_effect"))), _Literals(_both(changes.get("removed"))),
@@ -852,6 +866,8 @@ def _compile(kb: Knowledge) -> _Words:
                   _Literals(_both(changes.get("upgraded"))),
                   _Literals(_both(changes.get("worked_before"))),
                   _Literals(_both(changes.get("expected_release"))),
+                  _Literals(_both(changes.get("kept"))),
+                  _Literals(_both(changes.get("unchanged"))),
                   _Literals(_both(changes.get("forward_only"))), _Literals(_both(changes.get("more_than_expected"))),
                   _Literals(_both(changes.get("worse"))),
                   _Literals(_both(changes.get("versions"))), _Literals(_both(changes.get("settings"))),
@@ -1063,12 +1079,19 @@ def _one(key: str, clauses: list[str], words: _Words, *, failing_only: bool = Tr
     return Reading(value, [Clue(f"\u201c{said}\u201d", "words")])
 
 
-def _default_process(framework: Reading, table: Mapping[str, Any]) -> Reading | None:
+def _default_process(framework: Reading, table: Mapping[str, Any], only: str | None = None) -> Reading | None:
     """Where the framework runs its rollout engine unless told otherwise (situation.yaml default_process)."""
     row = next((f for f in table.get("frameworks") or [] if f["id"] == framework.value), None)
-    if not row or not row.get("default_process"):
+    if not row or not row.get("default_process") or (only and row["default_process"] != only):
         return None
     return Reading(row["default_process"], [Clue(f"{framework.clues[0].text}: the framework's default", "config")])
+
+
+def _places_engine(clauses: list[str], words: _Words) -> bool:
+    """Some words say the engine shares the trainer's GPUs ("colocate", "sleep mode", "hybrid engine"), not only
+    name it ("vLLM", "gpu_memory_utilization")."""
+    return any(v == "colocated-engine" and _normal(w).strip() not in words.engine_names
+               for c in clauses for v, w in _hits("processes", c, words))
 
 
 def _process_from_words(clauses: list[str], said: list[str], words: _Words, gpu_fine: bool) -> Reading | None:
@@ -1200,6 +1223,9 @@ def _quote(clause: str, start: int, end: int) -> str:
     return ("\u2026" if lo else "") + clause[lo:hi].strip() + ("\u2026" if hi < len(clause) else "")
 
 
+_UNCHANGED_AFTER = 24  # characters after a setting's name where "we used before" says it kept its value
+
+
 def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = False
              ) -> tuple[list[Reading], list[Reading], list[Reading], list[Reading], list[Reading]]:
     """Settings named in a clause that says they were changed, tried, did nothing, were taken out, or made the run
@@ -1222,10 +1248,16 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
         quote = _quote(clause, *_first_word(clause, words.versions if moved else words.settings))
         from .recognize import fix_recognizer  # only where a sentence says something was changed or tried
 
-        found = fix_recognizer(kb).find(clause)
-        for fix_id in dict.fromkeys(m.ident for m in found):
-            m = next(m for m in found if m.ident == fix_id)
-            reading = Reading(fix_id, [Clue(f"\u201c{_quote(clause, m.start, m.end)}\u201d", source)])
+        spans = [(m.ident, m.start, m.end) for m in fix_recognizer(kb).find(clause)]
+        if not spans and (is_change or fits):  # no fix's wording, but a setting's own name ("set X to 2: OOM")
+            from .names import fixes_named
+
+            spans = fixes_named(clause, kb)
+        if is_change and not (is_try or useless or took_out or fits):  # "the X we used before": X did not change
+            spans = [sp for sp in spans if not words.unchanged.search(clause[sp[2]:sp[2] + _UNCHANGED_AFTER])]
+        for fix_id in dict.fromkeys(f for f, _, _ in spans):
+            _, start, end = next(sp for sp in spans if sp[0] == fix_id)
+            reading = Reading(fix_id, [Clue(f"\u201c{_quote(clause, start, end)}\u201d", source)])
             if took_out:
                 removed.setdefault(fix_id, reading)
                 continue
