@@ -1351,3 +1351,12 @@ def test_the_dataloader_shared_memory_hint_alone_is_the_shm_limit(kb):
     log = parse_log("DataLoader worker killed during training (It is possible that dataloader's workers are out of "
                     "shared memory.)\n", kb)
     assert "dataloader-bus-error" in log.signatures
+
+
+def test_a_release_and_a_commit_with_nothing_else_changed_is_the_stack_moving(kb):
+    # NeMo-RL#656 (s47): a release that fit, a commit that does not, "nothing else changed"; the setting named with
+    # a value that is no number ("dynamic_batching.enabled=false") is no change of a lever
+    text = ("On v0.2.1 this OOMs only when dynamic batching is enabled and runs with dynamic_batching.enabled=false. "
+            "On commit 3e5481fd and on main it OOMs with dynamic batching both on and off. Nothing else changed.")
+    sit = read_situation(_facts(question=parse_question(text, kb)), kb)
+    assert [r.value for r in sit.changed] == ["stack"] and sit.worked_before

@@ -1189,13 +1189,15 @@ def _merge(first: list[Reading], then: list[Reading]) -> list[Reading]:
 _ENV_NAME = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
 
 
-_VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+|rc\d+)?)(?![\w.])")
+# a release number, or a commit hash beside the word "commit" ("on commit 3e5481fd", "after commit e3af337")
+_VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+|rc\d+)?)(?![\w.])"
+                      r"|\bcommits?\s+([0-9a-f]{7,40})\b", re.I)
 
 
 def _two_versions(text: str, words: _Words) -> list[Reading]:
     """"3.12.4 OOMs, 3.10.3 runs fine": two versions of the software named, one said to have worked, is the stack
     moving under a config that fit, whether or not the user wrote the word 'upgrade'."""
-    found = list(dict.fromkeys(m.group(1) for m in _VERSION.finditer(text)))
+    found = list(dict.fromkeys(m.group(1) or m.group(2) for m in _VERSION.finditer(text)))
     if len(found) < 2 or not words.versions.search(text):
         return []
     return [Reading("stack", [Clue(f"\u201c{found[0]}\u201d / \u201c{found[1]}\u201d", "words")])]
@@ -1223,6 +1225,7 @@ def _quote(clause: str, start: int, end: int) -> str:
     return ("\u2026" if lo else "") + clause[lo:hi].strip() + ("\u2026" if hi < len(clause) else "")
 
 
+_NUMBER_AFTER = re.compile(r"\W{0,3}(?:\w{1,3}\W{0,2})?\d")  # "X=2", "X to 2", "X shezhi wei 2": a value set
 _UNCHANGED_AFTER = 24  # characters after a setting's name where "we used before" says it kept its value
 
 
@@ -1249,10 +1252,10 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
         from .recognize import fix_recognizer  # only where a sentence says something was changed or tried
 
         spans = [(m.ident, m.start, m.end) for m in fix_recognizer(kb).find(clause)]
-        if not spans and (is_change or fits):  # no fix's wording, but a setting's own name ("set X to 2: OOM")
-            from .names import fixes_named
+        if not spans and (is_change or fits):  # no fix's wording, but a setting's own name given a number
+            from .names import fixes_named  # ("set micro_train_batch_size to 2: OOM")
 
-            spans = fixes_named(clause, kb)
+            spans = [sp for sp in fixes_named(clause, kb) if _NUMBER_AFTER.match(clause, sp[2])]
         if is_change and not (is_try or useless or took_out or fits):  # "the X we used before": X did not change
             spans = [sp for sp in spans if not words.unchanged.search(clause[sp[2]:sp[2] + _UNCHANGED_AFTER])]
         for fix_id in dict.fromkeys(f for f, _, _ in spans):
