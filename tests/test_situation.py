@@ -1360,3 +1360,14 @@ def test_a_release_and_a_commit_with_nothing_else_changed_is_the_stack_moving(kb
             "On commit 3e5481fd and on main it OOMs with dynamic batching both on and off. Nothing else changed.")
     sit = read_situation(_facts(question=parse_question(text, kb)), kb)
     assert [r.value for r in sit.changed] == ["stack"] and sit.worked_before
+
+
+def test_a_floor_that_rises_with_each_colocated_sync_is_read_per_step(kb):
+    # slime#1731 (s38): "每次同步完 ... 没有完全还回来，跑得越久越紧": per step, beside the engine - measure the three
+    # figures after each hand-off; IPC handles are released by the side that opened them (ipc_collect)
+    text = ("slime colocate 模式（Megatron 训练 + SGLang 推理同卡），"
+            "每个 step 都会走 update_weight_from_tensor 同步权重。"
+            "感觉每次同步完训练进程的显存都没有完全还回来，跑得越久越紧，最后在某个阶段 OOM。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.grows_per_step"] and "colocated-handoff-floor-rises" in diag.fired_rules
+    assert diag.fixes[0].id == "track-memory-per-step"
