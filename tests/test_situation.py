@@ -1371,3 +1371,12 @@ def test_a_floor_that_rises_with_each_colocated_sync_is_read_per_step(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
     assert flat["situation.grows_per_step"] and "colocated-handoff-floor-rises" in diag.fired_rules
     assert diag.fixes[0].id == "track-memory-per-step"
+
+
+def test_more_tp_that_changed_nothing_in_an_rl_trainer_is_what_tp_leaves_whole(kb):
+    # verl PR #1629 (issue-12): TP 2 -> 4 still OOMs in verl's Megatron actor: the full-vocabulary logits
+    text = ("verl 用 Megatron 后端跑 Qwen2-7B 的 PPO（gsm8k），单机 8×H100，micro batch 4、序列 4k。TP=2 训练时 OOM，"
+            "我把 TP 提到 4 还是 OOM，只有 TP2 PP2 能跑但很慢。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert "increase-tp" in flat["situation.tried"] and diag.causes[0].id == "logits-loss-memory"
+    assert "increase-tp" in {a.id for a in diag.avoid}
