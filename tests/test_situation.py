@@ -1380,3 +1380,12 @@ def test_more_tp_that_changed_nothing_in_an_rl_trainer_is_what_tp_leaves_whole(k
     _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
     assert "increase-tp" in flat["situation.tried"] and diag.causes[0].id == "logits-loss-memory"
     assert "increase-tp" in {a.id for a in diag.avoid}
+
+
+def test_a_phase_said_to_be_over_is_over_in_its_shorter_words_too(kb):
+    # Megatron-Bridge#3706 (issue-12): "right after CUDA graph capture, inside optimizer.step": the capture is over
+    # ("graph capture" inside "after CUDA graph capture" is no phase of its own); the optimizer step failed
+    text = ("It OOMs at iteration 3, right after CUDA graph capture, inside optimizer.step -> "
+            "_copy_main_params_to_model_params.")
+    sit = read_situation(_facts(question=parse_question(text, kb)), kb)
+    assert sit.phase.value == "optimizer-step" and sit.after_phase == "graph-capture"

@@ -1007,6 +1007,7 @@ def _hits(key: str, clause: str, words: _Words, *, over: bool = False) -> list[t
     failed; a step still ahead may name the one it failed in ("before the first training step": before training).
     ``over``: only the phases or steps said to be over ("after every checkpoint save": what came just before)."""
     spans = []
+    passed = []  # matches said to be later or over: a shorter word inside one ("after CUDA graph capture") is too
     norm = _normal(clause) if key in ("phases", "steps") else ""
     for value, literals in words.lists.get(key, []):
         for start, end, said in literals.spans(clause):
@@ -1026,8 +1027,10 @@ def _hits(key: str, clause: str, words: _Words, *, over: bool = False) -> list[t
             elif (key == "steps" and value in words.still_ahead
                   and not (head.endswith(words.over) or tail.startswith(words.over))):
                 spans.append((start, end, words.still_ahead[value], said))
+            else:
+                passed.append((start, end))
     kept = [h for h in spans if not any(o[0] <= h[0] and h[1] <= o[1] and (o[1] - o[0]) > (h[1] - h[0])
-                                        for o in spans)]
+                                        for o in [*spans, *passed])]
     return [(value, said) for _, _, value, said in sorted(kept)]
 
 
