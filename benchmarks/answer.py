@@ -120,6 +120,7 @@ class Grading:
     as_cause: CueSet = field(default_factory=lambda: CueSet([]))
     against_in_sentence: CueSet = field(default_factory=lambda: CueSet([]))
     addon: CueSet = field(default_factory=lambda: CueSet([]))
+    chosen: CueSet = field(default_factory=lambda: CueSet([]))  # a table's status cell that picks its row
     # whole labels that restate what was read ("情况：", "Situation:", "Read:"): what follows is the user's run
     restating: frozenset[str] = frozenset()
     # where a mention stands in the plan (grading.yaml `order`), compiled by _order_patterns
@@ -153,6 +154,7 @@ class Grading:
                 as_cause=CueSet.from_langs((data.get("as_cause") or {}).get("before")),
                 against_in_sentence=CueSet.from_langs(data.get("against_in_sentence")),
                 addon=CueSet.from_langs(data.get("addon")),
+                chosen=CueSet.from_langs(data.get("chosen")),
                 restating=frozenset(w.casefold() for words in (data.get("restating_labels") or {}).values()
                                     for w in words),
                 order=OrderCues.build(data.get("order") or {}),
@@ -181,6 +183,14 @@ class Grading:
         is about something else ("halve the MBS so the global batch stays the same").
         """
         lo = max((m.end() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
+        # inside a parenthesised list, the clause that opens it speaks for every item ("you've already pulled every
+        # lever (mbs 1, full recompute, capacity factor 1)")
+        opened = text.rfind("(", 0, start)
+        closed = text.find(")", opened)
+        call = opened > 0 and (text[opened - 1].isalnum() or text[opened - 1] == "_")  # f(a, b): arguments, no list
+        if (opened >= 0 and not call and not opened < closed < start
+                and _LISTED.search(text, opened, closed if closed > opened else len(text))):
+            lo = max((m.end() for m in _CLAUSE_END.finditer(text, 0, opened)), default=0)
         nxt = _CLAUSE_END.search(text, end, end + _KEPT_AFTER)
         after = text[end:nxt.start() if nxt else end + _KEPT_AFTER]  # "…的版本，其它配置不动" is another clause
         return bool(self.kept_before.search(text[lo:start]) or self.kept_after.search(after))
@@ -372,8 +382,16 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
             row = []
         elif tok.type == "tr_close" and row is not None:
             kind, ident, primary = section_olist(section(), olist())
-            if len(row) > 1 and grading.classify(row[-1]) == "avoid":  # a verdict column: "❌ 别这么做", "I wouldn't"
+            # a verdict column: "❌ 别这么做", "I wouldn't" last, or a short status cell after the option's own
+            # ("Lower micro-batch | Rejected | no forward pass runs"): the row is advice against its option
+            status = [cell for cell in row[1:] if len(cell.strip(" *_`")) <= _STATUS_CELL]
+            if len(row) > 1 and (grading.classify(row[-1]) == "avoid"
+                                 or any(grading.classify(cell) == "avoid" for cell in status)):
                 kind, primary = "avoid", False
+            elif kind in ("recommend", "other") and any(grading.chosen.search(cell) for cell in status):
+                # "ppo_micro_batch_size_per_gpu=1 | Chosen": the options table says which comes first, before the
+                # block that writes them all at once
+                kind, primary = "recommend", True
             units.append(_Unit(" — ".join(row), kind, ident, primary))
             row = None
         elif tok.type == "inline":
@@ -450,6 +468,8 @@ def section_olist(section: tuple[str, bool], olist: int | None) -> tuple[str, in
 
 # a label is one phrase, not a sentence: "Fix:", "修法：", or "**Do first** - ..." (a dash after it)
 _LABEL = re.compile(r"^\s*([^:：\n。！？!?，,\-–—]{1,40})(?:[:：]|\s+[-–—]\s)")
+_LISTED = re.compile(r"[,\uff0c\u3001]")  # a parenthesis that lists items ("(mbs 1, full recompute, ...)")
+_STATUS_CELL = 32  # characters of a table cell that states a verdict ("Rejected", "❌ not now"), not a reason
 _ADDON_HEAD = 24  # characters at the start of a paragraph in which an add-on cue speaks for all of it
 
 

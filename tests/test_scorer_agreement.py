@@ -46,8 +46,13 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # Writer w (22 answers, a maintainer-style GitHub reply, 10 in Chinese; the first of the third unseen batch, v w x)
 # came in at 76.2 % / 68.2 % / 50.0 %; learned (tests/test_scorer_writers_vwx.py), w reads 100 % / 95.5 % / 95.5 %
 # and the whole set of 528 read 96.6 % / 93.2 % / 96.8 %.  Writer v (22, a Chinese-first CLI agent, 15 in Chinese)
-# came in at 77.3 % / 77.3 % / 77.3 %; learned, v reads 86.4 % on all three and the whole set of 550 the floors below.
-FLOORS = {"first_fix_verdict": 0.9630, "violations": 0.9636, "first_fix_id": 0.9291}
+# came in at 77.3 % / 77.3 % / 77.3 %; learned, v reads 86.4 % on all three and the whole set of 550 read 96.3 % /
+# 92.9 % / 96.4 %.  Writer x's 22 answers were lost before they were learned (they never entered this folder).
+# Writers y (22, a senior engineer in a team chat, 8 in Chinese) and z (22, a report-style agent with options
+# tables, 6 in Chinese) came in at 63.6 / 59.1 / 81.8 % and 72.7 / 59.1 / 54.5 %; learned
+# (tests/test_scorer_writers_yz.py), y reads 90.9 / 90.9 / 95.5 % and z 95.5 / 90.9 / 100 %, and the whole set of
+# 594 the floors below (the verdict floor falls from 96.3 %: the new answers' remaining misses, not a regression).
+FLOORS = {"first_fix_verdict": 0.9605, "violations": 0.9646, "first_fix_id": 0.9293}
 
 
 @pytest.fixture(scope="module")
