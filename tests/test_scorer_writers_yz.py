@@ -84,3 +84,11 @@ def test_fixes_said_to_do_nothing_here_are_dismissed(text, avoided, scorer):
 ])
 def test_fixes_as_these_writers_spell_them(text, fix, scorer):
     assert scorer.read_markdown(text).first_fix == fix
+
+
+def test_a_fix_said_not_to_move_the_needle_is_dismissed(scorer):
+    # y-009: the verdict comes at the end of a long sentence about the setting the user tried
+    text = ("Selective (`--recompute-activations`) only drops the attention core, which at seq 4096 with flash attn "
+            "is tiny, so no surprise that one doesn't move the needle either.")
+    answer = scorer.read_markdown(text)
+    assert answer.avoided == ["selective-recompute"] and not answer.recommended
