@@ -319,6 +319,7 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
     lists: list[tuple[str, int | None, bool, bool]] = []  # (kind, recommendation ordered-list id, primary, add-on)
     next_olist = 0
     row: list[str] | None = None
+    header: list[str] | None = None  # the current table's first row
     last_para: tuple[int, str, str] | None = None  # (closing token index, text, raw)
 
     def section() -> tuple[str, bool]:
@@ -378,12 +379,16 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
             lists.append((kind, ident, primary, addon or (lists[-1][3] if lists else False)))
         elif tok.type in ("bullet_list_close", "ordered_list_close"):
             lists.pop()
+        elif tok.type == "table_open":
+            header = None
         elif tok.type == "tr_open":
             row = []
         elif tok.type == "tr_close" and row is not None:
             kind, ident, primary = section_olist(section(), olist())
             # a verdict column: "❌ 别这么做", "I wouldn't" last, or a short status cell after the option's own
             # ("Lower micro-batch | Rejected | no forward pass runs"): the row is advice against its option
+            if header is None:
+                header = row
             status = [cell for cell in row[1:] if len(cell.strip(" *_`")) <= _STATUS_CELL]
             if len(row) > 1 and (grading.classify(row[-1]) == "avoid"
                                  or any(grading.classify(cell) == "avoid" for cell in status)):
@@ -392,6 +397,10 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
                 # "ppo_micro_batch_size_per_gpu=1 | Chosen": the options table says which comes first, before the
                 # block that writes them all at once
                 kind, primary = "recommend", True
+            elif kind == "other" and all(grading.classify(cell) == "other" for cell in [*header, *row]):
+                # a table no heading files and whose columns name no advice ("what you think it saves | what it
+                # does") compares or describes: it recommends nothing
+                kind = "neutral"
             units.append(_Unit(" — ".join(row), kind, ident, primary))
             row = None
         elif tok.type == "inline":

@@ -92,3 +92,15 @@ def test_a_fix_said_not_to_move_the_needle_is_dismissed(scorer):
             "is tiny, so no surprise that one doesn't move the needle either.")
     answer = scorer.read_markdown(text)
     assert answer.avoided == ["selective-recompute"] and not answer.recommended
+
+
+def test_a_table_that_only_compares_recommends_nothing(scorer):
+    # y-002: no heading files the table and no cell names advice ("what you thought it saved | what it does")
+    text = ("| 你以为省了的 | 实际 |\n|---|---|\n"
+            "| optimizer state FP16 | 被 HybridDeviceOptimizer 忽略，仍是 FP32 |\n\n"
+            "怎么改：\n\n1. 先把 fully_reshardable 的保存路径去掉。\n")
+    answer = scorer.read_markdown(text)
+    assert "optimizer-cpu-offload" not in answer.recommended
+    # a first column that says when ("先做 | ...") is a plan, whatever its header
+    plan = scorer.read_markdown("| 顺序 | 改什么 |\n|---|---|\n| 先做 | 加 --ds.enable_sleep |\n")
+    assert plan.first_fix == "offload-trainer-states"
