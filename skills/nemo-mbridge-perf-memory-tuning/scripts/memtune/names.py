@@ -81,7 +81,7 @@ def known_names(named: list[Mapping[str, Any]], kb: Knowledge) -> list[dict[str,
 
 def fixes_named(text: str, kb: Knowledge) -> list[tuple[str, int, int]]:
     """(fix, start, end) of each setting name in ``text`` that a fix spells ("micro_train_batch_size" is the
-    micro-batch's): a sentence that says the user set it says which lever moved, whatever value it names."""
+    micro-batch's): where a sentence says the user set it (the caller checks for a value), it names the lever."""
     index: dict[str, str] = kb.memo("names.fix_index", _build)
     out = []
     for m in _TOKEN.finditer(text):
