@@ -1,9 +1,10 @@
-"""One set of defaults for what a run leaves unsaid, and layouts Megatron refuses are refused, not estimated."""
+"""One set of defaults for what a run leaves unsaid; layouts Megatron refuses as stated are refused, not estimated."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from memtune import cli, knowledge, pipeline
@@ -71,3 +72,32 @@ def test_layouts_megatron_cannot_build_are_refused(field, value, constraint):
     cfg = replace(preset("qwen3-30b-a3b", KB), sequence_parallel=True, **{field: value})
     with pytest.raises(UserError, match=constraint):
         refuse_invalid(cfg, EnvFacts(), KB)
+
+
+QWEN3_MOE_HF = "--hf-config", str(Path(__file__).resolve().parents[2] / "shared/fixtures/hf-configs/Qwen3-30B-A3B.json")
+MOE_ACT_LAYOUT = ("--set", "pipeline_model_parallel_size=4", "--set", "expert_model_parallel_size=2",
+                  "--set", "micro_batch_size=4", "--set", "seq_length=4096", "--set", "recompute_granularity=selective",
+                  "--set", "recompute_modules=[moe_act]", "--world-size", "8")
+
+
+@pytest.mark.skipif(not Path(QWEN3_MOE_HF[1]).is_file(), reason="needs ../shared beside the repository")
+def test_an_hf_moe_config_run_the_bridge_way_gets_grouped_gemm_and_is_estimated(capsys):
+    """Issue 25: recompute_modules=[moe_act] on an HF MoE config that says nothing of grouped GEMM was refused
+    ("moe_act needs grouped GEMM") although Bridge's MoE providers turn it on; now assumed on and said so."""
+    est = _estimate_json(capsys, *QWEN3_MOE_HF, *MOE_ACT_LAYOUT)
+    assert "grouped-gemm-recipe" in est["assumption_ids"]
+    assert not any("refused upstream" in w for w in est["warnings"])
+
+
+def test_a_breach_resting_on_an_unstated_setting_is_estimated_and_named_not_refused():
+    cfg = replace(preset("qwen3-30b-a3b", KB), moe_grouped_gemm=None, recompute_granularity="selective",
+                  recompute_modules=["moe_act"])
+    warnings = refuse_invalid(cfg, EnvFacts(), KB)
+    assert len(warnings) == 1 and "moe-act-recompute-needs-grouped-gemm" in warnings[0]
+    assert "moe_grouped_gemm" in warnings[0].split("rests on", 1)[1]
+    with pytest.raises(UserError, match="moe-act-recompute-needs-grouped-gemm"):  # stated off: Megatron refuses it
+        refuse_invalid(replace(cfg, moe_grouped_gemm=False), EnvFacts(), KB)
+    with pytest.raises(UserError):  # a Megatron-LM argument list without --moe-grouped-gemm states it off
+        refuse_invalid(replace(cfg, source="megatron-args"), EnvFacts(), KB)
+    assert refuse_invalid(replace(cfg, moe_grouped_gemm=True), EnvFacts(), KB) == []
+

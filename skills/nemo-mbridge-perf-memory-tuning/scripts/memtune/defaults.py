@@ -29,24 +29,56 @@ def fill_unstated(config: TrainingConfig, kb: Knowledge, bridge: bool = True) ->
     tp = config.tensor_model_parallel_size or 1
     if config.sequence_parallel is None and tp > 1 and defaults.get("sequence_parallel_when_tp_above_1"):
         gaps["sequence_parallel"] = True
+    moe = (config.num_moe_experts or 0) > 1
+    if config.moe_grouped_gemm is None and moe and defaults.get("moe_grouped_gemm_for_moe"):
+        gaps["moe_grouped_gemm"] = True
     if not gaps:
         return config
     return replace(config, **gaps, assumed=[*config.assumed, *(k for k in gaps if k not in config.assumed)])
 
 
-def refuse_invalid(config: TrainingConfig, env: EnvFacts, kb: Knowledge) -> None:
-    """UserError quoting Megatron's own message when the layout breaks a constraint Megatron raises on.
+def refuse_invalid(config: TrainingConfig, env: EnvFacts, kb: Knowledge) -> list[str]:
+    """UserError quoting Megatron's own message when the layout as stated breaks a constraint Megatron raises on;
+    the same breach resting on a setting the run did not state (left unset or filled by an assumed default) is
+    returned as a warning instead, and the estimate goes on.
 
-    Megatron would stop such a run before allocating anything (e.g. an MoE model with TP > 1 and
-    sequence parallelism off), so a memory figure for it would answer a question nobody can run.
+    Megatron would stop such a run before allocating anything (e.g. an MoE model with TP > 1 and sequence
+    parallelism stated off), so a memory figure for it would answer a question nobody can run; but a breach
+    that only an unstated value makes is a question about what the run really sets, not a reason to refuse.
     """
     from .derive import derive
     from .engine import check_constraints
 
     facts = Facts(config=config, env=env)
     facts.derived = derive(config, env)
+    warnings: list[str] = []
     for violation in check_constraints(facts.flatten(), kb):
         con = kb.by_id["constraints"][violation.id]
-        if con.get("upstream_error"):
-            raise UserError(f"this layout is refused upstream ({violation.id}): \"{con['upstream_error']}\" "
-                            f"({con['raised_at'].split(' ', 1)[0]}); {con['title']['en'].lower()}")
+        if not con.get("upstream_error"):
+            continue
+        message = (f"this layout is refused upstream ({violation.id}): \"{con['upstream_error']}\" "
+                   f"({con['raised_at'].split(' ', 1)[0]}); {con['title']['en'].lower()}")
+        unstated = sorted(_unstated(config, _config_facts(con["violated_when"])))
+        if not unstated:
+            raise UserError(message)
+        warnings.append(f"{message[0].upper()}{message[1:]} - it rests on {', '.join(unstated)}, which the run "
+                        "does not state; estimated as given, so check what the run really sets")
+    return warnings
+
+
+def _config_facts(condition: Any) -> set[str]:
+    """The TrainingConfig fields a constraint's condition reads (``config.<field>`` facts)."""
+    if isinstance(condition, dict):
+        found = {condition["fact"].split(".", 1)[1]} if str(condition.get("fact", "")).startswith("config.") \
+            else set()
+        return found.union(*(_config_facts(v) for v in condition.values()))
+    if isinstance(condition, list):
+        return set().union(*(_config_facts(v) for v in condition))
+    return set()
+
+
+def _unstated(config: TrainingConfig, names: set[str]) -> set[str]:
+    """Of ``names``, the fields the run leaves unset or that a default filled (a Megatron-LM argument list leaves
+    nothing unset: an absent flag is off)."""
+    complete = config.source == "megatron-args"
+    return {n for n in names if n in config.assumed or (not complete and vars(config).get(n) is None)}

@@ -119,13 +119,13 @@ def run(args: argparse.Namespace) -> int:
 
         gpu = lookup_gpu(args.gpu, kb)
     env = {**cfg.env_vars, **parse_pairs(args.env)}
-    refuse_invalid(cfg, read_env(args.env, config_env=cfg.env_vars, kb=kb), kb)
+    unstated_breaches = refuse_invalid(cfg, read_env(args.env, config_env=cfg.env_vars, kb=kb), kb)
     est = estimate(cfg, gpu=gpu, mode=args.mode, num_microbatches=args.num_microbatches, kb=kb, env=env)
     result = est.to_dict()
     result["summary"] = summarize(est, gpu)
     result["gpu"] = {"name": gpu.name, "capacity_bytes": gpu.capacity_bytes, "assumption": gpu.assumption} if gpu \
         else None
-    result["warnings"] = list(cfg.warnings)
+    result["warnings"] = [*cfg.warnings, *unstated_breaches]
     if args.html:
         from ..render import html
 

@@ -131,7 +131,8 @@ def estimate_ours(cfg: TrainingConfig, c: dict[str, Any], texts: Any, *, num_mic
     )
 
 
-RECIPE_NOTES = {"use_distributed_optimizer": "dist-opt-recipe", "sequence_parallel": "sp-recipe"}
+RECIPE_NOTES = {"use_distributed_optimizer": "dist-opt-recipe", "sequence_parallel": "sp-recipe",
+                "moe_grouped_gemm": "grouped-gemm-recipe"}
 
 
 def stage_peaks(cfg: TrainingConfig, c: dict[str, Any], st: StaticPart, *, num_microbatches: int | None = None,
