@@ -1389,3 +1389,46 @@ def test_a_phase_said_to_be_over_is_over_in_its_shorter_words_too(kb):
             "_copy_main_params_to_model_params.")
     sit = read_situation(_facts(question=parse_question(text, kb)), kb)
     assert sit.phase.value == "optimizer-step" and sit.after_phase == "graph-capture"
+
+
+def test_a_leak_that_more_pp_did_not_stop_keeps_pp_off_the_list(kb):
+    # verl PR #7874 (s50): only the last stage grows per micro-batch; "加 PP 也没用" is a lever tried with no effect,
+    # and against memory that grows no bigger dose helps: advised against, no step up its ladder (TP, CP)
+    text = ("用 verl 的 megatron 后端跑 GRPO，开了 PP（1F1B）。update_actor 阶段显存一个 micro-batch 一个 micro-batch "
+            "往上涨，只有最后一个 pipeline stage 在涨。把 micro batch 调小也没用，加 PP 也没用。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert "increase-pp" in flat["situation.no_effect"] and diag.causes[0].id == "memory-growth"
+    assert "increase-pp" in {a.id for a in diag.avoid}
+    assert not {"increase-tp", "increase-cp"} & {f.id for f in diag.fixes}
+
+
+def test_weights_resumed_beside_a_sleeping_trainer_are_the_engine_not_a_checkpoint(kb):
+    # miles PR #3100 (s50): "the engine weights are resumed" is torch_memory_saver's resume, not a checkpoint load
+    text = ("Colocated miles run with --offload-train: the engine weights are resumed before the trainer sleeps, "
+            "and during rollout the trainer does not give back all of its GPU memory after sleep().")
+    sit = read_situation(_facts(question=parse_question(text, kb)), kb)
+    assert sit.phase.value == "rl-weight-sync"
+    assert "resume" not in parse_question(text, kb).topics
+
+
+def test_a_rollout_named_in_chinese_is_the_rollout_phase(kb):
+    # sglang PR #9540 (s50): "在 rollout 生成时 OOM" with the stack in the engine's LogitsProcessor
+    text = "RL 训练里用 SGLang 做 rollout（和训练共卡），跑了几步之后偶尔在 rollout 生成时 OOM。"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.phase"] == "rl-rollout" and diag.fixes[0].id == "shrink-colocated-engine"
+
+
+def test_an_rl_run_killed_for_host_ram_midway_measures_first_a_dataloader_frame_does_not(kb):
+    # EasyR1#185 (s50): Ray kills a worker for memory pressure during "Compute log probs"; NeMo-RL#1155: the
+    # DataLoader iterator's own frames put the failure in data loading, whose workers are the owner
+    ray = ("Compute log probs:  76%|########  | 244/320 [08:56<02:05,  1.65s/it]\n(raylet) node_manager.cc:3069: "
+           "1 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons\n")
+    _, _, diag = pipeline.run(pipeline.Inputs(log=ray, question="EasyR1 GRPO run dies while computing log probs"), kb)
+    assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "track-memory-per-step"
+    mmap = ("RuntimeError: unable to mmap 8216 bytes from file <filename not specified>: Cannot allocate memory (12)\n"
+            '  File "/opt/NeMo-RL/nemo_rl/algorithms/sft.py", line 390, in sft_train\n'
+            "    for batch in train_dataloader:\n"
+            '  File "/usr/lib/python3.12/site-packages/torch/utils/data/dataloader.py", line 733, in __next__\n'
+            "    data = self._next_data()\n")
+    _, flat, diag = pipeline.run(pipeline.Inputs(log=mmap, question="NeMo-RL SFT at 128k crashes"), kb)
+    assert flat["situation.phase"] == "data-loading" and diag.fixes[0].id == "reduce-dataloader-workers"

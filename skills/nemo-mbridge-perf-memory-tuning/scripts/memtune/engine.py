@@ -45,7 +45,7 @@ class FixAdvice:
 class AvoidAdvice:
     id: str
     source: str  # rule or constraint id
-    source_kind: str  # "rule" | "constraint" | "applied" | "simulation"
+    source_kind: str  # "rule" | "constraint" | "applied" | "simulation" | "situation" | "tried"
     reason: dict[str, str]  # {en, zh}
 
 
@@ -333,8 +333,17 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge, led: Any = None, ranking: s
             if fix_id in tried and any(f.get("framework") == framework for f in fix.get("frameworks") or []):
                 tried.remove(fix_id)
                 recommend(fix_id, f"{AGAIN}{framework}")
-    # what the user already tried and still ran out with: the next steps up its ladder (fixes.yaml next)
-    for fix_id in dict.fromkeys([*(flat.get("situation.tried") or []), *(flat.get("situation.no_effect") or [])]):
+    # what the user already tried and still ran out with: the next steps up its ladder (fixes.yaml next), unless the
+    # leading cause is one no bigger dose helps (causes.yaml tried_did_not_help): then what did nothing is advised
+    # against, and nothing up its ladder is proposed
+    tried_and_failed = list(dict.fromkeys([*(flat.get("situation.tried") or []),
+                                           *(flat.get("situation.no_effect") or [])]))
+    futile = (top_cause.get("situation") or {}).get("tried_did_not_help")
+    if futile:
+        for fix_id in flat.get("situation.no_effect") or []:
+            if fix_id in kb.by_id.get("fixes", {}):
+                avoid.setdefault(fix_id, AvoidAdvice(fix_id, top_cause["id"], "tried", futile))
+    for fix_id in [] if futile else tried_and_failed:
         for step in (kb.by_id.get("fixes", {}).get(fix_id) or {}).get("next", []):
             recommend(step, f"{LADDER}{fix_id}")
 
