@@ -111,6 +111,7 @@ class Grading:
     primary: CueSet = field(default_factory=lambda: CueSet([]))
     conditional: CueSet = field(default_factory=lambda: CueSet([]))
     sequenced: CueSet = field(default_factory=lambda: CueSet([]))
+    fallback_lead: CueSet = field(default_factory=lambda: CueSet([]))
     replacement: tuple[re.Pattern[str], ...] = ()
     flag_aliases: dict[str, str] = field(default_factory=dict)
     negation_double: CueSet = field(default_factory=lambda: CueSet([]))
@@ -119,6 +120,7 @@ class Grading:
     kept_after: CueSet = field(default_factory=lambda: CueSet([]))
     as_cause: CueSet = field(default_factory=lambda: CueSet([]))
     against_in_sentence: CueSet = field(default_factory=lambda: CueSet([]))
+    verdict_at_end: re.Pattern[str] = re.compile(r"(?!)")  # a sentence-final verdict against what it lists
     addon: CueSet = field(default_factory=lambda: CueSet([]))
     chosen: CueSet = field(default_factory=lambda: CueSet([]))  # a table's status cell that picks its row
     # whole labels that restate what was read ("情况：", "Situation:", "Read:"): what follows is the user's run
@@ -145,6 +147,7 @@ class Grading:
                 primary=CueSet.from_langs(data.get("primary")),
                 conditional=CueSet.from_langs(data.get("conditional")),
                 sequenced=CueSet.from_langs(data.get("sequenced")),
+                fallback_lead=CueSet.from_langs(data.get("fallback_lead")),
                 replacement=tuple(_replacement_regex(r["head"], r["sep"]) for r in data.get("replacement") or []),
                 flag_aliases=dict(data.get("flag_aliases") or {}),
                 negation_double=CueSet.from_langs(neg.get("double")),
@@ -153,6 +156,7 @@ class Grading:
                 kept_after=CueSet.from_langs((data.get("kept") or {}).get("after")),
                 as_cause=CueSet.from_langs((data.get("as_cause") or {}).get("before")),
                 against_in_sentence=CueSet.from_langs(data.get("against_in_sentence")),
+                verdict_at_end=re.compile(rf"(?:{_words(data.get('verdict_at_sentence_end'))})$", re.IGNORECASE),
                 addon=CueSet.from_langs(data.get("addon")),
                 chosen=CueSet.from_langs(data.get("chosen")),
                 restating=frozenset(w.casefold() for words in (data.get("restating_labels") or {}).values()
@@ -176,6 +180,12 @@ class Grading:
         opening = re.split(r"[,，:：;；]", head, maxsplit=1)[0]
         return bool(self.conditional.spans(head[:12])) and not self.sequenced.search(opening)
 
+    def leads_fallback(self, text: str) -> bool:
+        """The last clause of a paragraph that introduces a code block says the block is the next step, not the
+        first ("--micro_batch_size 减半，还不够就加：", "If that is still not enough, add:")."""
+        last = re.split(r"[,，;；。.!?！？]\s*", text.rstrip(" :：\n"))[-1]
+        return bool(self.fallback_lead.search(last))
+
     def kept(self, text: str, start: int, end: int) -> bool:
         """The clause around ``text[start:end]`` keeps the setting as it is.
 
@@ -193,6 +203,8 @@ class Grading:
             lo = max((m.end() for m in _CLAUSE_END.finditer(text, 0, opened)), default=0)
         nxt = _CLAUSE_END.search(text, end, end + _KEPT_AFTER)
         after = text[end:nxt.start() if nxt else end + _KEPT_AFTER]  # "…的版本，其它配置不动" is another clause
+        # "减半（global_batch_size 不变）": the aside in parentheses keeps another setting, not this one
+        after = re.split(r"[(（]", after, maxsplit=1)[0]
         return bool(self.kept_before.search(text[lo:start]) or self.kept_after.search(after))
 
     def named_as_cause(self, text: str, start: int) -> bool:
@@ -201,8 +213,11 @@ class Grading:
         return bool(self.as_cause.search(text[max(lo, start - _AS_CAUSE_BEFORE):start]))
 
     def against_later_in_sentence(self, text: str, end: int) -> bool:
+        """A cue later in the mention's sentence argues against it ("X won't help"), or the sentence closes on a
+        verdict ("降 micro batch、开重计算都是省激活的，对建模型阶段 OOM 没用。")."""
         nxt = _SENTENCE_END.search(text, end)
-        return self.against_in_sentence.search(text[end: nxt.start() if nxt else len(text)])
+        rest = text[end: nxt.start() if nxt else len(text)]
+        return bool(self.against_in_sentence.search(rest) or self.verdict_at_end.search(rest.rstrip(" 了啊的*_`")))
 
     def replaced_spans(self, text: str) -> list[tuple[int, int]]:
         """Spans naming what a "replace X with Y" sentence replaces (X)."""
@@ -850,6 +865,9 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
         # the paragraph just before a command block, naming a change the block makes, names it first
         # ("只给第一段减负：让第一个 stage 少放几层 decoder" before a block that restates PP and sets the first stage)
         in_block = {m.ident for m in fixes.find(units[index + 1].text)} - applied if unit.leads_code else set()
+        # a command block its lead-in calls the fallback ("还不够就加：") is the next step, whatever it writes
+        fallback_block = unit.code and index > 0 and units[index - 1].leads_code \
+            and grading.leads_fallback(units[index - 1].text)
         if unit.code:
             unit.text += _flattened_yaml(unit.text)
         kind, primary = unit.kind, unit.primary
@@ -920,7 +938,7 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
                     # NCCL_GRAPH_REGISTER=0 the expandable segments can actually be remapped")
                     continue
                 # a mention said to be the next step ranks after every other recommendation
-                later = len(_STRENGTH) if (cues.later_after.match(unit.text, m.end)
+                later = len(_STRENGTH) if (fallback_block or cues.later_after.match(unit.text, m.end)
                                            or cues.later_before.search(unit.text, max(0, m.start - 24), m.start)) else 0
                 recommended.append((_STRENGTH[place] + later, order, m.ident, unit.code))
                 places[order] = place
