@@ -1432,3 +1432,22 @@ def test_an_rl_run_killed_for_host_ram_midway_measures_first_a_dataloader_frame_
             "    data = self._next_data()\n")
     _, flat, diag = pipeline.run(pipeline.Inputs(log=mmap, question="NeMo-RL SFT at 128k crashes"), kb)
     assert flat["situation.phase"] == "data-loading" and diag.fixes[0].id == "reduce-dataloader-workers"
+
+
+def test_a_version_that_reverting_to_fixes_is_the_stack_moving(kb):
+    # vllm#32714 (s49): two versions, "Reverting to 0.13 fixes problem", "official docker images"
+    text = ("In v 0.13.0 sleep level 1 leaves 1.14Gb used on each GPU after sleep. In v 0.14 sleep level 1 leaves "
+            "16Gb used. Reverting to 0.13 fixes problem. Using official docker images.")
+    sit = read_situation(_facts(question=parse_question(text, kb)), kb)
+    assert sit.worked_before and [r.value for r in sit.changed] == ["stack"]
+
+
+def test_clean_on_older_versions_while_loading_weights_is_a_load_time_regression(kb):
+    # vllm#43951 (s49): "OOMs during weight loading ... vLLM 0.21.0; clean on 0.18.0 / 0.20.2"; "fine on one node"
+    # (nemo#12637) is a place, not a version, and stays no version word
+    text = ("Loading a large MoE model with --enable-sleep-mode OOMs during weight loading. vLLM 0.21.0 (also 0.21.x); "
+            "clean on 0.18.0 / 0.19.1 / 0.20.2.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.phase"] == "checkpoint-load" and "stack" in flat["situation.changed"]
+    assert {c.id for c in diag.causes[:2]} == {"checkpoint-load", "version-regression"}
+    assert "cuda-graph-memory" not in {c.id for c in diag.causes}
