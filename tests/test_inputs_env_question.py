@@ -353,7 +353,7 @@ def test_question_failure_figure_ignores_the_card_size(vkb):
 @pytest.mark.parametrize("text, name", [
     ("8xA100-40GB", "A100 40GB"), ("16xH100", "H100 80GB"), ("2x8H800", "H800"), ("40GB A100s", "A100 40GB"),
     ("A100(40G)*4", "A100 40GB"), ("4*A100 ... in all 16 A100-40G cards", "A100 40GB"), ("GB200 NVL72", "GB200"),
-    ("8 x V100 32GB", None), ("RTX 4090", None),
+    ("8 x V100 32GB", None), ("RTX 4090", "RTX 4090"), ("2*8*h20", "H20"), ("4*4090", "RTX 4090"),
 ])
 def test_question_gpu_names(text, name, vkb):
     assert parse_question(text, vkb).gpu_name == name
@@ -396,8 +396,10 @@ def test_lookup_gpu_facts(vkb):
 @pytest.mark.parametrize("typed, name, gib, count", [
     ("80GB", "80GB", 79.2, None),                 # a size alone: an unnamed card of that size
     ("GH200 96GB", "GH200 96GB", 95.0, None),     # a name the table lacks, with its size
-    ("RTX 4090 24GB", "RTX 4090 24GB", 23.7, None),
-    ("4090 24G", "4090 24G", 23.7, None),
+    ("RTX 4090 24GB", "RTX 4090", 23.7, None),        # a consumer card by name, its size as typed
+    ("4090 24G", "RTX 4090", 23.7, None),
+    ("4*4090", "RTX 4090", 23.7, 4),                 # by name alone: the nominal 24 GB, said
+    ("8x3090", "RTX 3090", 23.7, 8),
     ("8x H800", "H800", 79.2, 8),                 # a count prefix, a known name without a measured capacity
     ("H100 x8", "H100 80GB", 79.11, 8),
     ("2x8 H100", "H100 80GB", 79.11, 16),
