@@ -1451,3 +1451,20 @@ def test_clean_on_older_versions_while_loading_weights_is_a_load_time_regression
     assert flat["situation.phase"] == "checkpoint-load" and "stack" in flat["situation.changed"]
     assert {c.id for c in diag.causes[:2]} == {"checkpoint-load", "version-regression"}
     assert "cuda-graph-memory" not in {c.id for c in diag.causes}
+
+
+def test_a_suspected_leak_is_asked_not_seen(kb):
+    # Automodel#2634 (s50): "我们怀疑是跨阶段的显存泄漏 ... 请问到底是不是泄漏？" - the user suspects growth; the
+    # per-step figures say otherwise, so growth is a suspicion (suspected_trend), not a trend read
+    text = ("我们怀疑是跨阶段的显存泄漏（上一阶段的 model + optimizer 没释放），或者是 FSDP 的问题。"
+            "下面是我们打的每步显存，请问到底是不是泄漏？")
+    sit = read_situation(_facts(question=parse_question(text, kb)), kb)
+    assert sit.trend is not None and sit.flatten()["situation.suspected_trend"] == "grows"
+    assert sit.flatten()["situation.trend"] is None
+
+
+def test_steps_that_ran_fine_first_rule_out_model_state(kb):
+    # Automodel#2585 (s50): "前 9 步都正常" - weights, gradients and optimizer state were in place by step 2
+    text = "每次都在第 10 步左右反向的时候 CUDA OOM，8 张卡全挂。前 9 步都正常，为什么偏偏第 10 步爆？"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.step"] == "later-step" and "capacity-model-state" in diag.ruled_out

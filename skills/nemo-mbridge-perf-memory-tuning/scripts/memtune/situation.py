@@ -879,7 +879,8 @@ def _compile(kb: Knowledge) -> _Words:
                   tuple(f"{w.strip()} " if w.strip()[-1:].isascii() else w.strip()
                         for w in _endings((table.get("asking") or {}).get("start"))),
                   _endings((table.get("asking") or {}).get("end")),
-                  tuple(f"{w.strip()} " for w in _endings((table.get("asking") or {}).get("lead"))),
+                  tuple(f"{w.strip()} " if w.strip()[-1:].isascii() else w.strip()
+                        for w in _endings((table.get("asking") or {}).get("lead"))),
                   _Literals(_both(table.get("rl_words"))),
                   _Literals(_both(table.get("per_step_words"))),
                   _Literals(_both(changes.get("absent_before")) + _both(changes.get("absent_after"))),
