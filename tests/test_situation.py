@@ -1468,3 +1468,13 @@ def test_steps_that_ran_fine_first_rule_out_model_state(kb):
     text = "每次都在第 10 步左右反向的时候 CUDA OOM，8 张卡全挂。前 9 步都正常，为什么偏偏第 10 步爆？"
     _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
     assert flat["situation.step"] == "later-step" and "capacity-model-state" in diag.ruled_out
+
+
+def test_dpo_in_an_rl_framework_runs_no_rollout_engine(kb):
+    # NeMo-RL#926 (s50): DPO in NeMo-RL generates nothing, so NeMo-RL's default colocated engine does not apply and
+    # the engine's share is no fix; GRPO in the same framework keeps it
+    dpo = "我在用 NeMo-RL 对 Nemotron 12B 做 DPO，序列长度想开到 12288，再往上加长度就 OOM。"
+    sit = read_situation(_facts(question=parse_question(dpo, kb)), kb)
+    assert sit.framework.value == "nemo-rl" and sit.process is None
+    grpo = "我在用 NeMo-RL 对 Nemotron 12B 做 GRPO，序列长度想开到 12288，再往上加长度就 OOM。"
+    assert read_situation(_facts(question=parse_question(grpo, kb)), kb).process.value == "colocated-engine"

@@ -205,8 +205,8 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
                      or _one("frameworks", clauses, words, failing_only=False))
     # the framework's own default, when the user is silent; an SFT or pretraining run that says nothing of RL has
     # no rollout engine
-    no_rollout = ((facts.config.task or facts.question.layout.get("task")) in ("sft", "pretrain")
-                  and not words.rl.search(text))
+    no_rollout = (((facts.config.task or facts.question.layout.get("task")) in ("sft", "pretrain")
+                   or bool(words.offline.search(text))) and not words.rl.search(text))
     if sit.process is None and sit.framework is not None and not no_rollout:
         sit.process = _default_process(sit.framework, table)
     elif (sit.process is not None and sit.process.value == "colocated-engine" and sit.process.source == "words"
@@ -796,6 +796,7 @@ class _Words:
     asking_end: tuple[str, ...]
     asking_lead: tuple[str, ...]  # "and ", "so ": connectives before a clause's question words
     rl: _Literals  # situation.yaml rl_words: an RL run (its default rollout engine applies)
+    offline: _Literals  # situation.yaml offline_words: post-training that generates nothing (DPO, a reward model)
     per_step: _Literals  # situation.yaml per_step_words: growth beside a step count is growth across steps
     absent_any: _Literals  # situation.yaml changes.absent_before + absent_after: a clause without them says nothing off
     absent_before: tuple[str, ...]  # "no", "without", meiyou kai: just before a setting, it is not on
@@ -882,6 +883,7 @@ def _compile(kb: Knowledge) -> _Words:
                   tuple(f"{w.strip()} " if w.strip()[-1:].isascii() else w.strip()
                         for w in _endings((table.get("asking") or {}).get("lead"))),
                   _Literals(_both(table.get("rl_words"))),
+                  _Literals(_both(table.get("offline_words"))),
                   _Literals(_both(table.get("per_step_words"))),
                   _Literals(_both(changes.get("absent_before")) + _both(changes.get("absent_after"))),
                   _endings(_both(changes.get("absent_before")), latin_space=True),
