@@ -1478,3 +1478,11 @@ def test_dpo_in_an_rl_framework_runs_no_rollout_engine(kb):
     assert sit.framework.value == "nemo-rl" and sit.process is None
     grpo = "我在用 NeMo-RL 对 Nemotron 12B 做 GRPO，序列长度想开到 12288，再往上加长度就 OOM。"
     assert read_situation(_facts(question=parse_question(grpo, kb)), kb).process.value == "colocated-engine"
+
+
+def test_settings_listed_beside_an_unchanged_script_are_the_runs_state_not_changes(kb):
+    # Megatron-LM#4069 (issue-12): "开了 Megatron-FSDP ... 脚本没改，只换了分支" - the one change is the stack
+    text = ("同一个 Qwen3 MoE 训练脚本（128 个专家 top-8，开了 Megatron-FSDP），分别在 core_v0.14.0 和 core_v0.16.0 "
+            "分支上跑，v0.16.0 的显存占用比 v0.14.0 多了三分之一。脚本没改，只换了分支，这是什么原因？")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.changed"] == ["stack"] and diag.causes[0].id == "version-regression"

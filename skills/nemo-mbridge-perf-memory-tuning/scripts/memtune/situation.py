@@ -236,6 +236,9 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.worked_before = bool(words.worked_before.search(text))
     if sit.worked_before and not any(r.value == "stack" for r in sit.changed):
         sit.changed.extend(_two_versions(text, words))
+    if any(r.value == "stack" for r in sit.changed) and words.config_unchanged.search(text):
+        # "the script is unchanged, only the branch moved": the settings listed describe the run; the software moved
+        sit.changed = [r for r in sit.changed if r.value == "stack"]
     sit.expected_release = bool(words.expected_release.search(text))
     kept = [(c, v) for c in said if words.kept.search(c) for v, _ in _hits("components", c, words)]
     sit.kept = list(dict.fromkeys(v for _, v in kept))
@@ -778,6 +781,7 @@ class _Words:
     worked: _Literals
     upgraded: _Literals
     worked_before: _Literals
+    config_unchanged: _Literals
     expected_release: _Literals
     kept: _Literals
     unchanged: _Literals
@@ -866,6 +870,7 @@ def _compile(kb: Knowledge) -> _Words:
                   _Literals(_both(changes.get("worked"))),
                   _Literals(_both(changes.get("upgraded"))),
                   _Literals(_both(changes.get("worked_before"))),
+                  _Literals(_both(changes.get("config_unchanged"))),
                   _Literals(_both(changes.get("expected_release"))),
                   _Literals(_both(changes.get("kept"))),
                   _Literals(_both(changes.get("unchanged"))),
