@@ -1486,3 +1486,15 @@ def test_settings_listed_beside_an_unchanged_script_are_the_runs_state_not_chang
             "分支上跑，v0.16.0 的显存占用比 v0.14.0 多了三分之一。脚本没改，只换了分支，这是什么原因？")
     _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
     assert flat["situation.changed"] == ["stack"] and diag.causes[0].id == "version-regression"
+
+
+def test_a_configuration_called_a_regression_beside_a_container_is_the_stack_moving(kb):
+    # Megatron-Bridge#3597: one container and one commit named, "This configuration is a regression for us"
+    text = ("Pre-training DEEPSEEK_V3_PRETRAIN_CONFIG_B200_NVFP4_V2 now runs out of memory right after task "
+            "initialization with fp4_param_gather=true. This configuration is a regression for us (container "
+            "nvcr.io/nvidian/nemo:nightly-2026-04-28, Bridge commit fcb4c287).")
+    sit = read_situation(_facts(question=parse_question(text, kb)), kb)
+    assert sit.worked_before and [r.value for r in sit.changed] == ["stack"]
+    # it worked before, but nothing calls it a regression: a container named is no change by itself
+    plain = "It worked before. We run the nemo:25.02 container with the same config and it OOMs at iteration 3."
+    assert not read_situation(_facts(question=parse_question(plain, kb)), kb).changed

@@ -236,6 +236,12 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.worked_before = bool(words.worked_before.search(text))
     if sit.worked_before and not any(r.value == "stack" for r in sit.changed):
         sit.changed.extend(_two_versions(text, words))
+    if sit.worked_before and not sit.changed and words.regressed.search(text):
+        # "this configuration is a regression for us (container nightly-2026-04-28, Bridge commit fcb4c287)": it ran
+        # before, no setting is said to have changed, and the software is named - the software is what moved
+        version = words.versions.spans(text)
+        if version:
+            sit.changed.append(Reading("stack", [Clue(f"\u201c{version[0][2].strip()}\u201d", "words")]))
     if any(r.value == "stack" for r in sit.changed) and words.config_unchanged.search(text):
         # "the script is unchanged, only the branch moved": the settings listed describe the run; the software moved
         sit.changed = [r for r in sit.changed if r.value == "stack"]
@@ -782,6 +788,7 @@ class _Words:
     upgraded: _Literals
     worked_before: _Literals
     config_unchanged: _Literals
+    regressed: _Literals
     expected_release: _Literals
     kept: _Literals
     unchanged: _Literals
@@ -871,6 +878,7 @@ def _compile(kb: Knowledge) -> _Words:
                   _Literals(_both(changes.get("upgraded"))),
                   _Literals(_both(changes.get("worked_before"))),
                   _Literals(_both(changes.get("config_unchanged"))),
+                  _Literals(_both(changes.get("regressed"))),
                   _Literals(_both(changes.get("expected_release"))),
                   _Literals(_both(changes.get("kept"))),
                   _Literals(_both(changes.get("unchanged"))),
