@@ -1498,3 +1498,11 @@ def test_a_configuration_called_a_regression_beside_a_container_is_the_stack_mov
     # it worked before, but nothing calls it a regression: a container named is no change by itself
     plain = "It worked before. We run the nemo:25.02 container with the same config and it OOMs at iteration 3."
     assert not read_situation(_facts(question=parse_question(plain, kb)), kb).changed
+
+
+def test_a_phase_named_only_in_a_question_is_no_phase_it_failed_in(kb):
+    # verl#224: "是否表示内存中保存了 8 份模型参数？" asks about copies kept in memory; it names no save that failed
+    text = ("我在单机 8×A800 80G、96G 内存上测试 qwen7b，结果 OOM 了。有 8 个 rollout 进程，每个占 11G 内存。"
+            "是否表示内存中保存了 8 份模型参数？如何配置可以减小内存消耗？")
+    sit = read_situation(_facts(question=parse_question(text, kb)), kb)
+    assert sit.phase is None or sit.phase.value != "checkpoint-save"

@@ -182,7 +182,8 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.failed_batch = _batch_of(sit.failed)
     # a setting written as key=value or --flag names a pass it configures ("log_prob_micro_batch_size_per_gpu=8",
     # "--megatron-to-hf-mode bridge"), not the pass that failed
-    said_phase = _one("phases", [_FLAG.sub(" ", _SETTING.sub(" ", c)) for c in clauses], words,
+    # a clause that asks ("does it mean 8 copies of the model are saved in memory?") names no phase it failed in
+    said_phase = _one("phases", [_FLAG.sub(" ", _SETTING.sub(" ", c)) for c in said], words,
                       order=words.phase_order)
     sit.phase = (_stated(stated.phase, "phase") or _refined(_phase_from_log(facts, words, log_text), said_phase)
                  or said_phase or _phase_from_question_frames(text, words) or _phase_from_logprob_logits(facts))
