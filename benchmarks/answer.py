@@ -112,6 +112,8 @@ class Grading:
     conditional: CueSet = field(default_factory=lambda: CueSet([]))
     sequenced: CueSet = field(default_factory=lambda: CueSet([]))
     fallback_lead: CueSet = field(default_factory=lambda: CueSet([]))
+    rating: re.Pattern[str] = re.compile(r"(?!)")  # "推荐指数：★★★★", "priority: high": a score, not "recommended"
+    later_option: re.Pattern[str] = re.compile(r"(?!)")  # "方案二", "Option 2": an option after the first
     replacement: tuple[re.Pattern[str], ...] = ()
     flag_aliases: dict[str, str] = field(default_factory=dict)
     negation_double: CueSet = field(default_factory=lambda: CueSet([]))
@@ -148,6 +150,10 @@ class Grading:
                 conditional=CueSet.from_langs(data.get("conditional")),
                 sequenced=CueSet.from_langs(data.get("sequenced")),
                 fallback_lead=CueSet.from_langs(data.get("fallback_lead")),
+                rating=re.compile("|".join(map(re.escape, (data.get("options") or {}).get("rating") or [])) or r"(?!)",
+                                  re.IGNORECASE),
+                later_option=re.compile("|".join((data.get("options") or {}).get("later") or []) or r"(?!)",
+                                        re.IGNORECASE),
                 replacement=tuple(_replacement_regex(r["head"], r["sep"]) for r in data.get("replacement") or []),
                 flag_aliases=dict(data.get("flag_aliases") or {}),
                 negation_double=CueSet.from_langs(neg.get("double")),
@@ -167,8 +173,12 @@ class Grading:
             raise UserError(f"{path}: missing or malformed key {exc}") from None
 
     def is_primary(self, label: str) -> bool:
-        """A recommend heading or label that says it is the first thing to do."""
-        return self.classify(label) == "recommend" and self.primary.search(label)
+        """A recommend heading or label that says it is the first thing to do; a rating ("推荐指数：★★★★",
+        "priority: medium") is no such word, and an option numbered after the first ("方案二", "Option 2") is not the
+        first thing to do whatever it says of itself."""
+        if self.later_option.search(label):
+            return False
+        return self.classify(label) == "recommend" and bool(self.primary.search(self.rating.sub("", label)))
 
     def is_addon(self, text: str) -> bool:
         """Opens as an add-on to the plan ("While you're at it, ...", "顺手把 ...")."""
@@ -868,6 +878,8 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
         # a command block its lead-in calls the fallback ("还不够就加：") is the next step, whatever it writes
         fallback_block = unit.code and index > 0 and units[index - 1].leads_code \
             and grading.leads_fallback(units[index - 1].text)
+        # "方案二（推荐指数：★★★★）：把 MICRO_BATCH_SIZE 降到 1": an option numbered after the first is not first
+        later_option = bool(grading.later_option.match(unit.text.lstrip(" *_#>")))
         if unit.code:
             unit.text += _flattened_yaml(unit.text)
         kind, primary = unit.kind, unit.primary
@@ -938,7 +950,7 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
                     # NCCL_GRAPH_REGISTER=0 the expandable segments can actually be remapped")
                     continue
                 # a mention said to be the next step ranks after every other recommendation
-                later = len(_STRENGTH) if (fallback_block or cues.later_after.match(unit.text, m.end)
+                later = len(_STRENGTH) if (fallback_block or later_option or cues.later_after.match(unit.text, m.end)
                                            or cues.later_before.search(unit.text, max(0, m.start - 24), m.start)) else 0
                 recommended.append((_STRENGTH[place] + later, order, m.ident, unit.code))
                 places[order] = place

@@ -52,7 +52,11 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # tables, 6 in Chinese) came in at 63.6 / 59.1 / 81.8 % and 72.7 / 59.1 / 54.5 %; learned
 # (tests/test_scorer_writers_yz.py), y reads 95.5 / 95.5 / 100 % and z 95.5 / 90.9 / 100 %, and the whole set of
 # 594 the floors below (the verdict floor falls from 96.3 %: the new answers' remaining misses, not a regression).
-FLOORS = {"first_fix_verdict": 0.9623, "violations": 0.9663, "first_fix_id": 0.9310}
+# Writer aa (22, a Chinese-first chat assistant, held for a session) came in at 63.6 / 54.5 / 77.3 %, writer bb
+# (22, a terse maintainer in an issue thread, 7 in Chinese) at 75.0 / 54.5 / 63.6 %; learned
+# (tests/test_scorer_writers_aa_bb.py) they read 77.3 / 72.7 / 95.5 % and 91.7 / 86.4 / 100 %, and the whole set
+# of 638 the floors below (no earlier answer's reading changed; the floors fall with aa's remaining misses).
+FLOORS = {"first_fix_verdict": 0.9540, "violations": 0.9671, "first_fix_id": 0.9216}
 
 
 @pytest.fixture(scope="module")

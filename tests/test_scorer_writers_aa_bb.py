@@ -1,5 +1,5 @@
-"""How the scorer reads the misreadings that writer bb (a terse maintainer in an issue thread; issue 26's batch of
-2026-12-05) showed on its first read.
+"""How the scorer reads the misreadings that writers bb (a terse maintainer in an issue thread, issue 26's batch of
+2026-12-05) and aa (a Chinese-first chat assistant, held unlearned since the session before) showed.
 
 Each answer text is a sentence or block from a real labelled answer (benchmarks/answers/<id>.yaml, named in the
 test).  The classes: a lead-in that rejects a list ("Not useful here: ..."); "doesn't apply", "none of that",
@@ -69,3 +69,38 @@ def test_spellings_of_fixes_from_a_maintainers_replies(scorer):
     ]
     for text, fix in cases:
         assert scorer.read_markdown(text).first_fix == fix, text
+
+
+# Writer aa: numbered options with ratings, and sentences that close on a verdict
+
+
+def test_an_option_numbered_after_the_first_is_not_the_first_step_whatever_its_rating(scorer):
+    # aa-004: "方案二（推荐指数：★★★★）" - a rating is a score, not "recommended", and option two comes second
+    text = ("**解决方案**\n\n方案一（推荐指数：★★★★★）：开启可扩展段，减少碎片\n\n```bash\n"
+            "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n```\n\n"
+            "方案二（推荐指数：★★★★）：把 MICRO_BATCH_SIZE 从 4 降到 1 或 2，通过梯度累积保持全局 batch 不变。\n")
+    answer = scorer.read_markdown(text)
+    assert answer.first_fix == "expandable-segments" and "reduce-micro-batch" in answer.recommended
+
+
+def test_a_sentence_that_closes_on_no_help_or_not_recommended_argues_against_its_list(scorer):
+    # aa-003, aa-005, aa-020, aa-016
+    for text, fix in [
+        ("调小 micro batch、打开重计算都只影响激活，对这个 offload 尖峰没有作用，不推荐在这个方向上花时间。",
+         "reduce-micro-batch"),
+        ("调小 batch、打开 full 重计算、增大 TP 这些训练侧手段对保存时的主机内存没有任何帮助，不推荐。", "increase-tp"),
+        ("Training-side settings (micro-batch, recompute, activation offload, allocator config) have no effect on a "
+         "conversion.", "activation-cpu-offload"),
+        ("Allocator settings such as expandable_segments and adding more nodes will not change this stage-to-stage "
+         "slope.", "add-gpus"),
+    ]:
+        answer = scorer.read_markdown(text + "\n")
+        assert fix in answer.avoided and fix not in answer.recommended, text
+
+
+def test_confirming_in_the_log_and_turning_on_tp_are_spelled_the_agents_way(scorer):
+    # aa-006: "启动后在日志里确认 DeepSpeed 打印的 zero_optimization stage 为 3"; aa-022: "turn on tensor parallelism"
+    assert scorer.read_markdown("启动后在日志里确认 DeepSpeed 打印的 zero_optimization stage 为 3。\n").first_fix \
+        == "confirm-setting-applied"
+    assert scorer.read_markdown("Option 1 (priority: high) - turn on tensor parallelism inside the node.\n").first_fix \
+        == "increase-tp"
