@@ -775,7 +775,7 @@ def test_a_setting_said_to_be_off_is_the_first_lever_where_the_phase_holds_its_m
     ("the run runs out of GPU memory before iteration 1 completes", "first-step"),
     ("it OOMs before the first iteration finishes", "first-step"),
     ("it OOMs before the first step", "before-training"),
-    ("after the first step completes it OOMs", None),
+    ("after the first step completes it OOMs", "second-step"),  # the first one ran: what follows it failed
 ])
 def test_a_step_said_to_run_to_its_end_is_where_it_failed(text, step, kb):
     _, flat, _ = pipeline.run(pipeline.Inputs(question=text), kb)
@@ -1506,3 +1506,15 @@ def test_a_phase_named_only_in_a_question_is_no_phase_it_failed_in(kb):
             "是否表示内存中保存了 8 份模型参数？如何配置可以减小内存消耗？")
     sit = read_situation(_facts(question=parse_question(text, kb)), kb)
     assert sit.phase is None or sit.phase.value != "checkpoint-save"
+
+
+def test_the_wake_right_after_the_first_update_is_no_step_whose_earlier_wakes_fit(kb):
+    # vllm#13941 (s49): "训练完一步之后调用 wake_up 就直接 OOM" - the first wake beside the trainer's full state (its
+    # optimizer state exists from the first update on): no earlier wake of the same sum fit, and what stays is the
+    # trainer's new state before anything outside PyTorch
+    text = ("8 张 A800（40G）上做 72B 模型的 RL，vLLM 开了 sleep mode 和训练共卡。"
+            "训练完一步之后调用 wake_up 就直接 OOM 了。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.step"] == "second-step"
+    assert "colocated-wake-fails-after-earlier-wakes-fit" not in diag.fired_rules
+    assert "offload-trainer-states" in {f.id for f in diag.fixes[:3]}
