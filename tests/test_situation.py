@@ -1518,3 +1518,16 @@ def test_the_wake_right_after_the_first_update_is_no_step_whose_earlier_wakes_fi
     assert flat["situation.step"] == "second-step"
     assert "colocated-wake-fails-after-earlier-wakes-fit" not in diag.fired_rules
     assert "offload-trainer-states" in {f.id for f in diag.fixes[:3]}
+
+
+def test_a_run_that_fits_on_fewer_gpus_rules_out_what_more_gpus_only_split(kb):
+    # verl#2820 (s50): "works with n_gpus_per_node=2, but OOM when n_gpus_per_node > 2" - weights, gradients,
+    # optimizer state and a GPU's activations only shrink or stay with more GPUs; "0.5B on one card runs, 7B on
+    # 8 cards fails" (Pai-Megatron-Patch#409) compares two models, not two GPU counts
+    text = ("The GRPO run works successfully with n_gpus_per_node=2, but encounters OOM errors when "
+            "n_gpus_per_node > 2. I would like to utilize all 8 GPUs available.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.fewer_gpus_fit"]
+    assert {"capacity-activations", "capacity-model-state"} <= set(diag.ruled_out)
+    other = "单卡跑 0.5B 没问题；换成 8 卡跑 7B 就失败了，每张卡 32G 显存都满了。"
+    assert not read_situation(_facts(question=parse_question(other, kb)), kb).fewer_gpus_fit

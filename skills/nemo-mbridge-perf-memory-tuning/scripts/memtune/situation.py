@@ -86,6 +86,7 @@ class Situation:
     waste_source: str | None = None  # number (the OOM message) or words (the question's figures)
     worked_before: bool = False  # the user says the same setup ran before
     expected_release: bool = False  # the user expects memory to have been released (offload, sleep) before it failed
+    fewer_gpus_fit: bool = False  # the run works on fewer GPUs than the count it fails on
     kept: list[str] = field(default_factory=list)  # components the user says stay on the GPU ("optimizer still on it")
     forward_only: bool = False  # the user says the model or pass that holds the memory only runs forward (no update)
     more_than_expected: bool = False  # the user says it holds more than it should (more than its weights)
@@ -121,6 +122,7 @@ class Situation:
         out["situation.waste_source"] = self.waste_source
         out["situation.worked_before"] = self.worked_before
         out["situation.expected_release"] = self.expected_release
+        out["situation.fewer_gpus_fit"] = self.fewer_gpus_fit
         out["situation.kept"] = list(self.kept)
         out["situation.forward_only"] = self.forward_only
         out["situation.more_than_expected"] = self.more_than_expected
@@ -247,6 +249,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
         # "the script is unchanged, only the branch moved": the settings listed describe the run; the software moved
         sit.changed = [r for r in sit.changed if r.value == "stack"]
     sit.expected_release = bool(words.expected_release.search(text))
+    sit.fewer_gpus_fit = _fewer_gpus_fit(said, words)
     kept = [(c, v) for c in said if words.kept.search(c) for v, _ in _hits("components", c, words)]
     sit.kept = list(dict.fromkeys(v for _, v in kept))
     if kept and sit.trend is None:  # "the weights stay on the GPU": memory not released where it should be
@@ -791,6 +794,7 @@ class _Words:
     config_unchanged: _Literals
     regressed: _Literals
     expected_release: _Literals
+    fits_on: _Literals
     kept: _Literals
     unchanged: _Literals
     forward_only: _Literals
@@ -881,6 +885,7 @@ def _compile(kb: Knowledge) -> _Words:
                   _Literals(_both(changes.get("config_unchanged"))),
                   _Literals(_both(changes.get("regressed"))),
                   _Literals(_both(changes.get("expected_release"))),
+                  _Literals(_both(changes.get("fits_on"))),
                   _Literals(_both(changes.get("kept"))),
                   _Literals(_both(changes.get("unchanged"))),
                   _Literals(_both(changes.get("forward_only"))), _Literals(_both(changes.get("more_than_expected"))),
@@ -1212,6 +1217,42 @@ _ENV_NAME = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
 # a release number, or a commit hash beside the word "commit" ("on commit 3e5481fd", "after commit e3af337")
 _VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+|rc\d+)?)(?![\w.])"
                       r"|\bcommits?\s+([0-9a-f]{7,40})\b", re.I)
+
+
+# A GPU count as people write it: a launcher key (n_gpus_per_node=2, "> 2" read as 3), "8 GPUs", "4 cards", "8 ka"
+# and "8 zhang ka" (\u5361 ka "card", \u5f20 zhang, \u5757 kuai: counters), "dan ka" \u5355\u5361 (one card)
+_GPU_COUNT = re.compile(r"(?:n_gpus_per_node|nproc_per_node|nproc-per-node|num_gpus|gpus_per_node|--gpus)\s*[=:]?\s*"
+                        r"(>=?)?\s*(\d+)|(?<![\w.])(\d+)\s*(?:x\s*)?(?:GPUs?\b|gpus?\b|cards?\b|[\u5f20\u5757]?\s*\u5361)"
+                        r"|(\u5355\u5361)", re.IGNORECASE)
+
+
+def _gpu_counts(clause: str) -> list[int]:
+    counts = []
+    for m in _GPU_COUNT.finditer(clause):
+        if m.group(4):
+            counts.append(1)
+        elif m.group(2):
+            counts.append(int(m.group(2)) + (1 if m.group(1) == ">" else 0))
+        else:
+            counts.append(int(m.group(3)))
+    return counts
+
+
+_MODEL_SIZE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*[BM]\b")  # "0.5B", "7B", "350M": a model named by its size
+
+
+def _fewer_gpus_fit(clauses: list[str], words: _Words) -> bool:
+    """"Works with n_gpus_per_node=2, OOMs when n_gpus_per_node > 2": every count said to work is below every count
+    said to fail (a clause that names a failure is a failing count, whatever else it says) - and the same model on
+    both ("0.5B on one card runs, 7B on 8 cards fails" compares two models, not two GPU counts)."""
+    fail_clauses = [c for c in clauses if words.failure.search(c)]
+    fit_clauses = [c for c in clauses if not words.failure.search(c) and words.fits_on.search(c)]
+    failing = [n for c in fail_clauses for n in _gpu_counts(c)]
+    working = [n for c in fit_clauses for n in _gpu_counts(c)]
+    sizes = [{m.group(1) for c in group for m in _MODEL_SIZE.finditer(c)} for group in (fit_clauses, fail_clauses)]
+    if sizes[0] and sizes[1] and sizes[0] != sizes[1]:
+        return False
+    return bool(failing and working) and max(working) < min(failing)
 
 
 def _two_versions(text: str, words: _Words) -> list[Reading]:
