@@ -1531,3 +1531,16 @@ def test_a_run_that_fits_on_fewer_gpus_rules_out_what_more_gpus_only_split(kb):
     assert {"capacity-activations", "capacity-model-state"} <= set(diag.ruled_out)
     other = "单卡跑 0.5B 没问题；换成 8 卡跑 7B 就失败了，每张卡 32G 显存都满了。"
     assert not read_situation(_facts(question=parse_question(other, kb)), kb).fewer_gpus_fit
+
+
+def test_host_ram_named_with_no_gpu_failure_keeps_gpu_share_and_offload_off_the_list(kb):
+    # verl#224: "8 个 rollout 进程，每个占 11G 内存" on a 96G node - the engine's GPU share does not change host RAM,
+    # and optimizer offload would put more into the RAM that ran out
+    text = ("我在单机 8×A800 80G、96G 内存上测试 qwen7b，结果 OOM 了。有 8 个 rollout 进程，每个占 11G 内存。"
+            "我阅读了源码和 paper，发现 vllm 会 offload 参数到 cpu memory；是否表示内存中保存了 8 份模型参数？"
+            "如何配置可以减小内存消耗？")
+    log = ["PID     MEM(GB) COMMAND\n", "40126   11.20   ray::WorkerDict.actor_rollout_generate_sequences\n",
+           "40125   11.17   ray::WorkerDict.actor_rollout_generate_sequences\n", "39907   0.54    ray::main_task\n"]
+    _, _, diag = pipeline.run(pipeline.Inputs(question=text, log=log, gpu="8×A800 80G"), kb)
+    assert diag.causes[0].id == "host-oom"
+    assert not {"shrink-colocated-engine", "optimizer-cpu-offload"} & {f.id for f in diag.fixes}
