@@ -18,7 +18,7 @@ from functools import lru_cache, partial
 from typing import Any, NamedTuple
 
 from .facts import Facts
-from .inputs.question import names_topic, without_small
+from .inputs.question import gpu_counts_in, model_sizes_in, names_topic, without_small
 from .knowledge import Knowledge
 
 GIB = 2**30
@@ -249,7 +249,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
         # "the script is unchanged, only the branch moved": the settings listed describe the run; the software moved
         sit.changed = [r for r in sit.changed if r.value == "stack"]
     sit.expected_release = bool(words.expected_release.search(text))
-    sit.fewer_gpus_fit = _fewer_gpus_fit(said, words)
+    sit.fewer_gpus_fit = _fewer_gpus_fit(said, words, kb)
     kept = [(c, v) for c in said if words.kept.search(c) for v, _ in _hits("components", c, words)]
     sit.kept = list(dict.fromkeys(v for _, v in kept))
     if kept and sit.trend is None:  # "the weights stay on the GPU": memory not released where it should be
@@ -1219,37 +1219,15 @@ _VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+|rc\d+)?)(?![
                       r"|\bcommits?\s+([0-9a-f]{7,40})\b", re.I)
 
 
-# A GPU count as people write it: a launcher key (n_gpus_per_node=2, "> 2" read as 3), "8 GPUs", "4 cards", "8 ka"
-# and "8 zhang ka" (\u5361 ka "card", \u5f20 zhang, \u5757 kuai: counters), "dan ka" \u5355\u5361 (one card)
-_GPU_COUNT = re.compile(r"(?:n_gpus_per_node|nproc_per_node|nproc-per-node|num_gpus|gpus_per_node|--gpus)\s*[=:]?\s*"
-                        r"(>=?)?\s*(\d+)|(?<![\w.])(\d+)\s*(?:x\s*)?(?:GPUs?\b|gpus?\b|cards?\b|[\u5f20\u5757]?\s*\u5361)"
-                        r"|(\u5355\u5361)", re.IGNORECASE)
-
-
-def _gpu_counts(clause: str) -> list[int]:
-    counts = []
-    for m in _GPU_COUNT.finditer(clause):
-        if m.group(4):
-            counts.append(1)
-        elif m.group(2):
-            counts.append(int(m.group(2)) + (1 if m.group(1) == ">" else 0))
-        else:
-            counts.append(int(m.group(3)))
-    return counts
-
-
-_MODEL_SIZE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*[BM]\b")  # "0.5B", "7B", "350M": a model named by its size
-
-
-def _fewer_gpus_fit(clauses: list[str], words: _Words) -> bool:
+def _fewer_gpus_fit(clauses: list[str], words: _Words, kb: Knowledge) -> bool:
     """"Works with n_gpus_per_node=2, OOMs when n_gpus_per_node > 2": every count said to work is below every count
     said to fail (a clause that names a failure is a failing count, whatever else it says) - and the same model on
     both ("0.5B on one card runs, 7B on 8 cards fails" compares two models, not two GPU counts)."""
     fail_clauses = [c for c in clauses if words.failure.search(c)]
     fit_clauses = [c for c in clauses if not words.failure.search(c) and words.fits_on.search(c)]
-    failing = [n for c in fail_clauses for n in _gpu_counts(c)]
-    working = [n for c in fit_clauses for n in _gpu_counts(c)]
-    sizes = [{m.group(1) for c in group for m in _MODEL_SIZE.finditer(c)} for group in (fit_clauses, fail_clauses)]
+    failing = [n for c in fail_clauses for n in gpu_counts_in(c, kb)]
+    working = [n for c in fit_clauses for n in gpu_counts_in(c, kb)]
+    sizes = [set().union(*(model_sizes_in(c, kb) for c in group)) for group in (fit_clauses, fail_clauses)]
     if sizes[0] and sizes[1] and sizes[0] != sizes[1]:
         return False
     return bool(failing and working) and max(working) < min(failing)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -254,14 +254,26 @@ def _int(text: str | None, vocab: Mapping[str, Any]) -> int | None:
 
 
 def _gpu_count(text: str, vocab: Mapping[str, Any], kb: Any, words: Mapping[str, str]) -> int | None:
+    return next(_counts(text, vocab, kb, words), None)
+
+
+def _counts(text: str, vocab: Mapping[str, Any], kb: Any, words: Mapping[str, str]) -> Iterator[int]:
+    """Each GPU count the vocabulary's gpu_count patterns read, the strongest pattern group first."""
     text = _blank(text, (_expand(p, words) for p in vocab.get("gpu_count_ignore") or []))
     for group in vocab.get("gpu_count") or []:
         for pattern in group.get("patterns") or []:
             for m in _rx(_expand(pattern, words)).finditer(text):
                 count = _count_of(m.groupdict(), vocab, kb)
                 if count:
-                    return count
-    return None
+                    yield count
+
+
+def gpu_counts_in(text: str, kb: Knowledge) -> list[int]:
+    """Every GPU count one clause names ("works with n_gpus_per_node=2", "OOMs on 8 cards"), read as the question's
+    own GPU count is."""
+    vocab = _vocab(kb)
+    words = {"gpu": _any_gpu(kb, vocab), "num": _num_pattern(vocab), "figure": _FIGURE_MARK}
+    return list(_counts(text, vocab, kb, words))
 
 
 def _count_of(parts: Mapping[str, str | None], vocab: Mapping[str, Any], kb: Any) -> int | None:
@@ -273,7 +285,8 @@ def _count_of(parts: Mapping[str, str | None], vocab: Mapping[str, Any], kb: Any
         entry = next((e for s, _, e in find_gpus(parts["node_gpu"], kb) if s == 0), None)
         per_node = (entry or {}).get("gpus_per_node")
         return nodes * int(per_node) if per_node else None
-    return _int(parts.get("n"), vocab)
+    n = _int(parts.get("n"), vocab)
+    return n + 1 if n is not None and parts.get("more") else n  # "n_gpus_per_node > 2": more than two
 
 
 # --- model ---------------------------------------------------------------------------------------
@@ -320,16 +333,7 @@ def _model_size(text: str, vocab: Mapping[str, Any], trained_only: bool = False,
     Of several sizes, the one in a clause that says it failed ("0.5B runs fine; with 7B it fails" is the 7B); a size
     named in an auxiliary role ("the reward model is 8B") only when no other is named (never, with ``trained_only``,
     nor one inside the ``besides`` spans: the sizes in the auxiliary models' own names)."""
-    found: list[tuple[int, float]] = []
-    for pattern in vocab.get("model_size") or []:
-        for m in _rx(pattern).finditer(text):
-            parts = m.groupdict()
-            if parts.get("b"):
-                found.append((m.start(), float(parts["b"]) * (int(parts["n"]) if parts.get("n") else 1)))
-            elif parts.get("m"):
-                found.append((m.start(), float(parts["m"]) / 1000))
-        if found:  # the patterns are in order of preference: the first that matches names the sizes
-            break
+    found = _sizes(text, vocab)
     trained = [f for f in found if not _auxiliary(text, f[0], vocab)
                and not any(lo <= f[0] < hi for lo, hi in besides or ())]
     if trained_only or trained:
@@ -346,6 +350,26 @@ def _model_size(text: str, vocab: Mapping[str, Any], trained_only: bool = False,
             if failing.search(text, lo, hi):
                 return size
     return found[0][1] if found else None
+
+
+def _sizes(text: str, vocab: Mapping[str, Any]) -> list[tuple[int, float]]:
+    """(position, billions) of each model size written in ``text``, by the first model_size pattern that matches."""
+    found: list[tuple[int, float]] = []
+    for pattern in vocab.get("model_size") or []:
+        for m in _rx(pattern).finditer(text):
+            parts = m.groupdict()
+            if parts.get("b"):
+                found.append((m.start(), float(parts["b"]) * (int(parts["n"]) if parts.get("n") else 1)))
+            elif parts.get("m"):
+                found.append((m.start(), float(parts["m"]) / 1000))
+        if found:  # the patterns are in order of preference: the first that matches names the sizes
+            break
+    return found
+
+
+def model_sizes_in(text: str, kb: Knowledge) -> set[float]:
+    """The model sizes (billions of parameters) one clause names: "0.5B", "7B", "8x7B"."""
+    return {size for _, size in _sizes(text, _vocab(kb))}
 
 
 def names_topic(text: str, kb: Knowledge, topic_id: str) -> bool:
