@@ -46,6 +46,7 @@ def refuse_invalid(config: TrainingConfig, env: EnvFacts, kb: Knowledge) -> list
     parallelism stated off), so a memory figure for it would answer a question nobody can run; but a breach
     that only an unstated value makes is a question about what the run really sets, not a reason to refuse.
     """
+    from .conditions import referenced_facts
     from .derive import derive
     from .engine import check_constraints
 
@@ -58,23 +59,13 @@ def refuse_invalid(config: TrainingConfig, env: EnvFacts, kb: Knowledge) -> list
             continue
         message = (f"this layout is refused upstream ({violation.id}): \"{con['upstream_error']}\" "
                    f"({con['raised_at'].split(' ', 1)[0]}); {con['title']['en'].lower()}")
-        unstated = sorted(_unstated(config, _config_facts(con["violated_when"])))
+        read = {f.split(".", 1)[1] for f in referenced_facts(con["violated_when"]) if f.startswith("config.")}
+        unstated = sorted(_unstated(config, read))
         if not unstated:
             raise UserError(message)
         warnings.append(f"{message[0].upper()}{message[1:]} - it rests on {', '.join(unstated)}, which the run "
                         "does not state; estimated as given, so check what the run really sets")
     return warnings
-
-
-def _config_facts(condition: Any) -> set[str]:
-    """The TrainingConfig fields a constraint's condition reads (``config.<field>`` facts)."""
-    if isinstance(condition, dict):
-        found = {condition["fact"].split(".", 1)[1]} if str(condition.get("fact", "")).startswith("config.") \
-            else set()
-        return found.union(*(_config_facts(v) for v in condition.values()))
-    if isinstance(condition, list):
-        return set().union(*(_config_facts(v) for v in condition))
-    return set()
 
 
 def _unstated(config: TrainingConfig, names: set[str]) -> set[str]:
