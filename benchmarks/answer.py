@@ -123,6 +123,8 @@ class Grading:
     as_cause: CueSet = field(default_factory=lambda: CueSet([]))
     against_in_sentence: CueSet = field(default_factory=lambda: CueSet([]))
     verdict_at_end: re.Pattern[str] = re.compile(r"(?!)")  # a sentence-final verdict against what it lists
+    still: CueSet = field(default_factory=lambda: CueSet([]))  # "still OOMs" after a condition: the next step
+    anaphora: re.Pattern[str] = re.compile(r"(?!)")  # a clause after ";" that opens on these speaks of what came before
     addon: CueSet = field(default_factory=lambda: CueSet([]))
     chosen: CueSet = field(default_factory=lambda: CueSet([]))  # a table's status cell that picks its row
     # whole labels that restate what was read ("情况：", "Situation:", "Read:"): what follows is the user's run
@@ -163,6 +165,8 @@ class Grading:
                 as_cause=CueSet.from_langs((data.get("as_cause") or {}).get("before")),
                 against_in_sentence=CueSet.from_langs(data.get("against_in_sentence")),
                 verdict_at_end=re.compile(rf"(?:{_words(data.get('verdict_at_sentence_end'))})$", re.IGNORECASE),
+                still=CueSet.from_langs(data.get("still")),
+                anaphora=re.compile(rf"\s*(?:{_words(data.get('anaphora'))})", re.IGNORECASE),
                 addon=CueSet.from_langs(data.get("addon")),
                 chosen=CueSet.from_langs(data.get("chosen")),
                 restating=frozenset(w.casefold() for words in (data.get("restating_labels") or {}).values()
@@ -189,6 +193,15 @@ class Grading:
         head = _LABEL.sub("", text, count=1).lstrip(" *_（(")[:80]
         opening = re.split(r"[,，:：;；]", head, maxsplit=1)[0]
         return bool(self.conditional.spans(head[:12])) and not self.sequenced.search(opening)
+
+    def fallback_before(self, text: str, start: int) -> bool:
+        """The mention's sentence opens, before it, on a condition that the first step did not do enough
+        ("改完之后如果 entropy 那一步还是高，再对 logprob 分块计算",
+        "If it still OOMs after that, turn on full recompute"): a fallback."""
+        lo = max((m.end() for m in _SENTENCE_END.finditer(text, 0, start)), default=0)
+        head = text[lo:start]
+        cond = self.conditional.spans(head)
+        return bool(cond) and self.still.search(head[cond[0][1]:])
 
     def leads_fallback(self, text: str) -> bool:
         """The last clause of a paragraph that introduces a code block says the block is the next step, not the
@@ -226,6 +239,10 @@ class Grading:
         """A cue later in the mention's sentence argues against it ("X won't help"), or the sentence closes on a
         verdict ("降 micro batch、开重计算都是省激活的，对建模型阶段 OOM 没用。")."""
         nxt = _SENTENCE_END.search(text, end)
+        # "X and Y are training-time knobs; they don't run during conversion": the clause after ";" that opens on
+        # "they" still speaks of what the sentence listed
+        while nxt and nxt.group() in ";\uff1b" and self.anaphora.match(text, nxt.end()):
+            nxt = _SENTENCE_END.search(text, nxt.end())
         rest = text[end: nxt.start() if nxt else len(text)]
         return bool(self.against_in_sentence.search(rest) or self.verdict_at_end.search(rest.rstrip(" 了啊的*_`")))
 
@@ -309,6 +326,11 @@ class _Unit:
     code: bool = False  # a fenced or indented code block: settings as the user would paste them
     addon: bool = False  # an add-on to the plan ("while you're at it"), or the block such a paragraph leads
     leads_code: bool = False  # the short paragraph ending in ':' that introduces a code block ("TP 从 1 提到 2：")
+    diff: bool = False  # a unified diff: its context lines restate the user's script
+
+    def on_context_line(self, pos: int) -> bool:
+        """In a diff, the line holding ``pos`` is context (" --offload-train \\"): it restates, it does not change."""
+        return self.diff and self.text[self.text.rfind("\n", 0, pos) + 1:][:1] == " "
 
 
 _WRAPPED_LINE = 24  # a line longer than a label (_LINE_LABEL) that ends mid-sentence was wrapped, not ended
@@ -448,8 +470,15 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
             if led and led[0] != "other":
                 kind, primary = led
             units.append(_Unit(tok.content + _lowered(tok.content), kind, olist(), primary, code=True,
+                               diff=_is_diff(tok.info, tok.content),
                                addon=led_by_addon() or bool(lists and lists[-1][3])))
     return units
+
+
+def _is_diff(info: str, content: str) -> bool:
+    """A unified diff: a ``diff`` fence, or hunk / file headers in the block."""
+    return info.strip().lower().startswith(("diff", "patch")) or bool(
+        re.search(r"^(@@ |--- a/|\+\+\+ b/)", content, re.MULTILINE))
 
 
 # a line of a diff or a command block that writes key=value / key: value / --flag value
@@ -900,6 +929,8 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
             spans.setdefault((m.ident, order), _span(unit.text, m.start, m.end))
             if kind == "conditional":
                 continue  # an option for a situation the user is not in: neither advice for nor against
+            if unit.on_context_line(m.end - 1):
+                continue  # a diff's unchanged line names what the script has, it changes nothing
             if m.ident in settings and current and _moves_away(unit.text, m.start, m.end, settings[m.ident], current,
                                                                grading.flag_aliases):
                 continue  # writes the setting, but not the change this fix makes (TP 8 -> 4 is no TP increase)
@@ -951,7 +982,8 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
                     continue
                 # a mention said to be the next step ranks after every other recommendation
                 later = len(_STRENGTH) if (fallback_block or later_option or cues.later_after.match(unit.text, m.end)
-                                           or cues.later_before.search(unit.text, max(0, m.start - 24), m.start)) else 0
+                                           or cues.later_before.search(unit.text, max(0, m.start - 24), m.start)
+                                           or grading.fallback_before(unit.text, m.start)) else 0
                 recommended.append((_STRENGTH[place] + later, order, m.ident, unit.code))
                 places[order] = place
         for m in causes.find(unit.text):
@@ -976,7 +1008,9 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
         recommended=_unique(r[2] for r in sorted(recommended, key=lambda r: r[1])),
         avoided=_unique(avoided),
         causes=_unique(c[2] for c in sorted(cause_hits)),
-        first_fix=min(recommended)[2] if recommended else None,  # strongest place, then earliest
+        # strongest place, then earliest; an answer whose every fix is a fallback ("if it still OOMs, ...") told the
+        # user to do something else first, which no fix id names
+        first_fix=min(recommended)[2] if recommended and min(recommended)[0] < len(_STRENGTH) else None,
         text=markdown,
         source="markdown",
         why=why,

@@ -55,8 +55,13 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # Writer aa (22, a Chinese-first chat assistant, held for a session) came in at 63.6 / 54.5 / 77.3 %, writer bb
 # (22, a terse maintainer in an issue thread, 7 in Chinese) at 75.0 / 54.5 / 63.6 %; learned
 # (tests/test_scorer_writers_aa_bb.py) they read 77.3 / 72.7 / 95.5 % and 91.7 / 86.4 / 100 %, and the whole set
-# of 638 the floors below (no earlier answer's reading changed; the floors fall with aa's remaining misses).
-FLOORS = {"first_fix_verdict": 0.9540, "violations": 0.9671, "first_fix_id": 0.9216}
+# of 638 read 95.4 / 92.2 / 96.7 %.
+# Writers cc (22, an IDE-style agent, 7 in Chinese) and dd (22, a Chinese forum answer), the rest of that batch, held
+# a session, came in at 54.5 / 59.1 / 81.8 % and 66.7 / 45.5 / 72.7 %; learned (tests/test_scorer_writers_cc_dd.py)
+# they read 90.9 / 90.9 / 95.5 % and 93.3 / 72.7 / 100 %, and the whole set of 682 the floors below.  One earlier
+# answer's verdict changed (z-003: its first step, ColossalAI's gemini, has no recognizer, and the fallback the scorer
+# had taken as first by luck is, read as a fallback, no first fix).
+FLOORS = {"first_fix_verdict": 0.9509, "violations": 0.9692, "first_fix_id": 0.9150}
 
 
 @pytest.fixture(scope="module")
