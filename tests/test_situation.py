@@ -212,6 +212,28 @@ def test_the_phase_named_beside_the_failure_wins(kb):
     assert read_situation(_facts(question=q), kb).phase.value == "rl-logprob"
 
 
+def test_a_phase_beside_memory_said_to_be_higher_is_where_the_memory_is(kb):
+    """No failure word: "resume ... uses more memory" places it in the resume, not in the save a later sentence
+    names as a constraint (NeMo #14995, blind set s51). A phase beside a failure word still outranks it (ChatLearn
+    #77: the generation OOMs; the resume is why there is more memory)."""
+    q = parse_question("Resume training will use more memory than before: 1.7G more per GPU with TP2. The customer "
+                       "needs to keep ckpt_async_save=True to reduce checkpoint saving time.", kb)
+    assert read_situation(_facts(question=q), kb).phase.value == "checkpoint-load"
+    q = parse_question("从头训练一切正常；开启续训之后，一开始做 policy generation 就 OOM 了。"
+                       "为什么续训会多出这么多显存？", kb)
+    assert read_situation(_facts(question=q), kb).phase.value == "rl-rollout"
+
+
+def test_a_figure_said_as_more_memory_is_an_increase_not_the_cards_size(kb):
+    """"there will be more 1.7G memory per gpu" is how much more, not a 1.7 GB GPU; "each GPU has 80GB memory"
+    is a card's size."""
+    q = parse_question("Resume uses more memory: there will be more 1.7G memory per gpu.", kb)
+    assert q.gpu_nominal_gb is None and [f["role"] for f in q.memory_figures] == ["increase"]
+    q = parse_question("续训之后每张卡多占了 1.7G 显存。", kb)
+    assert q.gpu_nominal_gb is None and [f["role"] for f in q.memory_figures] == ["increase"]
+    assert parse_question("8 GPUs, 80GB memory per GPU.", kb).gpu_nominal_gb == 80
+
+
 def test_host_memory_counts_only_where_the_user_says_it_ran_out(kb):
     q = parse_question("转换 7B 时在 24G 显存的 A10 上直接 OOM。能不能卸载到 CPU 内存转换？", kb)
     assert read_situation(_facts(question=q), kb).process is None

@@ -186,7 +186,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     # "--megatron-to-hf-mode bridge"), not the pass that failed
     # a clause that asks ("does it mean 8 copies of the model are saved in memory?") names no phase it failed in
     said_phase = _one("phases", [_FLAG.sub(" ", _SETTING.sub(" ", c)) for c in said], words,
-                      order=words.phase_order)
+                      order=words.phase_order, symptoms=True)
     sit.phase = (_stated(stated.phase, "phase") or _refined(_phase_from_log(facts, words, log_text), said_phase)
                  or said_phase or _phase_from_question_frames(text, words) or _phase_from_logprob_logits(facts))
     sit.after_phase = next((v for c in clauses for v, _ in _hits("phases", c, words, over=True)), None)
@@ -823,6 +823,9 @@ class _Words:
     # (phase, exception types, words): an exception of those types whose message states a rule the settings broke
     # is that phase (a start-up check refusing the configuration), wherever in the program it was raised
     refusals: tuple[tuple[str, frozenset[str], _Literals], ...] = ()
+    # situation.yaml symptom_words: memory said to be higher than before or than expected, with no failure ("resume
+    # uses more memory"): a phase named beside them is where the memory is, as beside a failure word
+    symptom: _Literals | None = None
 
     @staticmethod
     def of(kb: Knowledge) -> _Words:
@@ -911,7 +914,8 @@ def _compile(kb: Knowledge) -> _Words:
                   _Literals(_both(changes.get("configured"))),
                   _Literals(list((table.get("asking") or {}).get("alternative") or [])),
                   tuple((pid, frozenset(phases[pid]["refusal"]["types"]), _Literals(phases[pid]["refusal"]["words"]))
-                        for pid in order if (phases.get(pid) or {}).get("refusal")))
+                        for pid in order if (phases.get(pid) or {}).get("refusal")),
+                  symptom=_Literals(_both(table.get("symptom_words"))))
 
 
 def _word_rx(words: list[str]) -> re.Pattern[str]:
@@ -1078,16 +1082,21 @@ def _sentences(text: str) -> list[str]:
 
 
 def _one(key: str, clauses: list[str], words: _Words, *, failing_only: bool = True,
-         order: tuple[str, ...] = ()) -> Reading | None:
+         order: tuple[str, ...] = (), symptoms: bool = False) -> Reading | None:
     """The value the words name: the one named in the same clause as a failure word; else the only one named
     (with ``failing_only=False``, else the first one named).  With an ``order`` (phases: the most telling
     first), several candidates resolve to the earliest in it: "the update ends, then vLLM wakes up and it
-    OOMs" is a wake-up failure, whichever clause carries the failure word."""
-    hits: list[tuple[str, str, bool]] = []  # (value, the words, in a clause that says something failed)
+    OOMs" is a wake-up failure, whichever clause carries the failure word.  With ``symptoms``, a clause that says
+    memory is higher than it should be counts as a failing one ("resume uses more memory than before")."""
+    # (value, the words, 2 in a clause that says something failed, 1 in one that says memory is higher, else 0)
+    hits: list[tuple[str, str, int]] = []
     for clause in clauses:
-        failing = bool(words.failure.search(clause))
-        hits += [(value, said, failing) for value, said in _hits(key, clause, words)]
-    near = list(dict.fromkeys(v for v, _, f in hits if f))
+        beside = 2 if words.failure.search(clause) else int(bool(symptoms and words.symptom
+                                                                 and words.symptom.search(clause)))
+        hits += [(value, said, beside) for value, said in _hits(key, clause, words)]
+    # beside a failure word first; beside a symptom only where no value stands beside a failure
+    near = (list(dict.fromkeys(v for v, _, b in hits if b == 2))
+            or list(dict.fromkeys(v for v, _, b in hits if b == 1)))
     named = list(dict.fromkeys(v for v, _, _ in hits))
     ranked = {v: i for i, v in enumerate(order)}
     if len(near) == 1:
