@@ -124,6 +124,8 @@ class Grading:
     against_in_sentence: CueSet = field(default_factory=lambda: CueSet([]))
     verdict_at_end: re.Pattern[str] = re.compile(r"(?!)")  # a sentence-final verdict against what it lists
     still: CueSet = field(default_factory=lambda: CueSet([]))  # "still OOMs" after a condition: the next step
+    option_rejected: CueSet = field(default_factory=lambda: CueSet([]))  # "Option C - ... I would not do this"
+    answered_no_rx: re.Pattern[str] = re.compile(r"(?!)")  # "Would X help? No." - the reply to a question
     anaphora: re.Pattern[str] = re.compile(r"(?!)")  # a clause after ";" that opens on these speaks of what came before
     addon: CueSet = field(default_factory=lambda: CueSet([]))
     chosen: CueSet = field(default_factory=lambda: CueSet([]))  # a table's status cell that picks its row
@@ -166,6 +168,9 @@ class Grading:
                 against_in_sentence=CueSet.from_langs(data.get("against_in_sentence")),
                 verdict_at_end=re.compile(rf"(?:{_words(data.get('verdict_at_sentence_end'))})$", re.IGNORECASE),
                 still=CueSet.from_langs(data.get("still")),
+                option_rejected=CueSet.from_langs(data.get("option_rejected")),
+                answered_no_rx=re.compile(rf"[\s*_>]*(?:(?:A|Answer|答)\s*[:\uff1a][\s*_]*)?(?:{_words(data.get('answered_no'))})",
+                                       re.IGNORECASE),
                 anaphora=re.compile(rf"\s*(?:{_words(data.get('anaphora'))})", re.IGNORECASE),
                 addon=CueSet.from_langs(data.get("addon")),
                 chosen=CueSet.from_langs(data.get("chosen")),
@@ -198,7 +203,7 @@ class Grading:
         """The mention's sentence opens, before it, on a condition that the first step did not do enough
         ("改完之后如果 entropy 那一步还是高，再对 logprob 分块计算",
         "If it still OOMs after that, turn on full recompute"): a fallback."""
-        lo = max((m.end() for m in _SENTENCE_END.finditer(text, 0, start)), default=0)
+        lo = _last_end(_SENTENCE_END, text, start)
         head = text[lo:start]
         cond = self.conditional.spans(head)
         return bool(cond) and self.still.search(head[cond[0][1]:])
@@ -215,7 +220,7 @@ class Grading:
         An `after` cue counts only right after the mention ("selective 已经打开"): further on in the clause it
         is about something else ("halve the MBS so the global batch stays the same").
         """
-        lo = max((m.end() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
+        lo = _last_end(_CLAUSE_END, text, start)
         # inside a parenthesised list, the clause that opens it speaks for every item ("you've already pulled every
         # lever (mbs 1, full recompute, capacity factor 1)")
         opened = text.rfind("(", 0, start)
@@ -223,17 +228,25 @@ class Grading:
         call = opened > 0 and (text[opened - 1].isalnum() or text[opened - 1] == "_")  # f(a, b): arguments, no list
         if (opened >= 0 and not call and not opened < closed < start
                 and _LISTED.search(text, opened, closed if closed > opened else len(text))):
-            lo = max((m.end() for m in _CLAUSE_END.finditer(text, 0, opened)), default=0)
+            lo = _last_end(_CLAUSE_END, text, opened)
         nxt = _CLAUSE_END.search(text, end, end + _KEPT_AFTER)
         after = text[end:nxt.start() if nxt else end + _KEPT_AFTER]  # "…的版本，其它配置不动" is another clause
         # "减半（global_batch_size 不变）": the aside in parentheses keeps another setting, not this one
         after = re.split(r"[(（]", after, maxsplit=1)[0]
-        return bool(self.kept_before.search(text[lo:start]) or self.kept_after.search(after))
+        # "keep full recompute but go per-layer: recompute_num_layers=1": what follows "but" is the change
+        head = _BUT.split(text[lo:start])[-1]
+        return bool(self.kept_before.search(head) or self.kept_after.search(after))
 
     def named_as_cause(self, text: str, start: int) -> bool:
         """The mention follows "caused by" / "due to" in its clause, at most a few words before it."""
-        lo = max((m.end() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
+        lo = _last_end(_CLAUSE_END, text, start)
         return bool(self.as_cause.search(text[max(lo, start - _AS_CAUSE_BEFORE):start]))
+
+    def answered_no(self, text: str, end: int) -> bool:
+        """The mention is in a question the answer answers no ("Q: Would expandable_segments help? A: No - ...",
+        "Q：expandable_segments 呢？ A：不是碎片问题"): advice against what the question named."""
+        nxt = _SENTENCE_END.search(text, end)
+        return bool(nxt and nxt.group() in "?\uff1f" and self.answered_no_rx.match(text, nxt.end()))
 
     def against_later_in_sentence(self, text: str, end: int) -> bool:
         """A cue later in the mention's sentence argues against it ("X won't help"), or the sentence closes on a
@@ -264,7 +277,18 @@ def _replacement_regex(head: str, sep: str) -> re.Pattern[str]:
     return re.compile(rf"{word(head)}(.{{1,120}}?){word(sep)}", re.IGNORECASE)
 
 
+# an option's own label at the start of a paragraph or item: "Option C –", "方案三：", "B —"
+_OPTION = re.compile(r"[\s*_#>]*(?:(?i:option|alternative)\s*\w{1,2}\b|方案\s*\S|选项\s*\S"
+                     r"|[A-F]\s*[.)\uff09\u2013\u2014-])")
+_BUT = re.compile(r"(?i)\bbut\b|\bhowever\b|但是?|不过")  # a contrast: what follows it is not what preceded it
 _NEAR = 24  # characters after an "instead of" in which a mention is what it argues against
+
+
+def _last_end(rx: re.Pattern[str], text: str, pos: int) -> int:
+    """Where the last ``rx`` match before ``pos`` ends (0: none).  Searched one character past ``pos`` so that a
+    lookahead for a space or the end does not take the window's edge for the text's end ("megatron.param_offload"
+    has no clause end before "param_offload")."""
+    return max((m.end() for m in rx.finditer(text, 0, pos + 1) if m.end() <= pos), default=0)
 
 
 def negated(
@@ -281,7 +305,7 @@ def negated(
     """True when the clause around ``text[start:end]`` argues against it.  A ``near`` cue ("instead of", "rather
     than") argues only against what follows it closely: "size micro-batches by tokens instead of samples: `X` plus
     `Y` with `Z`" argues against samples, not against X, Y or Z."""
-    lo = max((m.end() for m in clause_end.finditer(text, 0, start)), default=0)
+    lo = _last_end(clause_end, text, start)
     nxt = clause_end.search(text, end)
     hi = nxt.start() if nxt else len(text)
     head = text[lo:start]
@@ -440,6 +464,8 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
             if len(row) > 1 and (grading.classify(row[-1]) == "avoid"
                                  or any(grading.classify(cell) == "avoid" for cell in status)):
                 kind, primary = "avoid", False
+            elif any(grading.conditional.spans(cell.strip(" *_`")[:12]) for cell in status):
+                kind, primary = "conditional", False  # "raise rollout TP | ... | only if step 1 does not fit"
             elif kind in ("recommend", "other") and any(grading.chosen.search(cell) for cell in status):
                 # "ppo_micro_batch_size_per_gpu=1 | Chosen": the options table says which comes first, before the
                 # block that writes them all at once
@@ -554,7 +580,9 @@ def _label_kind(text: str, grading: Grading, section: str) -> tuple[str, bool] |
     if m.group(1).strip(" *_`").casefold() in grading.restating:
         return "neutral", False
     kind = grading.classify(m.group(1))
-    if kind == "neutral" and grading.order.first_action.match(m.group(1)):  # "先确认 ... 生效：" comes first
+    # "先确认 ... 生效：", "Confirm it first:": a verification the label puts first is the first thing to do
+    label = m.group(1)
+    if kind == "neutral" and (grading.order.first_action.match(label) or grading.order.do_first.search(label)):
         return "recommend", True
     if kind in ("avoid", "neutral", "cause"):
         return kind, False
@@ -689,11 +717,13 @@ def _moves_away(text: str, start: int, end: int, setting: tuple[str, str], curre
     reduction)."""
     key, target = setting
     now = _number(current.get(key))
-    if now is None:
-        return False
     for k, value in _settings_at(text, start, end):
         written = _number(_norm_value(value)) if aliases.get(k, k) == key else None
         if written is None:
+            continue
+        if target == UP and written <= 1:
+            return True  # a parallel size of 1 raises nothing, whatever the run has ("pipeline_model_parallel_size=1")
+        if now is None:
             continue
         goal = _number(target)
         toward = written > now if target == UP else goal is not None and abs(written - goal) < abs(now - goal)
@@ -738,7 +768,7 @@ def _names_only(text: str, start: int, end: int) -> bool:
     its clause asks for it (turn on, enable, set, add, use, 开, 加, 设)."""
     if re.search(r"[=:\d]", text[start:end + 1]):
         return False
-    lo = max((m.end() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
+    lo = _last_end(_CLAUSE_END, text, start)
     return not _ASKS_FOR.search(text[lo:start])
 
 
@@ -917,6 +947,8 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
             kind, primary = relabel[0], relabel[1] or (primary and relabel[0] == "recommend")
         if kind in ("recommend", "other") and grading.is_conditional(unit.text):
             kind = "conditional"
+        if not unit.code and _OPTION.match(unit.text) and grading.option_rejected.search(unit.text):
+            kind, primary = "avoid", False  # "Option C – make rank 0 smaller (...). I would not do this: ..."
         replaced = grading.replaced_spans(unit.text)
         # a setting written out is an instruction in a command block or a recommendation; in prose
         # ("with use_distributed_optimizer: false, each GPU holds ...") it describes the run as it is
@@ -931,7 +963,7 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
                 continue  # an option for a situation the user is not in: neither advice for nor against
             if unit.on_context_line(m.end - 1):
                 continue  # a diff's unchanged line names what the script has, it changes nothing
-            if m.ident in settings and current and _moves_away(unit.text, m.start, m.end, settings[m.ident], current,
+            if m.ident in settings and _moves_away(unit.text, m.start, m.end, settings[m.ident], current,
                                                                grading.flag_aliases):
                 continue  # writes the setting, but not the change this fix makes (TP 8 -> 4 is no TP increase)
             said_not = negated(
@@ -940,8 +972,9 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
             ) or (kind != "neutral" and bool(cues.removed_before.search(unit.text, max(0, m.start - 12), m.start)))
             if said_not and m.ident in switches and _turned_off(unit.text, m.start, m.end, switches[m.ident]):
                 continue  # "don't write recompute_modules = []": against turning it off, i.e. keep it
+            answered_no = grading.answered_no(unit.text, m.end)
             against = said_not or any(a <= m.start < b for a, b in replaced) \
-                or grading.against_later_in_sentence(unit.text, m.end) \
+                or grading.against_later_in_sentence(unit.text, m.end) or answered_no \
                 or m.start < against_until.get(m.ident, -1) \
                 or (instructs and m.ident in switches and _turned_off(unit.text, m.start, m.end, switches[m.ident])
                     # a companion written off beside the fix's own setting written on is part of the fix
@@ -962,7 +995,8 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
                 argued_against.add(m.ident)
                 # the same fix again in that sentence is still the one argued against ("不太建议加卡，加卡只是推迟")
                 end = _SENTENCE_END.search(unit.text, m.end)
-                against_until[m.ident] = end.start() if end else len(unit.text)
+                # a question answered no: the answer after it still speaks of what the question named
+                against_until[m.ident] = end.start() if end and not answered_no else len(unit.text)
             if kind == "avoid" or against:
                 avoided.append(m.ident)
                 avoid_why.setdefault(m.ident, f"against ({'avoid section' if kind == 'avoid' else 'clause'}): "

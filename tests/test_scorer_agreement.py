@@ -61,7 +61,13 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # they read 90.9 / 90.9 / 95.5 % and 93.3 / 72.7 / 100 %, and the whole set of 682 the floors below.  One earlier
 # answer's verdict changed (z-003: its first step, ColossalAI's gemini, has no recognizer, and the fallback the scorer
 # had taken as first by luck is, read as a fallback, no first fix).
-FLOORS = {"first_fix_verdict": 0.9509, "violations": 0.9692, "first_fix_id": 0.9150}
+# Writers ee (team chat), ff (SRE runbook) and gg (hedging assistant), 66 answers, 24 in Chinese, the next unseen
+# batch, came in at 57.1 / 53.0 / 69.7 % (ee 64.7 / 63.6 / 86.4, ff 41.7 / 45.5 / 77.3, gg 60.0 / 50.0 / 45.5 %);
+# learned (tests/test_scorer_writers_ee_ff_gg.py) they read 70.6 / 68.2 / 86.4, 75.0 / 77.3 / 90.9 and
+# 80.0 / 68.2 / 90.9 %, and the whole set of 748 the floors below: the verdict floor falls under 95 % with their
+# remaining misses (mostly first steps no fix id names, and fixes' spellings not yet known), no earlier answer's
+# reading fell.
+FLOORS = {"first_fix_verdict": 0.9359, "violations": 0.9626, "first_fix_id": 0.8984}
 
 
 @pytest.fixture(scope="module")
@@ -104,8 +110,9 @@ def test_agreement_does_not_fall_below_its_floor(result, measure):
     assert result[measure] >= FLOORS[measure], f"{measure}: {result[measure]} < {FLOORS[measure]}"
 
 
-# measures below the target, each an expected failure until it is not (issue 26 brought both back above 95 %)
-BELOW_TARGET: set[str] = set()
+# measures below the target, each an expected failure until it is not (issue 26 brought both back above 95 %; writers
+# ee, ff and gg took the verdict under it again: 93.6 % over 748)
+BELOW_TARGET: set[str] = {"first_fix_verdict"}
 
 
 @pytest.mark.parametrize("measure", [
