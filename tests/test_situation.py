@@ -234,6 +234,33 @@ def test_a_figure_said_as_more_memory_is_an_increase_not_the_cards_size(kb):
     assert parse_question("8 GPUs, 80GB memory per GPU.", kb).gpu_nominal_gb == 80
 
 
+def test_a_host_kill_with_no_owner_in_view_measures_before_cutting_workers(kb):
+    """Ray's memory monitor killing a task on a 1 TB node says host RAM ran out, not who filled it (OpenRLHF #936,
+    blind set s51): the per-process, per-step measurement leads. A DataLoader worker's kill line names the owner."""
+    log = ["ERROR - An error occurred during score calculation: Task was killed due to the node running low on "
+           "memory."]
+    q = ("用 Ray 多机多卡训练时报这个错，已经设了 RAY_DEBUG_DISABLE_MEMORY_MONITOR=1 还是不行，"
+         "节点内存 1000G 没法改，怎么优化？")
+    _, _, diag = pipeline.run(pipeline.Inputs(log=log, question=q), kb)
+    assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "track-memory-per-step"
+    assert "expandable-segments" in {a.id for a in diag.avoid}
+    log = ["RuntimeError: DataLoader worker (pid 2637) is killed by signal: Killed."]
+    q = "Training is killed after a while; host memory runs out."
+    _, _, diag = pipeline.run(pipeline.Inputs(log=log, question=q), kb)
+    assert diag.fixes[0].id == "reduce-dataloader-workers"
+
+
+def test_a_cuda_error_that_is_not_out_of_memory_is_no_oom(kb):
+    """ROLL #484: a colocated LoRA weight sync dies in CUDA IPC ("CUDA driver error: unknown error" under
+    storage._share_cuda_()); the user first thought it was memory. No engine share or batch changes it."""
+    log = ["serialize_named_weights", "-> ForkingPickler", "-> torch.multiprocessing.reductions.reduce_tensor",
+           "-> storage._share_cuda_()", "-> CUDA driver error: unknown error"]
+    q = "ROLL colocate 的 LoRA 权重同步每次都挂，报 CUDA 错误，我一开始以为是显存不够。这是 OOM 吗？"
+    _, _, diag = pipeline.run(pipeline.Inputs(log=log, question=q), kb)
+    assert diag.causes[0].id == "not-an-oom"
+    assert "shrink-colocated-engine" not in [f.id for f in diag.fixes]
+
+
 def test_host_memory_counts_only_where_the_user_says_it_ran_out(kb):
     q = parse_question("转换 7B 时在 24G 显存的 A10 上直接 OOM。能不能卸载到 CPU 内存转换？", kb)
     assert read_situation(_facts(question=q), kb).process is None
