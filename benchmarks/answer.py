@@ -208,6 +208,13 @@ class Grading:
         cond = self.conditional.spans(head)
         return bool(cond) and self.still.search(head[cond[0][1]:])
 
+    def opens_on_fallback(self, text: str) -> bool:
+        """The paragraph opens on a condition that the first step did not do enough ("**suggestion:** if the GPUs
+        are clean and it still OOMs at 41, drop the rollout share a bit:"), not on a step of its own ("Start with
+        TP4, then add recompute if it's still above 75 GB:")."""
+        head = _LABEL.sub("", text, count=1).lstrip(" *_\uff08(")
+        return bool(self.conditional.spans(head[:12])) and self.still.search(head)
+
     def leads_fallback(self, text: str) -> bool:
         """The last clause of a paragraph that introduces a code block says the block is the next step, not the
         first ("--micro_batch_size 减半，还不够就加：", "If that is still not enough, add:")."""
@@ -252,9 +259,9 @@ class Grading:
         """A cue later in the mention's sentence argues against it ("X won't help"), or the sentence closes on a
         verdict ("降 micro batch、开重计算都是省激活的，对建模型阶段 OOM 没用。")."""
         nxt = _SENTENCE_END.search(text, end)
-        # "X and Y are training-time knobs; they don't run during conversion": the clause after ";" that opens on
-        # "they" still speaks of what the sentence listed
-        while nxt and nxt.group() in ";\uff1b" and self.anaphora.match(text, nxt.end()):
+        # "X and Y are training-time knobs; they don't run during conversion" (or ". None of them touches host RSS"):
+        # the clause or sentence after it that opens on "they" / "none of them" still speaks of what it listed
+        while nxt and nxt.group() in ".;\uff1b\u3002" and self.anaphora.match(text, nxt.end()):
             nxt = _SENTENCE_END.search(text, nxt.end())
         rest = text[end: nxt.start() if nxt else len(text)]
         return bool(self.against_in_sentence.search(rest) or self.verdict_at_end.search(rest.rstrip(" 了啊的*_`")))
@@ -280,6 +287,7 @@ def _replacement_regex(head: str, sep: str) -> re.Pattern[str]:
 # an option's own label at the start of a paragraph or item: "Option C –", "方案三：", "B —"
 _OPTION = re.compile(r"[\s*_#>]*(?:(?i:option|alternative)\s*\w{1,2}\b|方案\s*\S|选项\s*\S"
                      r"|[A-F]\s*[.)\uff09\u2013\u2014-])")
+_STRUCK = re.compile(r"~~.+?~~", re.DOTALL)  # struck-through text (_inline_text keeps the markers)
 _BUT = re.compile(r"(?i)\bbut\b|\bhowever\b|但是?|不过")  # a contrast: what follows it is not what preceded it
 _NEAR = 24  # characters after an "instead of" in which a mention is what it argues against
 
@@ -374,6 +382,8 @@ def _inline_text(token: Any) -> str:
             parts.append(" " if wrapped else "\n")
         elif child.type == "hardbreak":
             parts.append("\n")
+        elif child.type in ("s_open", "s_close"):
+            parts.append("~~")  # struck-through text stays marked: the answer has withdrawn that advice
     return "".join(parts) if parts else token.content
 
 
@@ -392,6 +402,7 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
     row: list[str] | None = None
     header: list[str] | None = None  # the current table's first row
     last_para: tuple[int, str, str] | None = None  # (closing token index, text, raw)
+    quoted = 0  # inside a blockquote: a log line, a helper's output or another user's comment, not this answer's advice
 
     def section() -> tuple[str, bool]:
         if lists:
@@ -450,6 +461,10 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
             lists.append((kind, ident, primary, addon or (lists[-1][3] if lists else False)))
         elif tok.type in ("bullet_list_close", "ordered_list_close"):
             lists.pop()
+        elif tok.type == "blockquote_open":
+            quoted += 1
+        elif tok.type == "blockquote_close":
+            quoted -= 1
         elif tok.type == "table_open":
             header = None
         elif tok.type == "tr_open":
@@ -484,7 +499,10 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
             if row is not None:
                 row.append(text)
             else:
-                units.append(_Unit(text, *section_olist(section(), olist()),
+                kind, ident, primary = section_olist(section(), olist())
+                if quoted:
+                    kind, primary = "neutral", False
+                units.append(_Unit(text, kind, ident, primary,
                                    addon=bool(lists and lists[-1][3]) or bool(grading.is_addon(text))))
                 if prev == "paragraph_open":
                     last_para = (i + 1, text, tok.content)
@@ -935,8 +953,9 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
         # ("只给第一段减负：让第一个 stage 少放几层 decoder" before a block that restates PP and sets the first stage)
         in_block = {m.ident for m in fixes.find(units[index + 1].text)} - applied if unit.leads_code else set()
         # a command block its lead-in calls the fallback ("还不够就加：") is the next step, whatever it writes
+        # ("还不够就加："), or that opens on a condition the first step did not meet ("if ... it still OOMs, drop ...:")
         fallback_block = unit.code and index > 0 and units[index - 1].leads_code \
-            and grading.leads_fallback(units[index - 1].text)
+            and (grading.leads_fallback(units[index - 1].text) or grading.opens_on_fallback(units[index - 1].text))
         # "方案二（推荐指数：★★★★）：把 MICRO_BATCH_SIZE 降到 1": an option numbered after the first is not first
         later_option = bool(grading.later_option.match(unit.text.lstrip(" *_#>")))
         if unit.code:
@@ -956,6 +975,7 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
         # "The fix will most likely be chunking, but do first: confirm ..." - a label inside the paragraph
         inline_first = None if unit.code or primary else cues.inline_first.search(unit.text)
         against_until: dict[str, int] = {}  # a fix argued against -> the end of that sentence
+        struck = [m.span() for m in _STRUCK.finditer(unit.text)]  # "~~Try num_workers=0~~ (outdated)"
         for m in fixes.find(unit.text):
             order += 1
             spans.setdefault((m.ident, order), _span(unit.text, m.start, m.end))
@@ -973,7 +993,7 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
             if said_not and m.ident in switches and _turned_off(unit.text, m.start, m.end, switches[m.ident]):
                 continue  # "don't write recompute_modules = []": against turning it off, i.e. keep it
             answered_no = grading.answered_no(unit.text, m.end)
-            against = said_not or any(a <= m.start < b for a, b in replaced) \
+            against = said_not or any(a <= m.start < b for a, b in [*replaced, *struck]) \
                 or grading.against_later_in_sentence(unit.text, m.end) or answered_no \
                 or m.start < against_until.get(m.ident, -1) \
                 or (instructs and m.ident in switches and _turned_off(unit.text, m.start, m.end, switches[m.ident])

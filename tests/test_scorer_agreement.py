@@ -67,7 +67,10 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # 80.0 / 68.2 / 90.9 %, and the whole set of 748 the floors below: the verdict floor falls under 95 % with their
 # remaining misses (mostly first steps no fix id names, and fixes' spellings not yet known), no earlier answer's
 # reading fell.
-FLOORS = {"first_fix_verdict": 0.9359, "violations": 0.9626, "first_fix_id": 0.8984}
+# Writers hh (a tutor), ii (a config code review) and jj (an edited Q&A answer with struck-through advice), 66 answers,
+# 24 in Chinese, the next unseen batch, came in at 52.2 / 42.4 / 53.0 %; learned (tests/test_scorer_writers_hh_ii_jj.py)
+# they read 58.7 / 57.6 / 87.9 %, and the whole set of 814 the floors below (one earlier answer, a-011, now agrees).
+FLOORS = {"first_fix_verdict": 0.9140, "violations": 0.9558, "first_fix_id": 0.8735}
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +114,7 @@ def test_agreement_does_not_fall_below_its_floor(result, measure):
 
 
 # measures below the target, each an expected failure until it is not (issue 26 brought both back above 95 %; writers
-# ee, ff and gg took the verdict under it again: 93.6 % over 748)
+# ee, ff and gg took the verdict under it again: 93.6 % over 748, 91.4 % over 814 with hh, ii and jj)
 BELOW_TARGET: set[str] = {"first_fix_verdict"}
 
 
