@@ -172,6 +172,10 @@ def test_a_pasted_arrow_trace_is_read_for_its_frames(kb):
     ("Ray CPU OOM when computing log probabilities in the Megatron backend.", "rl-logprob"),
     # Megatron-LM's tools/checkpoint_util.py reshards a checkpoint to another TP / PP: a conversion
     ("Reshaping the checkpoint from TP=4 PP=4 to TP=8 with tools/checkpoint_util.py runs out of memory.", "conversion"),
+    # the packing step of an SFT dataset, before any training (Megatron-Bridge #5869, blind set s52)
+    ("The job gets killed while it is tokenizing/packing the dataset, host RAM just climbs until it is OOM-killed.",
+     "data-preprocess"),
+    ("数据集打包的时候主机内存一直涨，最后被 OOM kill。", "data-preprocess"),
 ])
 def test_phase_from_the_users_words(text, phase, kb):
     assert read_situation(_facts(question=parse_question(text, kb)), kb).phase.value == phase
