@@ -125,6 +125,8 @@ class Grading:
     verdict_at_end: re.Pattern[str] = re.compile(r"(?!)")  # a sentence-final verdict against what it lists
     still: CueSet = field(default_factory=lambda: CueSet([]))  # "still OOMs" after a condition: the next step
     option_rejected: CueSet = field(default_factory=lambda: CueSet([]))  # "Option C - ... I would not do this"
+    asks_if_it_helps: CueSet = field(default_factory=lambda: CueSet([]))  # "Would X help?", "X 有用吗？", "X 呢？"
+    anaphora_strict: re.Pattern[str] = re.compile(r"(?!)")  # after ".": "None of them ...", "Neither ..."
     answered_no_rx: re.Pattern[str] = re.compile(r"(?!)")  # "Would X help? No." - the reply to a question
     anaphora: re.Pattern[str] = re.compile(r"(?!)")  # a clause after ";" that opens on these speaks of what came before
     addon: CueSet = field(default_factory=lambda: CueSet([]))
@@ -169,6 +171,8 @@ class Grading:
                 verdict_at_end=re.compile(rf"(?:{_words(data.get('verdict_at_sentence_end'))})$", re.IGNORECASE),
                 still=CueSet.from_langs(data.get("still")),
                 option_rejected=CueSet.from_langs(data.get("option_rejected")),
+                asks_if_it_helps=CueSet.from_langs(data.get("asks_if_it_helps")),
+                anaphora_strict=re.compile(rf"\s*(?:{_words(data.get('anaphora_strict'))})", re.IGNORECASE),
                 answered_no_rx=re.compile(rf"[\s*_>]*(?:(?:A|Answer|答)\s*[:\uff1a][\s*_]*)?(?:{_words(data.get('answered_no'))})",
                                        re.IGNORECASE),
                 anaphora=re.compile(rf"\s*(?:{_words(data.get('anaphora'))})", re.IGNORECASE),
@@ -250,10 +254,13 @@ class Grading:
         return bool(self.as_cause.search(text[max(lo, start - _AS_CAUSE_BEFORE):start]))
 
     def answered_no(self, text: str, end: int) -> bool:
-        """The mention is in a question the answer answers no ("Q: Would expandable_segments help? A: No - ...",
-        "Q：expandable_segments 呢？ A：不是碎片问题"): advice against what the question named."""
+        """The mention is in a question whether it helps or is needed, and the answer answers no ("Q: Would
+        expandable_segments help? A: No - ...", "Q：expandable_segments 呢？ A：不是碎片问题"): advice against what the
+        question named.  "Will recompute slow it down too much? No - about 20 %" answers another question."""
         nxt = _SENTENCE_END.search(text, end)
-        return bool(nxt and nxt.group() in "?\uff1f" and self.answered_no_rx.match(text, nxt.end()))
+        if not (nxt and nxt.group() in "?\uff1f" and self.answered_no_rx.match(text, nxt.end())):
+            return False
+        return self.asks_if_it_helps.search(text[_last_end(_SENTENCE_END, text, end):nxt.end()])
 
     def against_later_in_sentence(self, text: str, end: int) -> bool:
         """A cue later in the mention's sentence argues against it ("X won't help"), or the sentence closes on a
@@ -261,7 +268,8 @@ class Grading:
         nxt = _SENTENCE_END.search(text, end)
         # "X and Y are training-time knobs; they don't run during conversion" (or ". None of them touches host RSS"):
         # the clause or sentence after it that opens on "they" / "none of them" still speaks of what it listed
-        while nxt and nxt.group() in ".;\uff1b\u3002" and self.anaphora.match(text, nxt.end()):
+        while nxt and (nxt.group() in ";\uff1b" and self.anaphora.match(text, nxt.end())
+                       or nxt.group() in ".\u3002" and self.anaphora_strict.match(text, nxt.end())):
             nxt = _SENTENCE_END.search(text, nxt.end())
         rest = text[end: nxt.start() if nxt else len(text)]
         return bool(self.against_in_sentence.search(rest) or self.verdict_at_end.search(rest.rstrip(" 了啊的*_`")))
@@ -285,8 +293,12 @@ def _replacement_regex(head: str, sep: str) -> re.Pattern[str]:
 
 
 # an option's own label at the start of a paragraph or item: "Option C –", "方案三：", "B —"
-_OPTION = re.compile(r"[\s*_#>]*(?:(?i:option|alternative)\s*\w{1,2}\b|方案\s*\S|选项\s*\S"
-                     r"|[A-F]\s*[.)\uff09\u2013\u2014-])")
+_OPTION = re.compile(r"[\s*_#>]*(?:(?i:option|alternative)\s+[A-F1-9]\b|方案\s*[一二三四五六七八九A-F1-9]"
+                     r"|选项\s*[一二三四五六七八九A-F1-9]|[A-F]\s*[.)\uff09\u2013\u2014-])")
+# the label of an answer's own call-out in a blockquote
+_CALLOUT = re.compile(r"(?i)[\s*_]*(?:tl;?dr|tip|note|summary|recommendation|fix|do this|try this"
+                      r"|结论|建议|提示|注意|小结|划重点)[\s*_]*[:\uff1a]")
+_ONLY_IF = re.compile(r"(?i)only\s+(?:if|when)\b|仅当|只有在|只有当|只在")  # a verdict cell: the row is conditional
 _STRUCK = re.compile(r"~~.+?~~", re.DOTALL)  # struck-through text (_inline_text keeps the markers)
 _BUT = re.compile(r"(?i)\bbut\b|\bhowever\b|但是?|不过")  # a contrast: what follows it is not what preceded it
 _NEAR = 24  # characters after an "instead of" in which a mention is what it argues against
@@ -402,7 +414,7 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
     row: list[str] | None = None
     header: list[str] | None = None  # the current table's first row
     last_para: tuple[int, str, str] | None = None  # (closing token index, text, raw)
-    quoted = 0  # inside a blockquote: a log line, a helper's output or another user's comment, not this answer's advice
+    quoted: list[bool] = []  # open blockquotes: True where the quote is someone else's words, not this answer's advice
 
     def section() -> tuple[str, bool]:
         if lists:
@@ -462,9 +474,12 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
         elif tok.type in ("bullet_list_close", "ordered_list_close"):
             lists.pop()
         elif tok.type == "blockquote_open":
-            quoted += 1
+            # the answer's own call-out ("> **TL;DR:** lower the micro-batch") is advice; any other quote is someone
+            # else's words: a comment, a log line, a helper's output
+            first = next((t for t in tokens[i + 1:] if t.type == "inline"), None)
+            quoted.append(not (first is not None and _CALLOUT.match(first.content)))
         elif tok.type == "blockquote_close":
-            quoted -= 1
+            quoted.pop()
         elif tok.type == "table_open":
             header = None
         elif tok.type == "tr_open":
@@ -479,7 +494,7 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
             if len(row) > 1 and (grading.classify(row[-1]) == "avoid"
                                  or any(grading.classify(cell) == "avoid" for cell in status)):
                 kind, primary = "avoid", False
-            elif any(grading.conditional.spans(cell.strip(" *_`")[:12]) for cell in status):
+            elif any(_ONLY_IF.match(cell.strip(" *_`")) for cell in status):
                 kind, primary = "conditional", False  # "raise rollout TP | ... | only if step 1 does not fit"
             elif kind in ("recommend", "other") and any(grading.chosen.search(cell) for cell in status):
                 # "ppo_micro_batch_size_per_gpu=1 | Chosen": the options table says which comes first, before the
@@ -500,7 +515,7 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
                 row.append(text)
             else:
                 kind, ident, primary = section_olist(section(), olist())
-                if quoted:
+                if any(quoted):
                     kind, primary = "neutral", False
                 units.append(_Unit(text, kind, ident, primary,
                                    addon=bool(lists and lists[-1][3]) or bool(grading.is_addon(text))))
@@ -513,6 +528,8 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
                 units[-1].leads_code = True
             if led and led[0] != "other":
                 kind, primary = led
+            if any(quoted):
+                kind, primary = "neutral", False
             units.append(_Unit(tok.content + _lowered(tok.content), kind, olist(), primary, code=True,
                                diff=_is_diff(tok.info, tok.content),
                                addon=led_by_addon() or bool(lists and lists[-1][3])))
@@ -993,7 +1010,15 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
             if said_not and m.ident in switches and _turned_off(unit.text, m.start, m.end, switches[m.ident]):
                 continue  # "don't write recompute_modules = []": against turning it off, i.e. keep it
             answered_no = grading.answered_no(unit.text, m.end)
-            against = said_not or any(a <= m.start < b for a, b in [*replaced, *struck]) \
+            if any(a <= m.start < b for a, b in struck):
+                # "~~Lower it to 2~~ Lower it to 1": the struck text is withdrawn; the fix is advice against only
+                # where the answer names it nowhere else in this paragraph
+                if not any(o.ident == m.ident and not any(a <= o.start < b for a, b in struck)
+                           for o in fixes.find(unit.text)):
+                    avoided.append(m.ident)
+                    avoid_why.setdefault(m.ident, f"against (struck through): «{spans[(m.ident, order)]}»")
+                continue
+            against = said_not or any(a <= m.start < b for a, b in replaced) \
                 or grading.against_later_in_sentence(unit.text, m.end) or answered_no \
                 or m.start < against_until.get(m.ident, -1) \
                 or (instructs and m.ident in switches and _turned_off(unit.text, m.start, m.end, switches[m.ident])

@@ -80,7 +80,15 @@ def test_spellings_of_fixes_from_an_ide_agent_and_a_forum_answer(scorer):
 
 
 def test_a_converter_loop_that_drops_each_copy_is_the_save_memory_fix(scorer):
-    # dd-014: the loop header is an unchanged line of the diff; the change frees each shard list as it goes
-    text = ("```diff\n for k, v in mid_state.items():\n     state_dict[k] = torch.cat(v, dim=...)\n+    del v\n"
+    # dd-014: 边用边释放 ("free each as you go") says it; the diff frees each shard list in the conversion loop
+    text = ("一、**短期：边用边释放（就是你说的 del v，方向是对的）**\n\n"
+            "```diff\n for k, v in mid_state.items():\n     state_dict[k] = torch.cat(v, dim=...)\n+    del v\n"
             "+    mid_state[k] = None     # 把这一项引用也丢掉\n+    gc.collect()\n```\n")
     assert scorer.read_markdown(text).first_fix == "checkpoint-save-memory"
+    # cc-017: the shards the converter concatenates, then the copies dropped
+    text = ("```diff\n     wq = torch.concat([s[\"attention.wq.weight\"] for s in shards], dim=0)\n"
+            "     qkv = rearrange_qkv(wq, wk, wv, n_heads, n_kv_heads)\n+    del wq, wk, wv\n+    gc.collect()\n```\n")
+    assert scorer.read_markdown(text).first_fix == "checkpoint-save-memory"
+    # an RL weight sync that drops its state dict is no save
+    text = "```python\nsd = model.state_dict()\nengine.update_weights(sd)\ndel sd\ngc.collect()\n```\n"
+    assert scorer.read_markdown(text).first_fix != "checkpoint-save-memory"

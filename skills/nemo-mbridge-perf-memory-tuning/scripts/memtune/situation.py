@@ -1087,7 +1087,8 @@ def _one(key: str, clauses: list[str], words: _Words, *, failing_only: bool = Tr
     (with ``failing_only=False``, else the first one named).  With an ``order`` (phases: the most telling
     first), several candidates resolve to the earliest in it: "the update ends, then vLLM wakes up and it
     OOMs" is a wake-up failure, whichever clause carries the failure word.  With ``symptoms``, a clause that says
-    memory is higher than it should be counts as a failing one ("resume uses more memory than before")."""
+    memory is higher than it should be ("resume uses more memory than before") places the value where no clause
+    with a failure word names one."""
     # (value, the words, 2 in a clause that says something failed, 1 in one that says memory is higher, else 0)
     hits: list[tuple[str, str, int]] = []
     for clause in clauses:
