@@ -254,6 +254,39 @@ def test_a_host_kill_with_no_owner_in_view_measures_before_cutting_workers(kb):
     assert diag.fixes[0].id == "reduce-dataloader-workers"
 
 
+def test_a_setting_said_never_to_reach_the_run_is_checked_before_anything_is_blamed(kb):
+    """verl #1028 (blind set s52): the Megatron backend ignores ppo_micro_batch_size_per_gpu; the user says the
+    settings 根本不生效 and that lowering one changed nothing. That the setting did not apply is what they see, so the
+    'a smaller micro-batch moved nothing, so it is model state' reading must not stand."""
+    q = ("用 megatron 后端跑 GRPO，发现 actor.ppo_micro_batch_size_per_gpu 这个设置根本不生效。"
+         "我把 ppo_micro_batch_size_per_gpu 调小了，actor 更新的显存并没有变化，这正常吗？")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.not_applied_said"] and "reduce-micro-batch" in flat["situation.tried"]
+    assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
+    q = "I lowered the micro-batch to 1 and the memory did not change at all."
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert not flat["situation.not_applied_said"] and diag.causes[0].id == "capacity-model-state"
+
+
+def test_gradient_buffers_said_to_be_back_for_a_log_prob_pass_are_training_buffers(kb):
+    """miles #612 (blind set s52): the DDP grad_data buffer comes back to the GPU with the model for the old / ref
+    log-prob forward, which runs no backward: the training buffers, not the logits, are what the user names."""
+    q = ("miles colocate 模式，每一轮 rollout 结束后 actor wake_up，接着跑 old/ref 的 log prob 前向。"
+         "log prob 这几次前向显存很紧。DDP 的 grad_data 缓冲区在 wake_up() 时也从 CPU 整份恢复回 GPU 了，"
+         "但里面全是 0，大概占了 ~16 GB。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert "gradients" in flat["situation.components"] and flat["situation.phase"] == "rl-logprob"
+    assert diag.causes[0].id == "capacity-model-state" and diag.fixes[0].id == "forward-only-without-training-buffers"
+
+
+def test_a_card_named_after_more_is_still_a_card(kb):
+    """'two more 80GB A100s' adds cards of 80 GB; 'more 1.7G memory per gpu' is an increase (the review of the
+    increase role); 差不多 75G is about 75 GB."""
+    assert parse_question("We're adding two more 80GB A100s.", kb).gpu_nominal_gb == 80
+    q = parse_question("训练时显存占用差不多 75G 就 OOM 了", kb)
+    assert [f["role"] for f in q.memory_figures] == ["oom"]
+
+
 def test_a_cuda_error_that_is_not_out_of_memory_is_no_oom(kb):
     """ROLL #484: a colocated LoRA weight sync dies in CUDA IPC ("CUDA driver error: unknown error" under
     storage._share_cuda_()); the user first thought it was memory. No engine share or batch changes it."""

@@ -269,8 +269,11 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge, led: Any = None, ranking: s
     # ties: the cause whose best-supported rule read more facts (the more specific evidence) first
     specific = {rule["id"]: len(set(referenced_facts(rule["when"]))) for _, rule in fired}
     depth = {c.id: max(specific[r] for r in c.rules) if ranking == "ledger" else 0 for c in causes.values()}
-    ranked_causes = sorted(causes.values(), key=lambda c: (-round(c.confidence, 6), -round(c.support, 6), -depth[c.id],
-                                                            first_pos[c.id]))
+    # ...then the cause the user's own words name: it explains what they say holds the memory ("the grad buffer is
+    # back on the GPU"), or its causes.yaml situation.said_by holds ("the setting is ignored")
+    says = {c.id: _said_by_user(kb.by_id.get("causes", {}).get(c.id, {}), flat) for c in causes.values()}
+    ranked_causes = sorted(causes.values(), key=lambda c: (-round(c.confidence, 6), -round(c.support, 6),
+                                                            not says[c.id], -depth[c.id], first_pos[c.id]))
 
     cause_rank = {c.id: i for i, c in enumerate(ranked_causes)}
     # within a cause: the better-supported rule first, then the more specific one (it read more facts)
@@ -480,6 +483,13 @@ def _identifies(leaf: Mapping[str, Any]) -> bool:
     if any(op in leaf for op in ("eq", "in", "contains", "matches")):
         return True
     return bool(leaf.get("exists") is True or leaf.get("truthy") is True)
+
+
+def _said_by_user(cause: Mapping[str, Any], flat: Mapping[str, Any]) -> bool:
+    """The user's words name this cause: it explains a component they say holds the memory, or its said_by holds."""
+    named = set(flat.get("situation.components") or [])
+    said_by = (cause.get("situation") or {}).get("said_by")
+    return bool(named & set(cause.get("explains") or [])) or bool(said_by and evaluate(said_by, flat))
 
 
 def _situation_rules(fired: list[tuple[int, Mapping[str, Any]]], rules: list[Mapping[str, Any]],

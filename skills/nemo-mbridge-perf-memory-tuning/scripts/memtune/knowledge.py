@@ -595,6 +595,7 @@ def _reference_problems(kb: Knowledge) -> list[str]:
         if not sit.get("supports") and not any(rule["cause"] == cause["id"] for rule in kb.entries("rules")):
             problems.append(f"causes.yaml: {cause['id']}: no rule concludes this cause and no situation supports it")
         check_facts(where, sit.get("supports"))
+        check_facts(where, sit.get("said_by"))
         for branch in sit.get("rules_out", []):
             check_facts(where, branch["when"])
             check_facts(where, {"all": [{"fact": name, "exists": True} for name in branch["example"]]})
