@@ -279,6 +279,16 @@ def test_gradient_buffers_said_to_be_back_for_a_log_prob_pass_are_training_buffe
     assert diag.causes[0].id == "capacity-model-state" and diag.fixes[0].id == "forward-only-without-training-buffers"
 
 
+def test_after_the_restart_is_a_memory_trend_only_when_memory_is_what_it_speaks_of(kb):
+    """SkyRL #1403 (blind set s52): 'the logits diverge right after the restart' says nothing of memory; 'memory
+    stays up after the restart' does."""
+    q = parse_question("Loading the checkpoint raises a KeyError; on a resume that does load, the logits diverge "
+                       "right after the restart.", kb)
+    assert read_situation(_facts(question=q), kb).trend is None
+    q = parse_question("GPU memory after the restart is 40 GB higher than before the restart.", kb)
+    assert read_situation(_facts(question=q), kb).trend.value == "held"
+
+
 def test_a_card_named_after_more_is_still_a_card(kb):
     """'two more 80GB A100s' adds cards of 80 GB; 'more 1.7G memory per gpu' is an increase (the review of the
     increase role); 差不多 75G is about 75 GB."""
