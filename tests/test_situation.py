@@ -266,6 +266,10 @@ def test_a_setting_said_never_to_reach_the_run_is_checked_before_anything_is_bla
     q = "I lowered the micro-batch to 1 and the memory did not change at all."
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
     assert not flat["situation.not_applied_said"] and diag.causes[0].id == "capacity-model-state"
+    # Megatron-Bridge #3518: the dumped config shows the workload's recompute_modules wiped by the perf scripts
+    q = "看 dump 出来的配置，recompute_modules 变成了 []，等于重计算被清空了，显存比更新之前高。"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.not_applied_said"] and diag.fixes[0].id == "confirm-setting-applied"
 
 
 def test_gradient_buffers_said_to_be_back_for_a_log_prob_pass_are_training_buffers(kb):
