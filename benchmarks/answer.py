@@ -298,6 +298,8 @@ _OPTION = re.compile(r"[\s*_#>]*(?:(?i:option|alternative)\s+[A-F1-9]\b|方案\s
 # the label of an answer's own call-out in a blockquote
 _CALLOUT = re.compile(r"(?i)[\s*_]*(?:tl;?dr|tip|note|summary|recommendation|fix|do this|try this"
                       r"|结论|建议|提示|注意|小结|划重点)[\s*_]*[:\uff1a]")
+# a line that opens on a rejection mark (cross, ballot x, no-entry signs)
+_REJECT_MARK = re.compile(r"[\s*_>]*(?:\u274c|\u2717|\u2718|\U0001f6ab|\u26d4)")
 _ONLY_IF = re.compile(r"(?i)only\s+(?:if|when)\b|仅当|只有在|只有当|只在")  # a verdict cell: the row is conditional
 _STRUCK = re.compile(r"~~.+?~~", re.DOTALL)  # struck-through text (_inline_text keeps the markers)
 _BUT = re.compile(r"(?i)\bbut\b|\bhowever\b|但是?|不过")  # a contrast: what follows it is not what preceded it
@@ -517,8 +519,11 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
                 kind, ident, primary = section_olist(section(), olist())
                 if any(quoted):
                     kind, primary = "neutral", False
-                units.append(_Unit(text, kind, ident, primary,
-                                   addon=bool(lists and lists[-1][3]) or bool(grading.is_addon(text))))
+                # a block of "Field: value" lines (a triage bot's "Suggested action: ..." / "Not recommended: ...")
+                # is one unit per field, so each field's label files its own line
+                for part in _field_lines(text):
+                    units.append(_Unit(part, kind, ident, primary,
+                                       addon=bool(lists and lists[-1][3]) or bool(grading.is_addon(part))))
                 if prev == "paragraph_open":
                     last_para = (i + 1, text, tok.content)
         elif tok.type in ("fence", "code_block"):
@@ -534,6 +539,19 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
                                diff=_is_diff(tok.info, tok.content),
                                addon=led_by_addon() or bool(lists and lists[-1][3])))
     return units
+
+
+def _field_lines(text: str) -> list[str]:
+    """A paragraph whose lines are two or more "Label: value" fields, split into its lines; any other paragraph
+    whole."""
+    lines = [line for line in text.split("\n") if line.strip()]
+    if any(_QA_LINE.match(line) for line in lines):
+        return [text]  # "Q: Would X help?\nA: No": the answer reads its question, they stay together
+    fields = [line for line in lines if _LABEL.match(line) and re.search(r"[:\uff1a]", line[:42])]
+    return lines if len(lines) > 1 and len(fields) >= 2 else [text]
+
+
+_QA_LINE = re.compile(r"[\s*_]*(?:Q|A|问|答)[\s*_]*[:\uff1a]")
 
 
 def _is_diff(info: str, content: str) -> bool:
@@ -985,6 +1003,8 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
             kind = "conditional"
         if not unit.code and _OPTION.match(unit.text) and grading.option_rejected.search(unit.text):
             kind, primary = "avoid", False  # "Option C – make rank 0 smaller (...). I would not do this: ..."
+        if not unit.code and _REJECT_MARK.match(unit.text):
+            kind, primary = "avoid", False  # "❌ micro-batch, selective/full recompute — nothing has run forward yet"
         replaced = grading.replaced_spans(unit.text)
         # a setting written out is an instruction in a command block or a recommendation; in prose
         # ("with use_distributed_optimizer: false, each GPU holds ...") it describes the run as it is

@@ -71,7 +71,10 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # Writers hh (a tutor), ii (a config code review) and jj (an edited Q&A answer with struck-through advice), 66 answers,
 # 24 in Chinese, the next unseen batch, came in at 52.2 / 42.4 / 53.0 %; learned (tests/test_scorer_writers_hh_ii_jj.py)
 # they read 58.7 / 57.6 / 87.9 %, and the whole set of 814 the floors below (one earlier answer, a-011, now agrees).
-FLOORS = {"first_fix_verdict": 0.9140, "violations": 0.9558, "first_fix_id": 0.8735}
+# Writers kk (a triage bot), ll (a maintainer's triage comment) and mm (a vendor support email), 60 answers, 24 in
+# Chinese, the session's last unseen batch, came in at 57.5 / 55.0 / 85.0 %; learned
+# (tests/test_scorer_writers_kk_ll_mm.py) they read 57.5 / 58.3 / 91.7 %, and the whole set of 874 the floors below.
+FLOORS = {"first_fix_verdict": 0.8953, "violations": 0.9531, "first_fix_id": 0.8547}
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +118,8 @@ def test_agreement_does_not_fall_below_its_floor(result, measure):
 
 
 # measures below the target, each an expected failure until it is not (issue 26 brought both back above 95 %; writers
-# ee, ff and gg took the verdict under it again: 93.6 % over 748, 91.4 % over 814 with hh, ii and jj)
+# ee, ff and gg took the verdict under it again: 93.6 % over 748, 91.4 % over 814 with hh, ii and jj, 89.5 % over
+# 874 with kk, ll and mm)
 BELOW_TARGET: set[str] = {"first_fix_verdict"}
 
 
