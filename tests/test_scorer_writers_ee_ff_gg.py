@@ -1,8 +1,8 @@
 """How the scorer reads the misreadings that writers ee (a colleague in a team chat), ff (an SRE runbook) and gg (a
 hedging chat assistant) showed: issue 26's unseen batch of 2026-12-05, first read 57.1 / 53.0 / 69.7 % (verdict /
-id / violations), kept in benchmarks/answers-held/ after that read.
+id / violations), kept in benchmarks/answers-held/ after that read, then learned.
 
-Each answer text is a sentence or block from a real labelled answer (benchmarks/answers-held/<id>.yaml, named in
+Each answer text is a sentence or block from a real labelled answer (benchmarks/answers/<id>.yaml, named in
 the test).  The classes: a question that names a fix answered no ("Q: Would X help? A: No"), the answer's
 paragraph included; a status cell or label 不采纳 / DEFERRED; "no need for"; "Option B" / "B." after the first
 option; a verification label that puts itself first ("Confirm it first:"); a dotted key ("a.b.param_offload") is no
