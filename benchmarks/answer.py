@@ -1013,7 +1013,8 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
         inline_first = None if unit.code or primary else cues.inline_first.search(unit.text)
         against_until: dict[str, int] = {}  # a fix argued against -> the end of that sentence
         struck = [m.span() for m in _STRUCK.finditer(unit.text)]  # "~~Try num_workers=0~~ (outdated)"
-        for m in fixes.find(unit.text):
+        found = list(fixes.find(unit.text))
+        for m in found:
             order += 1
             spans.setdefault((m.ident, order), _span(unit.text, m.start, m.end))
             if kind == "conditional":
@@ -1034,7 +1035,7 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
                 # "~~Lower it to 2~~ Lower it to 1": the struck text is withdrawn; the fix is advice against only
                 # where the answer names it nowhere else in this paragraph
                 if not any(o.ident == m.ident and not any(a <= o.start < b for a, b in struck)
-                           for o in fixes.find(unit.text)):
+                           for o in found):
                     avoided.append(m.ident)
                     avoid_why.setdefault(m.ident, f"against (struck through): «{spans[(m.ident, order)]}»")
                 continue
