@@ -36,7 +36,9 @@ KINDS = ("avoid", "neutral", "recommend", "cause")  # heading classification ord
 _CLAUSE_END = re.compile(r"[;!?。；！？，\n]|[.,](?=\s|$)")
 _AS_CAUSE_BEFORE = 24  # characters before a mention in which "caused by" still names it as the cause
 _KEPT_AFTER = 24  # characters after a mention in which "already on" / "保持不动" still speaks of it
+_OPTION_QUESTION = 100  # characters of a question that is no more than the options it names ("Lowering the MBS?")
 _SENTENCE_END = re.compile(r"[!?。！？\n]|[.;；](?=\s|$)")
+_FULL_STOP = re.compile(r"[!?。！？\n]|[.](?=\s|$)")
 _CAUSE_CLAUSE_END = re.compile(r"[;!?。；！？，：\n]|[.,:](?=\s|$)")
 
 
@@ -66,6 +68,24 @@ def _words(spec: Mapping[str, list[str]] | None) -> str:
                      key=len, reverse=True)
     return "|".join(phrase_regex(p) + (r"(?![A-Za-z0-9])" if p[-1].isascii() and p[-1].isalnum() else "")
                     for p in phrases) or r"(?!)"
+
+
+@dataclass(frozen=True)
+class ReplyCues:
+    """How the sentence after a question that names fixes answers it (grading.yaml `question_reply`)."""
+
+    yes: re.Pattern[str]  # opens on a yes: the options are advised
+    no: re.Pattern[str]  # a no anywhere in the reply: advice against them
+    only_if: re.Pattern[str]  # a condition: offered for another situation, neither for nor against
+    other_question: re.Pattern[str]  # a question opening on these asks something else ("Will it slow down?")
+
+    @classmethod
+    def build(cls, spec: Mapping[str, Any]) -> ReplyCues:
+        def rx(key: str, anchored: bool = False) -> re.Pattern[str]:
+            words = _words(spec.get(key))
+            return re.compile(rf"[\s*_]*(?:{words})" if anchored else words, re.IGNORECASE)
+        return cls(yes=rx("yes", anchored=True), no=rx("no"), only_if=rx("only_if"),
+                   other_question=rx("other_question", anchored=True))
 
 
 @dataclass(frozen=True)
@@ -128,6 +148,7 @@ class Grading:
     asks_if_it_helps: CueSet = field(default_factory=lambda: CueSet([]))  # "Would X help?", "X 有用吗？", "X 呢？"
     anaphora_strict: re.Pattern[str] = re.compile(r"(?!)")  # after ".": "None of them ...", "Neither ..."
     answered_no_rx: re.Pattern[str] = re.compile(r"(?!)")  # "Would X help? No." - the reply to a question
+    reply: ReplyCues = field(default_factory=lambda: ReplyCues.build({}))  # the reply to "X? Irrelevant."
     anaphora: re.Pattern[str] = re.compile(r"(?!)")  # a clause after ";" that opens on these speaks of what came before
     addon: CueSet = field(default_factory=lambda: CueSet([]))
     chosen: CueSet = field(default_factory=lambda: CueSet([]))  # a table's status cell that picks its row
@@ -176,6 +197,7 @@ class Grading:
                 answered_no_rx=re.compile(rf"[\s*_>]*(?:(?:A|Answer|答)\s*[:\uff1a][\s*_]*)?(?:{_words(data.get('answered_no'))})",
                                        re.IGNORECASE),
                 anaphora=re.compile(rf"\s*(?:{_words(data.get('anaphora'))})", re.IGNORECASE),
+                reply=ReplyCues.build(data.get("question_reply") or {}),
                 addon=CueSet.from_langs(data.get("addon")),
                 chosen=CueSet.from_langs(data.get("chosen")),
                 restating=frozenset(w.casefold() for words in (data.get("restating_labels") or {}).values()
@@ -257,10 +279,33 @@ class Grading:
         """The mention is in a question whether it helps or is needed, and the answer answers no ("Q: Would
         expandable_segments help? A: No - ...", "Q：expandable_segments 呢？ A：不是碎片问题"): advice against what the
         question named.  "Will recompute slow it down too much? No - about 20 %" answers another question."""
+        return self.question_verdict(text, end) == "no"
+
+    def question_verdict(self, text: str, end: int) -> str | None:
+        """How the sentence after a question that names the fix answers it: "no" (advice against), "open" (neither:
+        "改成 abort 模式呢？ ...除非你本来就不需要保留 KV cache") or None (not such a question, or answered yes).
+
+        A question is about the fix when it asks whether it helps ("Would X help?", "X 呢？") or is no more than the
+        options themselves, as a "What about ...?" section lists them ("Lowering the micro batch or turning on
+        recompute? Irrelevant.", "杀掉其他进程释放显存？ 一般不是原因"); one that opens on another question word ("Will
+        recompute slow it down too much? No") asks something else."""
         nxt = _SENTENCE_END.search(text, end)
-        if not (nxt and nxt.group() in "?\uff1f" and self.answered_no_rx.match(text, nxt.end())):
-            return False
-        return self.asks_if_it_helps.search(text[_last_end(_SENTENCE_END, text, end):nxt.end()])
+        if not (nxt and nxt.group() in "?\uff1f"):
+            return None
+        question = text[_last_end(_SENTENCE_END, text, end):nxt.end()]
+        listed = len(question.strip()) <= _OPTION_QUESTION and not self.reply.other_question.match(
+            question.lstrip(" *_>#-"))
+        if not (self.asks_if_it_helps.search(question) or listed):
+            return None
+        if self.answered_no_rx.match(text, nxt.end()):
+            return "no"
+        reply_end = _FULL_STOP.search(text, nxt.end())  # past ";": "Avoids the bug, but ...; only if you have spare"
+        reply = text[nxt.end():reply_end.start() if reply_end else len(text)]
+        if self.reply.yes.match(reply):
+            return None
+        if self.reply.no.search(reply):
+            return "no"
+        return "open" if self.reply.only_if.search(reply) else None
 
     def against_later_in_sentence(self, text: str, end: int) -> bool:
         """A cue later in the mention's sentence argues against it ("X won't help"), or the sentence closes on a
@@ -1030,7 +1075,10 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
             ) or (kind != "neutral" and bool(cues.removed_before.search(unit.text, max(0, m.start - 12), m.start)))
             if said_not and m.ident in switches and _turned_off(unit.text, m.start, m.end, switches[m.ident]):
                 continue  # "don't write recompute_modules = []": against turning it off, i.e. keep it
-            answered_no = grading.answered_no(unit.text, m.end)
+            verdict = grading.question_verdict(unit.text, m.end)
+            if verdict == "open":
+                continue  # "改成 abort 模式呢？ ...除非你本来就不需要": an option for another situation, not advice
+            answered_no = verdict == "no"
             if any(a <= m.start < b for a, b in struck):
                 # "~~Lower it to 2~~ Lower it to 1": the struck text is withdrawn; the fix is advice against only
                 # where the answer names it nowhere else in this paragraph

@@ -73,8 +73,12 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # they read 58.7 / 57.6 / 87.9 %, and the whole set of 814 the floors below (one earlier answer, a-011, now agrees).
 # Writers kk (a triage bot), ll (a maintainer's triage comment) and mm (a vendor support email), 60 answers, 24 in
 # Chinese, the session's last unseen batch, came in at 57.5 / 55.0 / 85.0 %; learned
-# (tests/test_scorer_writers_kk_ll_mm.py) they read 57.5 / 58.3 / 91.7 %, and the whole set of 874 the floors below.
-FLOORS = {"first_fix_verdict": 0.8953, "violations": 0.9531, "first_fix_id": 0.8547}
+# (tests/test_scorer_writers_kk_ll_mm.py) they read 57.5 / 58.3 / 91.7 %, and the whole set of 874 0.8953 / 0.9531 /
+# 0.8547.
+# Writers nn (a terse terminal agent), oo (a blog / wiki article) and pp (a pair programmer thinking aloud), 60 answers,
+# 36 in Chinese, held a session, came in at 66.7 / 61.7 / 66.7 %; learned (tests/test_scorer_writers_nn_oo_pp.py) they
+# read 79.5 / 83.3 / 91.7 %, and the whole set of 934 the floors below (no earlier answer's reading fell; seven rose).
+FLOORS = {"first_fix_verdict": 0.8954, "violations": 0.9507, "first_fix_id": 0.8587}
 
 
 @pytest.fixture(scope="module")
