@@ -479,6 +479,11 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
             # "避免" there is a purpose clause)
             text = label.group(1) if label else _main_clause(last_para[1])
             kind = grading.classify(text)
+            # "先不要改配置，先搞清楚是哪个进程在涨：": the "not yet" is about another change; the clause that opens on
+            # "first" and leads the block is what the block does
+            last = re.split(r"[,，;；。]", last_para[1].rstrip(" :：\n"))[-1].strip(" *_")
+            if not label and kind == "avoid" and last != text and grading.order.first_action.match(last):
+                text, kind = last, "recommend"
             short = len(text.strip(" *_")) <= _MAX_ACTION_LABEL or not label
             return kind, kind == "recommend" and short and bool(grading.is_primary(text))
         return None
@@ -580,10 +585,34 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
                 kind, primary = led
             if any(quoted):
                 kind, primary = "neutral", False
-            units.append(_Unit(tok.content + _lowered(tok.content), kind, olist(), primary, code=True,
-                               diff=_is_diff(tok.info, tok.content),
-                               addon=led_by_addon() or bool(lists and lists[-1][3])))
+            addon = led_by_addon() or bool(lists and lists[-1][3])
+            # a comment that labels the lines after it ("# not this - ...", "# cell 3 —— 不要：", "# step 1: ...")
+            # files them as a heading files its section
+            for label, part in _comment_sections(tok.content, grading):
+                part_kind, part_primary = (kind, primary) if label is None else label
+                if any(quoted):
+                    part_kind, part_primary = "neutral", False
+                units.append(_Unit(part + _lowered(part), part_kind, olist(), part_primary, code=True,
+                                   diff=_is_diff(tok.info, tok.content), addon=addon))
     return units
+
+
+def _comment_sections(block: str, grading: Grading) -> list[tuple[tuple[str, bool] | None, str]]:
+    """A code block cut at its own comment labels: each part with the (kind, primary) its label gives it, or None
+    before the first label.  A label is a whole-line comment that is not commented-out code and whose short lead
+    ("not this", "cell 3 —— 不要", "step 1", "fix") classifies; a block without one stays whole."""
+    parts: list[tuple[tuple[str, bool] | None, str]] = [(None, "")]
+    for line in block.splitlines(keepends=True):
+        m = _COMMENT_LINE.match(line)
+        body = m.group(1).strip() if m else ""
+        lead = _COMMENT_LABEL.match(body)
+        head = (lead.group(1) or lead.group(2)) if lead else ""
+        kind = grading.classify(head) if head and not _CODE_LIKE.match(body) else "other"
+        if kind in ("avoid", "recommend"):
+            parts.append(((kind, kind == "recommend" and grading.is_primary(head)), line))
+        else:
+            parts[-1] = (parts[-1][0], parts[-1][1] + line)
+    return [(label, text) for label, text in parts if text.strip()]
 
 
 def _field_lines(text: str) -> list[str]:
@@ -653,6 +682,14 @@ def section_olist(section: tuple[str, bool], olist: int | None) -> tuple[str, in
     return section[0], olist, section[1]
 
 
+# a whole-line comment in a code block (a diff's "+"/"-" marker allowed), and what it says
+_COMMENT_LINE = re.compile(r"^[ \t]*[+\- ]?[ \t]*(?:#|//)+[ \t]*(.*)$")
+# its label: a short lead before a colon or a dash ("not this - ...", "cell 3 —— 不要：...", "step 1: ..."); a comment
+# that is a sentence ("不要写 recompute_modules = []；保持不设，或显式：") labels nothing
+_COMMENT_LABEL = re.compile(r"^(?:(.{1,24}?)\s*[:\uff1a]|(.{1,24}?)\s[-\u2013\u2014]{1,2}\s)")
+# a comment that is commented-out code, not words: "# --micro-batch-size 1", "# export X=1", "# key: value"
+_CODE_LIKE = re.compile(r"(?:--?[A-Za-z]|export\s|(?:pip|python3?|torchrun|bash)\s|[\w.\[\]\"']+\s*=\s*\S"
+                        r"|[\w\[\]\"']*[_.][\w.\[\]\"']*\s*:\s*\S|\w+\()")
 # a label is one phrase, not a sentence: "Fix:", "修法：", or "**Do first** - ..." (a dash after it)
 _LABEL = re.compile(r"^\s*([^:：\n。！？!?，,\-–—]{1,40})(?:[:：]|\s+[-–—]\s)")
 _LISTED = re.compile(r"[,\uff0c\u3001]")  # a parenthesis that lists items ("(mbs 1, full recompute, ...)")

@@ -77,8 +77,12 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # 0.8547.
 # Writers nn (a terse terminal agent), oo (a blog / wiki article) and pp (a pair programmer thinking aloud), 60 answers,
 # 36 in Chinese, held a session, came in at 66.7 / 61.7 / 66.7 %; learned (tests/test_scorer_writers_nn_oo_pp.py) they
-# read 79.5 / 83.3 / 91.7 %, and the whole set of 934 the floors below (no earlier answer's reading fell; seven rose).
-FLOORS = {"first_fix_verdict": 0.8954, "violations": 0.9507, "first_fix_id": 0.8587}
+# read 79.5 / 83.3 / 91.7 %, and the whole set of 934 0.8954 / 0.9507 / 0.8587 (no earlier answer fell; seven rose).
+# Writers qq (notebook cells, advice in comments), rr (a decision tree, a verdict table, "My pick") and ss (a maintainer
+# replying inline in the issue thread), 60 answers, 41 in Chinese, the next unseen batch, came in at
+# 81.7 / 70.0 / 86.7 %; learned (tests/test_scorer_writers_qq_rr_ss.py) they read 88.3 / 81.7 / 95.0 %, and the whole
+# set of 994 the floors below (no earlier answer fell; four rose).
+FLOORS = {"first_fix_verdict": 0.8958, "violations": 0.9507, "first_fix_id": 0.8581}
 
 
 @pytest.fixture(scope="module")
