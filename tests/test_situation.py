@@ -1644,3 +1644,57 @@ def test_host_ram_named_with_no_gpu_failure_keeps_gpu_share_and_offload_off_the_
     _, _, diag = pipeline.run(pipeline.Inputs(question=text, log=log, gpu="8×A800 80G"), kb)
     assert diag.causes[0].id == "host-oom"
     assert not {"shrink-colocated-engine", "optimizer-cpu-offload"} & {f.id for f in diag.fixes}
+
+
+# --- set issue-24-s53 (first score 1/24): the classes it taught, each from a report's own words ---------------
+
+
+def test_a_step_said_to_finish_is_not_the_one_that_failed(kb):
+    # Megatron-Bridge #5283: "Step 1 finishes, then during step 2 nothing moves"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="Step 1 finishes, then during step 2 nothing moves."), kb)
+    assert flat["situation.step"] == "second-step"
+
+
+def test_a_phase_the_failure_clause_places_before_the_failure_is_not_where_it_failed(kb):
+    """NeMo-Aligner #91: "the actor does its own rollout generation" describes the setup; the actor "died right after
+    the rollout phase": what generation left behind is measured first, not a phase it failed in."""
+    text = ("PPO with NeMo-Aligner (the actor does its own rollout generation). The actor has regularly died right "
+            "after the rollout phase, when it ships the rollout tokens to the critic server. Training steps fit.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat.get("situation.phase") is None and flat["situation.after_phase"] == "rl-rollout"
+    assert diag.causes[0].id == "memory-growth" and diag.fixes[0].id == "track-memory-per-step"
+    wake = "Every few steps the rollout engine fails with an OOM when it wakes up after the weight sync."
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=wake), kb)
+    assert flat["situation.phase"] is not None  # the wake-up it failed in is named beside the failure
+
+
+def test_a_phase_in_the_failing_sentence_outranks_one_said_to_work(kb):
+    """verl #3349: "works well, including saving checkpoints" names a phase that works; "once begin to validate
+    data ..., the training task will be crashed" names the one that fails, in another clause of its sentence."""
+    text = ("If training without any validation, the whole training process works well, including saving "
+            "checkpoints. Meanwhile, once begin to validate data during training process, the training task will "
+            "be crashed.")
+    log = ["ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task. class_name: "
+           "TaskRunner. (1) The process is killed by SIGKILL by OOM killer due to high memory usage."]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text, log=log), kb)
+    assert flat["situation.phase"] == "eval"
+    assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "reduce-micro-batch"
+
+
+def test_an_error_raised_by_cuda_graph_code_runs_without_graphs_first(kb):
+    """Megatron-Bridge #3856: an HF export asserts "RNG tracker does not support cudagraphs!" - no allocation failed,
+    even though the user assumed one; the graphs are what the error is about."""
+    text = "Converting the trained checkpoint to Hugging Face dies right away. I assumed the export ran out of memory."
+    log = ['[rank0]:   File "/opt/Megatron-LM/megatron/core/transformer/cuda_graphs.py", line 1470, in __init__',
+           "[rank0]: AssertionError: RNG tracker does not support cudagraphs!"]
+    _, _, diag = pipeline.run(pipeline.Inputs(question=text, log=log), kb)
+    assert diag.fixes[0].id == "disable-cuda-graphs"
+    assert {"add-gpus", "expandable-segments"} & {a.id for a in diag.avoid}
+
+
+def test_how_to_preprocess_a_large_corpus_is_the_host_memory_of_preprocessing(kb):
+    # Megatron-DeepSpeed-Llama #13 (zh): no failure said, only how to preprocess TB-scale JSON
+    text = ("Megatron-LM的数据预处理只能接收一个json文件，如果我有很多json数据（总量TB级别），"
+            "应该先合并成一个超大json再预处理还是先分别处理成.idx和.bin再合并呢？")
+    _, _, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "shard-preprocessing"

@@ -560,10 +560,14 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
     lead_order = {f: i for i, f in enumerate(kb.get("rules", lead_rule).get("fixes") or [])} if lead_rule else {}
     avoid = list(diag.avoid)
     avoided = {a.id for a in avoid}
+    # a crash with no memory signal anywhere: a rule offers a fix to take the crashing path away (graphs off for an
+    # error raised by graph code), not for what it would shrink in the failing phase or save on an assumed layout
+    facts = diag.facts
+    crash_only = bool(facts.get("log.crash")) and not (facts.get("log.has_memory_failure") or facts.get("log.host_oom"))
     kept: list[tuple[tuple, FixAdvice]] = []
     worked = set(diag.facts.get("situation.worked_with") or [])  # set in the layout quoted because it worked
     for pos, advice in enumerate(diag.fixes):
-        sim = sims.get(advice.id)
+        sim = None if crash_only else sims.get(advice.id)  # a crash: no memory to simulate a saving of
         if sim is not None and sim.dropped == "already-set" and advice.id in worked:
             sim = None
         if sim is not None and sim.dropped:
@@ -573,7 +577,7 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
                 avoided.add(advice.id)
             continue
         fix = kb.get("fixes", advice.id)
-        if fix.get("reduces") and not set(fix["reduces"]) & present:
+        if fix.get("reduces") and not set(fix["reduces"]) & present and not crash_only:
             continue  # what it shrinks does not exist in the failing phase (activations at checkpoint load)
         free = bool(fix.get("free"))
         simulated = sim is not None and sim.predicted_saving_bytes is not None and sim.basis in ("estimate", "request")

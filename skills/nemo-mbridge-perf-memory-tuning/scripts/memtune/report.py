@@ -197,6 +197,8 @@ def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any
         f = fields["failed"]
         parts.insert(0, f"{say['request']}: {f['clues'][0]}" if f["value"] != "impossible" else
                      f"{say['request']} {f['title']} ({f['clues'][0]})")
+    if sit.after_phase and "phase" not in fields:  # "died right after the rollout phase": no phase of its own
+        parts.insert(0, f"{say['after_phase']}: {title('phases', sit.after_phase)}")
     if sit.error:
         parts.insert(0, f"{say['error']}: {code_span(sit.error)}")
     if sit.call_path:

@@ -187,11 +187,20 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     # a setting written as key=value or --flag names a pass it configures ("log_prob_micro_batch_size_per_gpu=8",
     # "--megatron-to-hf-mode bridge"), not the pass that failed
     # a clause that asks ("does it mean 8 copies of the model are saved in memory?") names no phase it failed in
-    said_phase = _one("phases", [_FLAG.sub(" ", _SETTING.sub(" ", c)) for c in said], words,
-                      order=words.phase_order, symptoms=True)
+    mates = frozenset(_unset_settings(c) for s in _sentences(text) if words.failure.search(s)
+                      for c in _clauses(s) if not words.failure.search(c))
+    said_phase = _one("phases", [_unset_settings(c) for c in said], words, order=words.phase_order, symptoms=True,
+                      mates=mates)
     sit.phase = (_stated(stated.phase, "phase") or _refined(_phase_from_log(facts, words, log_text), said_phase)
                  or said_phase or _phase_from_question_frames(text, words) or _phase_from_logprob_logits(facts))
     sit.after_phase = next((v for c in clauses for v, _ in _hits("phases", c, words, over=True)), None)
+    # "died right after the rollout phase" with "the actor does its own rollout generation" elsewhere: a phase the
+    # failure's own clause places before the failure, naming no other, is not where it failed, whichever clause
+    # also names it ("fails when it wakes up after the weight sync" names the wake-up it failed in)
+    if sit.phase is not None and sit.phase.source == "words" and any(
+            words.failure.search(c) and not _hits("phases", c, words)
+            and sit.phase.value in (v for v, _ in _hits("phases", c, words, over=True)) for c in said):
+        sit.phase = None
     sit.step = (_stated(stated.step, "step") or _step_from_log(facts)
                 or _one("steps", clauses, words, failing_only=False))
     sit.where = _stated(stated.where, "where") or _where_from_log(facts) or _one("places", clauses, words)
@@ -1053,6 +1062,10 @@ def _hits(key: str, clause: str, words: _Words, *, over: bool = False) -> list[t
             within = bool(norm) and tail.startswith(words.within) and not head.endswith(words.over)
             if within and key == "steps":  # "before the first iteration finishes": within the first iteration
                 value = next((step for step, before in words.still_ahead.items() if before == value), value)
+            opens_ahead = (" " + norm[start:end].strip()).startswith(words.later_before)  # "before the first step"
+            if within and not ahead and not opens_ahead:  # "Step 1 finishes, then during step 2": that one is over
+                passed.append((start, end))
+                continue
             if not norm or not ahead or within:
                 spans.append((start, end, value, said))
             elif (key == "steps" and value in words.still_ahead
@@ -1076,6 +1089,11 @@ _SETTING = re.compile(r"(?<![\w.\-])(?:--)?[A-Za-z_][\w.\-]*\s*[=\uff1d]\s*[^\s,
 _FLAG = re.compile(r"(?<![\w\-])--[A-Za-z][\w\-]+")
 
 
+def _unset_settings(clause: str) -> str:
+    """A clause with its key=value settings and --flags blanked: they name a pass they configure, not one that ran."""
+    return _FLAG.sub(" ", _SETTING.sub(" ", clause))
+
+
 def _clauses(text: str) -> list[str]:
     """Clauses: what one failure word is said about ("we resumed, now the log prob pass OOMs" has two)."""
     return [c for c in _CLAUSE.split(text) if c and c.strip()]
@@ -1087,22 +1105,25 @@ def _sentences(text: str) -> list[str]:
 
 
 def _one(key: str, clauses: list[str], words: _Words, *, failing_only: bool = True,
-         order: tuple[str, ...] = (), symptoms: bool = False) -> Reading | None:
+         order: tuple[str, ...] = (), symptoms: bool = False, mates: frozenset[str] = frozenset()) -> Reading | None:
     """The value the words name: the one named in the same clause as a failure word; else the only one named
     (with ``failing_only=False``, else the first one named).  With an ``order`` (phases: the most telling
     first), several candidates resolve to the earliest in it: "the update ends, then vLLM wakes up and it
     OOMs" is a wake-up failure, whichever clause carries the failure word.  With ``symptoms``, a clause that says
     memory is higher than it should be ("resume uses more memory than before") places the value where no clause
-    with a failure word names one."""
-    # (value, the words, 2 in a clause that says something failed, 1 in one that says memory is higher, else 0)
+    with a failure word names one.  ``mates``: clauses whose sentence has a failure word in another clause ("once
+    validation begins, the task crashes"): they place the value before any clause of a sentence without one ("the
+    whole run works well, including saving checkpoints")."""
+    # (value, the words, 3 in a clause that says something failed, 2 in a sentence that does, 1 in a clause that
+    # says memory is higher, else 0)
     hits: list[tuple[str, str, int]] = []
     for clause in clauses:
-        beside = 2 if words.failure.search(clause) else int(bool(symptoms and words.symptom
-                                                                 and words.symptom.search(clause)))
+        beside = 3 if words.failure.search(clause) else 2 if clause in mates else int(
+            bool(symptoms and words.symptom and words.symptom.search(clause)))
         hits += [(value, said, beside) for value, said in _hits(key, clause, words)]
-    # beside a failure word first; beside a symptom only where no value stands beside a failure
-    near = (list(dict.fromkeys(v for v, _, b in hits if b == 2))
-            or list(dict.fromkeys(v for v, _, b in hits if b == 1)))
+    # beside a failure word first, then in its sentence; beside a symptom only where no value stands near a failure
+    near = next((found for found in (list(dict.fromkeys(v for v, _, b in hits if b == level)) for level in (3, 2, 1))
+                 if found), [])
     named = list(dict.fromkeys(v for v, _, _ in hits))
     ranked = {v: i for i, v in enumerate(order)}
     if len(near) == 1:
