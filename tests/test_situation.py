@@ -1698,3 +1698,13 @@ def test_how_to_preprocess_a_large_corpus_is_the_host_memory_of_preprocessing(kb
             "应该先合并成一个超大json再预处理还是先分别处理成.idx和.bin再合并呢？")
     _, _, diag = pipeline.run(pipeline.Inputs(question=text), kb)
     assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "shard-preprocessing"
+
+
+def test_a_run_that_fits_with_fewer_frames_is_not_short_of_model_state(kb):
+    """ms-swift #7326: "stable only up to ~32 frames, increasing max_frames beyond that leads to immediate OOM" -
+    weights, gradients and optimizer state do not change with the input; what scales with it does (CP splits it)."""
+    text = ("Megatron GRPO with Qwen3-VL-8B on 8 x 80GB: training is stable only up to ~32 frames, and increasing "
+            "max_frames beyond that leads to immediate OOM. How do I scale to 180 frames?")
+    _, _, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert "capacity-model-state" in diag.ruled_out
+    assert diag.causes[0].id == "capacity-activations" and diag.fixes[0].id == "increase-cp"
