@@ -1708,3 +1708,12 @@ def test_a_run_that_fits_with_fewer_frames_is_not_short_of_model_state(kb):
     _, _, diag = pipeline.run(pipeline.Inputs(question=text), kb)
     assert "capacity-model-state" in diag.ruled_out
     assert diag.causes[0].id == "capacity-activations" and diag.fixes[0].id == "increase-cp"
+
+
+def test_memory_still_left_after_an_offload_is_held_in_zh(kb):
+    # verl #5979: 把 optimizer offload 到 CPU 之后，每张卡上还是剩下大约 4 GB - what the offload does not manage
+    text = ("在 verl 里初始化阶段把 actor 的 optimizer offload 到 CPU 之后，每张卡上还是剩下大约 4 GB 说不清来源的显存"
+            "（nvidia-smi 看得到，但 PyTorch 的 allocated 对不上），colocate 时会挤占 rollout 的空间。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.trend"] == "held"
+    assert diag.fixes[0].id == "track-memory-per-step"
