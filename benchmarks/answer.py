@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -307,9 +307,10 @@ class Grading:
             return "no"
         return "open" if self.reply.only_if.search(reply) else None
 
-    def against_later_in_sentence(self, text: str, end: int) -> bool:
+    def against_later_in_sentence(self, text: str, end: int, others: Sequence[tuple[int, int]] = ()) -> bool:
         """A cue later in the mention's sentence argues against it ("X won't help"), or the sentence closes on a
-        verdict ("降 micro batch、开重计算都是省激活的，对建模型阶段 OOM 没用。")."""
+        verdict ("降 micro batch、开重计算都是省激活的，对建模型阶段 OOM 没用。").  A cue that overlaps another fix's
+        mention (``others``: "X 调低，不用加卡" - "不用加" is said of 加卡) speaks of that one."""
         nxt = _SENTENCE_END.search(text, end)
         # "X and Y are training-time knobs; they don't run during conversion" (or ". None of them touches host RSS"):
         # the clause or sentence after it that opens on "they" / "none of them" still speaks of what it listed
@@ -317,7 +318,10 @@ class Grading:
                        or nxt.group() in ".\u3002" and self.anaphora_strict.match(text, nxt.end())):
             nxt = _SENTENCE_END.search(text, nxt.end())
         rest = text[end: nxt.start() if nxt else len(text)]
-        return bool(self.against_in_sentence.search(rest) or self.verdict_at_end.search(rest.rstrip(" 了啊的*_`")))
+        cues = [(end + a, end + b) for a, b in self.against_in_sentence.spans(rest)]
+        if any(not any(s < b and a < e for s, e in others) for a, b in cues):
+            return True
+        return bool(self.verdict_at_end.search(rest.rstrip(" 了啊的*_`")))
 
     def replaced_spans(self, text: str) -> list[tuple[int, int]]:
         """Spans naming what a "replace X with Y" sentence replaces (X)."""
@@ -422,6 +426,12 @@ class _Unit:
     def on_context_line(self, pos: int) -> bool:
         """In a diff, the line holding ``pos`` is context (" --offload-train \\"): it restates, it does not change."""
         return self.diff and self.text[self.text.rfind("\n", 0, pos) + 1:][:1] == " "
+
+    def on_removed_line(self, pos: int) -> bool:
+        """In a diff, the line holding ``pos`` is taken out ('-    cfg.model.recompute_granularity = "selective"'
+        above its '+' replacement): the patch drops what it names, it does not advise it."""
+        line = self.text[self.text.rfind("\n", 0, pos) + 1:]
+        return self.diff and line[:1] == "-" and not line.startswith("---")
 
 
 _WRAPPED_LINE = 24  # a line longer than a label (_LINE_LABEL) that ends mid-sentence was wrapped, not ended
@@ -616,8 +626,11 @@ def _comment_sections(block: str, grading: Grading) -> list[tuple[tuple[str, boo
 
 
 def _field_lines(text: str) -> list[str]:
-    """A paragraph whose lines are two or more "Label: value" fields, split into its lines; any other paragraph
-    whole."""
+    """A paragraph whose lines are two or more "Label: value" fields, split into its lines, and one whose tags
+    (【推荐】, 【不推荐】, [fallback]) each open a suggestion, split at them; any other paragraph whole."""
+    tagged = [part for part in _TAG.split(text) if part.strip()]
+    if len(tagged) > 1:
+        return [line for part in tagged for line in _field_lines(part)]
     lines = [line for line in text.split("\n") if line.strip()]
     if any(_QA_LINE.match(line) for line in lines):
         return [text]  # "Q: Would X help?\nA: No": the answer reads its question, they stay together
@@ -625,6 +638,9 @@ def _field_lines(text: str) -> list[str]:
     return lines if len(lines) > 1 and len(fields) >= 2 else [text]
 
 
+# a bracketed tag that files the suggestion after it: 【推荐】, 【不推荐】, 【备选】, [recommended], [don't]
+_TAG = re.compile(r"\s+(?=\u3010[^\u3011\n]{1,8}\u3011|\[(?:recommended|fallback|optional|don't|do not|avoid)\])",
+                  re.IGNORECASE)
 _QA_LINE = re.compile(r"[\s*_]*(?:Q|A|问|答)[\s*_]*[:\uff1a]")
 
 
@@ -1079,6 +1095,11 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
             unit.text += _flattened_yaml(unit.text)
         kind, primary = unit.kind, unit.primary
         relabel = _label_kind(unit.text, grading, unit.kind)
+        # "先别急着加卡 🙂" alone on the first line is a sentence about the fix it names, not a label over the lines
+        # after it ("colocated 模式下 vLLM 按 gpu_memory_utilization 先把份额占住" explains the cause)
+        first_line = None if _LABEL.match(unit.text) else _LINE_LABEL.match(unit.text)
+        if relabel and first_line and any(m.start < first_line.end(1) for m in fixes.find(first_line.group(1))):
+            relabel = None
         if relabel:
             kind, primary = relabel[0], relabel[1] or (primary and relabel[0] == "recommend")
         if kind in ("recommend", "other") and grading.is_conditional(unit.text):
@@ -1101,8 +1122,8 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
             spans.setdefault((m.ident, order), _span(unit.text, m.start, m.end))
             if kind == "conditional":
                 continue  # an option for a situation the user is not in: neither advice for nor against
-            if unit.on_context_line(m.end - 1):
-                continue  # a diff's unchanged line names what the script has, it changes nothing
+            if unit.on_context_line(m.end - 1) or unit.on_removed_line(m.end - 1):
+                continue  # a diff's unchanged or removed line names what the script had, it advises nothing
             if m.ident in settings and _moves_away(unit.text, m.start, m.end, settings[m.ident], current,
                                                                grading.flag_aliases):
                 continue  # writes the setting, but not the change this fix makes (TP 8 -> 4 is no TP increase)
@@ -1125,7 +1146,8 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
                     avoid_why.setdefault(m.ident, f"against (struck through): «{spans[(m.ident, order)]}»")
                 continue
             against = said_not or any(a <= m.start < b for a, b in replaced) \
-                or grading.against_later_in_sentence(unit.text, m.end) or answered_no \
+                or grading.against_later_in_sentence(unit.text, m.end, [(o.start, o.end) for o in found
+                                                                        if o.ident != m.ident]) or answered_no \
                 or m.start < against_until.get(m.ident, -1) \
                 or (instructs and m.ident in switches and _turned_off(unit.text, m.start, m.end, switches[m.ident])
                     # a companion written off beside the fix's own setting written on is part of the fix

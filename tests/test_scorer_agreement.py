@@ -81,8 +81,12 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # Writers qq (notebook cells, advice in comments), rr (a decision tree, a verdict table, "My pick") and ss (a maintainer
 # replying inline in the issue thread), 60 answers, 41 in Chinese, the next unseen batch, came in at
 # 81.7 / 70.0 / 86.7 %; learned (tests/test_scorer_writers_qq_rr_ss.py) they read 88.3 / 81.7 / 95.0 %, and the whole
-# set of 994 the floors below (no earlier answer fell; four rose).
-FLOORS = {"first_fix_verdict": 0.8958, "violations": 0.9507, "first_fix_id": 0.8581}
+# set of 994 0.8958 / 0.9507 / 0.8581 (no earlier answer fell; four rose).
+# Writers tt (a patch-first coding agent), uu (a code-switching team chat with 【推荐】 tags) and vv (a diagnostician:
+# checks first, then "What I'd do"), 60 answers, 41 in Chinese, the next unseen batch, came in at 76.7 / 68.3 / 90.0 %;
+# learned (tests/test_scorer_writers_tt_uu_vv.py) they read 85.0 / 78.3 / 98.3 %, and the whole set of 1054 the
+# floors below (no earlier answer fell; three rose).
+FLOORS = {"first_fix_verdict": 0.896, "violations": 0.9526, "first_fix_id": 0.8548}
 
 
 @pytest.fixture(scope="module")
