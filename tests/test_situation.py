@@ -1717,3 +1717,13 @@ def test_memory_still_left_after_an_offload_is_held_in_zh(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
     assert flat["situation.trend"] == "held"
     assert diag.fixes[0].id == "track-memory-per-step"
+
+
+def test_a_host_kill_after_days_of_running_is_memory_that_grew(kb):
+    # simpleRL-reason #38 (set s54, zh): Ray worker killed after two days, no CUDA OOM - record RSS per process
+    text = "程序跑了两天多之后突然挂掉，报错如下，没有 CUDA out of memory。这是显存不够吗？前两天都好好的。"
+    log = ["The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR. There are some "
+           "potential root causes. (1) The process is killed by SIGKILL by OOM killer due to high memory usage."]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text, log=log), kb)
+    assert flat["situation.step"] == "later-step"
+    assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "track-memory-per-step"
