@@ -1727,3 +1727,31 @@ def test_a_host_kill_after_days_of_running_is_memory_that_grew(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=text, log=log), kb)
     assert flat["situation.step"] == "later-step"
     assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "track-memory-per-step"
+
+
+def test_memory_lines_of_several_ranks_at_one_iteration_are_no_trend(kb):
+    # DeepSpeed #1378 (set s54): first and middle stages' lines after the same 10 iterations, side by side
+    log = ["[Rank 0] (after 10 iterations) memory (MB) | allocated: 6824.3 | max allocated: 10824.4 | reserved: 13292.0"
+           " | max reserved: 13292.0",
+           "[Rank 4] (after 10 iterations) memory (MB) | allocated: 4660.1 | max allocated: 8041.3 | reserved: 10044.0"
+           " | max reserved: 10044.0",
+           "[Rank 7] (after 10 iterations) memory (MB) | allocated: 6924.3 | max allocated: 10924.4 | reserved: 13392.0"
+           " | max reserved: 13392.0"]
+    _, flat, _ = pipeline.run(pipeline.Inputs(log=log), kb)
+    assert flat.get("situation.trend") != "grows"
+
+
+def test_a_phase_said_not_to_happen_is_not_where_it_failed(kb):
+    # Megatron-LM #2774 (set s54, zh): 没存 checkpoint (no checkpoint was saved) names no save phase
+    text = "in-process restart 之后之前占用的显存没有释放。没存 checkpoint 的情况下从第 1 个 iteration 重新开始。"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat.get("situation.phase") != "checkpoint-save"
+    assert diag.fixes[0].id == "track-memory-per-step"
+
+
+def test_memory_that_gradually_increases_with_the_steps_grows(kb):
+    # TransformerEngine #231 (set s54): "it gradually increases with the number of training steps"
+    text = ("Saving the checkpoint needs a huge amount of device memory, and it gradually increases with the number of "
+            "training steps.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.trend"] == "grows" and diag.causes[0].id == "memory-growth"

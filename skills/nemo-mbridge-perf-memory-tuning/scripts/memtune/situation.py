@@ -766,6 +766,8 @@ def _trend_from_log(facts: Facts, table: Mapping[str, Any]) -> Reading | None:
     series = [(i, a) for i, a in facts.log.report_series if a is not None]
     if len(series) < int(policy.get("min_points", 3)):
         return None
+    if any(b[0] <= a[0] for a, b in zip(series, series[1:], strict=False)):
+        return None  # an iteration reported twice: lines of several ranks side by side, not one rank over time
     steady = series[1:]  # the first report precedes the first optimizer step (Adam state not yet allocated)
     rises = sum(b[1] > a[1] for a, b in zip(steady, steady[1:], strict=False))
     growth = steady[-1][1] - steady[0][1]
