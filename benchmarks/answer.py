@@ -36,6 +36,9 @@ KINDS = ("avoid", "neutral", "recommend", "cause")  # heading classification ord
 _CLAUSE_END = re.compile(r"[;!?。；！？，\n]|[.,](?=\s|$)")
 _AS_CAUSE_BEFORE = 24  # characters before a mention in which "caused by" still names it as the cause
 _KEPT_AFTER = 24  # characters after a mention in which "already on" / "保持不动" still speaks of it
+_CUE_OBJECT = 3  # characters between a sentence-end cue and the fix it is said of ("别动 micro-batch")
+# a cue that closes its clause, or whose object points back ("别动它们")
+_CUE_TAIL = re.compile(r"[\s了吧啊呢的*_`]{0,3}(?:[，。；！？,.;!?)\uff09\n]|$|它们|这些|那些|它)")
 _OPTION_QUESTION = 100  # characters of a question that is no more than the options it names ("Lowering the MBS?")
 _SENTENCE_END = re.compile(r"[!?。！？\n]|[.;；](?=\s|$)")
 _FULL_STOP = re.compile(r"[!?。！？\n]|[.](?=\s|$)")
@@ -318,8 +321,12 @@ class Grading:
                        or nxt.group() in ".\u3002" and self.anaphora_strict.match(text, nxt.end())):
             nxt = _SENTENCE_END.search(text, nxt.end())
         rest = text[end: nxt.start() if nxt else len(text)]
-        cues = [(end + a, end + b) for a, b in self.against_in_sentence.spans(rest)]
-        if any(not any(s < b and a < e for s, e in others) for a, b in cues):
+        cues = [(end + a, end + b) for a, b in self.against_in_sentence.spans(rest)
+                # a Chinese verb cue with an object after it ("；别动 micro-batch 和重计算") is said of that object,
+                # unless the cue or its object points back ("都不会让…", "先别动它们")
+                if rest[a].isascii() or rest[a] in "都也" or _CUE_TAIL.match(rest, b)]
+        # a cue on, or right before, another fix's mention ("别动 micro-batch") is said of that one
+        if any(not any(s < b + _CUE_OBJECT and a < e for s, e in others) for a, b in cues):
             return True
         return bool(self.verdict_at_end.search(rest.rstrip(" 了啊的*_`")))
 
@@ -349,7 +356,9 @@ _CALLOUT = re.compile(r"(?i)[\s*_]*(?:tl;?dr|tip|note|summary|recommendation|fix
                       r"|结论|建议|提示|注意|小结|划重点)[\s*_]*[:\uff1a]")
 # a line that opens on a rejection mark (cross, ballot x, no-entry signs)
 _REJECT_MARK = re.compile(r"[\s*_>]*(?:\u274c|\u2717|\u2718|\U0001f6ab|\u26d4)")
-_ONLY_IF = re.compile(r"(?i)only\s+(?:if|when)\b|仅当|只有在|只有当|只在")  # a verdict cell: the row is conditional
+# a verdict cell that makes its row conditional: "only if ...", "采纳（模型大时）", "yes (if PP > 1)"
+_ONLY_IF = re.compile(r"(?i)only\s+(?:if|when)\b|仅当|只有在|只有当|只在"
+                      r"|[（(][^）)\n]{1,12}时[）)]|\((?:when|if)\b[^)\n]{0,30}\)")
 _STRUCK = re.compile(r"~~.+?~~", re.DOTALL)  # struck-through text (_inline_text keeps the markers)
 _BUT = re.compile(r"(?i)\bbut\b|\bhowever\b|但是?|不过")  # a contrast: what follows it is not what preceded it
 _NEAR = 24  # characters after an "instead of" in which a mention is what it argues against
@@ -488,6 +497,10 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
             # no label: the opening clause speaks for the block ("打开融合的 CE，避免多份拷贝：" is advice for it;
             # "避免" there is a purpose clause)
             text = label.group(1) if label else _main_clause(last_para[1])
+            # "与其关掉 X，不如补上 Y：" (rather than X, Y): the block is Y
+            rather = _RATHER.search(last_para[1])
+            if rather and not label:
+                text = last_para[1][rather.end():]
             kind = grading.classify(text)
             # "先不要改配置，先搞清楚是哪个进程在涨：": the "not yet" is about another change; the clause that opens on
             # "first" and leads the block is what the block does
@@ -556,7 +569,7 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
             if len(row) > 1 and (grading.classify(row[-1]) == "avoid"
                                  or any(grading.classify(cell) == "avoid" for cell in status)):
                 kind, primary = "avoid", False
-            elif any(_ONLY_IF.match(cell.strip(" *_`")) for cell in status):
+            elif any(_ONLY_IF.search(cell.strip(" *_`")) for cell in status):
                 kind, primary = "conditional", False  # "raise rollout TP | ... | only if step 1 does not fit"
             elif kind in ("recommend", "other") and any(grading.chosen.search(cell) for cell in status):
                 # "ppo_micro_batch_size_per_gpu=1 | Chosen": the options table says which comes first, before the
@@ -683,6 +696,9 @@ def _stem(key: str) -> str:
 
 
 _PRECONDITION = re.compile(r"(?i)^\s*(after|once)\b|(之后|以后|后)\s*$")
+
+
+_RATHER = re.compile(r"与其[^。\n]{1,80}?[，,]\s*(?:还)?不如")  # "与其 X，不如 Y": Y is what the lead asks for
 
 
 def _main_clause(text: str) -> str:

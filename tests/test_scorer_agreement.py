@@ -85,8 +85,12 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # Writers tt (a patch-first coding agent), uu (a code-switching team chat with 【推荐】 tags) and vv (a diagnostician:
 # checks first, then "What I'd do"), 60 answers, 41 in Chinese, the next unseen batch, came in at 76.7 / 68.3 / 90.0 %;
 # learned (tests/test_scorer_writers_tt_uu_vv.py) they read 85.0 / 78.3 / 98.3 %, and the whole set of 1054 the
-# floors below (no earlier answer fell; three rose).
-FLOORS = {"first_fix_verdict": 0.896, "violations": 0.9526, "first_fix_id": 0.8548}
+# floors 0.896 / 0.9526 / 0.8548 (no earlier answer fell; three rose).
+# Writers ww (an incident write-up), xx (a terse expert reply) and yy (a teaching assistant ending on an order), 60
+# answers, 37 in Chinese, held unlearned at first, came in at 73.3 / 60.0 / 86.7 %; learned
+# (tests/test_scorer_writers_ww_xx_yy.py) they read 83.3 / 78.3 / 90.0 %, and the whole set of 1114 the floors below
+# (no earlier answer fell; five rose).
+FLOORS = {"first_fix_verdict": 0.8942, "violations": 0.9506, "first_fix_id": 0.8537}
 
 
 @pytest.fixture(scope="module")
