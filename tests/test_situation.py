@@ -1755,3 +1755,13 @@ def test_memory_that_gradually_increases_with_the_steps_grows(kb):
             "training steps.")
     _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
     assert flat["situation.trend"] == "grows" and diag.causes[0].id == "memory-growth"
+
+
+def test_the_launchers_kill_lines_alone_ask_for_the_rank_that_exited(kb):
+    # OpenRLHF #977 (set s54, zh): only DeepSpeed launch.py's "Killing subprocess" lines after init
+    text = "4卡A100 80G训练RM，进程在 DeepSpeed 初始化后就被 kill 了，是显存不够吗？训练脚本里有 --load_checkpoint。"
+    log = ["[2025-04-17 23:16:08,832] [INFO] [stage_1_and_2.py:151:__init__] CPU Offload: False",
+           "[2025-04-17 23:16:39,064] [INFO] [launch.py:319:sigkill_handler] Killing subprocess 1619464",
+           "[2025-04-17 23:16:39,162] [INFO] [launch.py:319:sigkill_handler] Killing subprocess 1619465"]
+    _, _, diag = pipeline.run(pipeline.Inputs(question=text, log=log), kb)
+    assert diag.fixes[0].id == "find-first-failing-rank" and "convert-sharded" not in [f.id for f in diag.fixes]
