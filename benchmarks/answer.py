@@ -39,6 +39,7 @@ _KEPT_AFTER = 24  # characters after a mention in which "already on" / "保持�
 _CUE_OBJECT = 3  # characters between a sentence-end cue and the fix it is said of ("别动 micro-batch")
 # a cue that closes its clause, or whose object points back ("别动它们")
 _CUE_TAIL = re.compile(r"[\s了吧啊呢的*_`]{0,3}(?:[，。；！？,.;!?)\uff09\n]|$|它们|这些|那些|它)")
+_CJK = re.compile(r"[\u4e00-\u9fff]")  # a Chinese character: a cue that opens on one is a verb with an object after it
 _OPTION_QUESTION = 100  # characters of a question that is no more than the options it names ("Lowering the MBS?")
 _SENTENCE_END = re.compile(r"[!?。！？\n]|[.;；](?=\s|$)")
 _FULL_STOP = re.compile(r"[!?。！？\n]|[.](?=\s|$)")
@@ -324,7 +325,7 @@ class Grading:
         cues = [(end + a, end + b) for a, b in self.against_in_sentence.spans(rest)
                 # a Chinese verb cue with an object after it ("；别动 micro-batch 和重计算") is said of that object,
                 # unless the cue or its object points back ("都不会让…", "先别动它们")
-                if rest[a].isascii() or rest[a] in "都也" or _CUE_TAIL.match(rest, b)]
+                if not _CJK.match(rest[a]) or rest[a] in "都也" or _CUE_TAIL.match(rest, b)]
         # a cue on, or right before, another fix's mention ("别动 micro-batch") is said of that one
         if any(not any(s < b + _CUE_OBJECT and a < e for s, e in others) for a, b in cues):
             return True
@@ -394,6 +395,11 @@ def negated(
             head = head[:a] + " " * (b - a) + head[b:]
     if before.search(head):
         return True
+    # "no memory knobs (expandable_segments, smaller micro-batch, more GPUs)": a list under a noun that "no" denies
+    opened = max(text.rfind("(", 0, start), text.rfind("\uff08", 0, start))
+    if opened >= 0 and not re.search(r"[)\uff09]", text[opened:start]) \
+            and _NO_NOUN.search(text[_last_end(clause_end, text, opened):opened]):
+        return True
     if near and any(len(head) - b <= _NEAR for _, b in near.spans(head)):
         return True
     if after.search(text[end:hi]) and not (double and double.search(head)):
@@ -401,6 +407,7 @@ def negated(
     return _listed_under_negation(text, lo, hi, before, exceptions, clause_end)
 
 
+_NO_NOUN = re.compile(r"(?i)\bno\s+[a-z][\w-]*(?:\s+[a-z][\w-]*)?\s*$")  # "no memory knobs " before a list
 _LIST_OR = re.compile(r"\b(?:or|nor)\b|或者?|和|也不", re.IGNORECASE)
 _LIST_TURN = re.compile(r"^\W*(?:but|instead|rather|then|so|use|do|try|而是|改|换|先|再|但|可以|应该)", re.IGNORECASE)
 
@@ -725,6 +732,7 @@ _CODE_LIKE = re.compile(r"(?:--?[A-Za-z]|export\s|(?:pip|python3?|torchrun|bash)
 # a label is one phrase, not a sentence: "Fix:", "修法：", or "**Do first** - ..." (a dash after it)
 _LABEL = re.compile(r"^\s*([^:：\n。！？!?，,\-–—]{1,40})(?:[:：]|\s+[-–—]\s)")
 _LISTED = re.compile(r"[,\uff0c\u3001]")  # a parenthesis that lists items ("(mbs 1, full recompute, ...)")
+_SHORT_VERDICT = 8  # characters of a label's value that is only a verdict ("不做", "no", "skip")
 _STATUS_CELL = 32  # characters of a table cell that states a verdict ("Rejected", "❌ not now"), not a reason
 _ADDON_HEAD = 24  # characters at the start of a paragraph in which an add-on cue speaks for all of it
 
@@ -1120,6 +1128,12 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
             kind, primary = relabel[0], relabel[1] or (primary and relabel[0] == "recommend")
         if kind in ("recommend", "other") and grading.is_conditional(unit.text):
             kind = "conditional"
+        # "加卡：不做", "More GPUs: no" - a label whose whole value is a short verdict against it
+        verdict = None if unit.code else _LABEL.match(unit.text)
+        value = unit.text[verdict.end():].strip(" *_`.。") if verdict else ""
+        if verdict and len(value) <= _SHORT_VERDICT and (grading.classify(value) == "avoid"
+                                                         or grading.reply.no.match(value)):
+            kind, primary = "avoid", False
         if not unit.code and _OPTION.match(unit.text) and grading.option_rejected.search(unit.text):
             kind, primary = "avoid", False  # "Option C – make rank 0 smaller (...). I would not do this: ..."
         if not unit.code and _REJECT_MARK.match(unit.text):

@@ -89,8 +89,12 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # Writers ww (an incident write-up), xx (a terse expert reply) and yy (a teaching assistant ending on an order), 60
 # answers, 37 in Chinese, held unlearned at first, came in at 73.3 / 60.0 / 86.7 %; learned
 # (tests/test_scorer_writers_ww_xx_yy.py) they read 83.3 / 78.3 / 90.0 %, and the whole set of 1114 the floors below
-# (no earlier answer fell; five rose).
-FLOORS = {"first_fix_verdict": 0.8942, "violations": 0.9506, "first_fix_id": 0.8537}
+# 0.8942 / 0.9506 / 0.8537 (no earlier answer fell; five rose).
+# Writers zz (a FAQ page), ab (a code reviewer's inline comments) and ac (slide-deck bullets), 60 answers, 40 in
+# Chinese, the session's last unseen batch, came in at 73.3 / 60.0 / 78.3 %; learned
+# (tests/test_scorer_writers_zz_ab_ac.py) they read 78.3 / 65.0 / 83.3 %, and the whole set of 1174 the floors below:
+# violations fall under 95 % with ac's remaining misses (no earlier answer fell).
+FLOORS = {"first_fix_verdict": 0.8876, "violations": 0.9446, "first_fix_id": 0.8433}
 
 
 @pytest.fixture(scope="module")
@@ -136,11 +140,13 @@ def test_agreement_does_not_fall_below_its_floor(result, measure):
 # measures below the target, each an expected failure until it is not (issue 26 brought both back above 95 %; writers
 # ee, ff and gg took the verdict under it again: 93.6 % over 748, 91.4 % over 814 with hh, ii and jj, 89.5 % over
 # 874 with kk, ll and mm)
-BELOW_TARGET: set[str] = {"first_fix_verdict"}
+# the first-fix verdict since writers o-q joined; violations since writers zz, ab and ac (slide-deck bullets whose
+# option lists, +/- marks and "Backup slide: ruled out" the scorer reads only in part) joined on 2026-12-06
+BELOW_TARGET: set[str] = {"first_fix_verdict", "violations"}
 
 
 @pytest.mark.parametrize("measure", [
-    pytest.param(m, marks=pytest.mark.xfail(strict=True, reason="issue 26: below 95 % since writers o-q joined"))
+    pytest.param(m, marks=pytest.mark.xfail(strict=True, reason="issue 26: below 95 % (see BELOW_TARGET)"))
     if m in BELOW_TARGET else m for m in sorted(TARGET)])
 def test_agreement_meets_the_target(result, measure):
     assert result[measure] >= TARGET[measure], f"{measure}: {result[measure]} < {TARGET[measure]}"
