@@ -1765,3 +1765,20 @@ def test_the_launchers_kill_lines_alone_ask_for_the_rank_that_exited(kb):
            "[2025-04-17 23:16:39,162] [INFO] [launch.py:319:sigkill_handler] Killing subprocess 1619465"]
     _, _, diag = pipeline.run(pipeline.Inputs(question=text, log=log), kb)
     assert diag.fixes[0].id == "find-first-failing-rank" and "convert-sharded" not in [f.id for f in diag.fixes]
+
+
+def test_a_memory_saver_said_to_be_off_is_no_sleep_mode(kb):
+    # miles #1622 (set s55): "SGLang's enable_memory_saver is off" - expandable segments are not ruled out by it
+    text = ("Disaggregated miles run (SGLang on separate GPUs), OOM midway; the OOM message shows about 11 GiB "
+            "reserved-but-unallocated while the failing request is only 10.5 GiB. We do not use --offload-train and "
+            "SGLang's enable_memory_saver is off.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert "engine-sleep-mode" not in flat["question.topics"]
+    assert diag.fixes[0].id == "expandable-segments"
+
+
+def test_resuming_from_a_saved_checkpoint_is_a_load_in_zh(kb):
+    # verl #402 (set s55): 从保存的 checkpoint resume 之后第一轮就 OOM
+    text = "只要从保存的 checkpoint resume（trainer.resume_mode=auto），恢复之后第一轮就 OOM，不 resume 就完全没问题。"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.phase"] == "checkpoint-load"
