@@ -92,9 +92,9 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # 0.8942 / 0.9506 / 0.8537 (no earlier answer fell; five rose).
 # Writers zz (a FAQ page), ab (a code reviewer's inline comments) and ac (slide-deck bullets), 60 answers, 40 in
 # Chinese, the session's last unseen batch, came in at 73.3 / 60.0 / 78.3 %; learned
-# (tests/test_scorer_writers_zz_ab_ac.py) they read 78.3 / 65.0 / 83.3 %, and the whole set of 1174 the floors below:
+# (tests/test_scorer_writers_zz_ab_ac.py) they read 85.0 / 71.7 / 83.3 %, and the whole set of 1174 the floors below:
 # violations fall under 95 % with ac's remaining misses (no earlier answer fell).
-FLOORS = {"first_fix_verdict": 0.8876, "violations": 0.9446, "first_fix_id": 0.8433}
+FLOORS = {"first_fix_verdict": 0.8915, "violations": 0.9446, "first_fix_id": 0.8467}
 
 
 @pytest.fixture(scope="module")

@@ -47,3 +47,11 @@ def test_a_verdict_cell_that_says_it_misses_the_cause_argues_against_its_row(sco
             "| 降 micro batch / expandable_segments | − 不对症 | |\n")
     answer = scorer.read_markdown(text)
     assert answer.first_fix == "precision-aware-optimizer" and "expandable-segments" in answer.avoided
+
+
+def test_per_step_instrumentation_and_a_variable_reaching_the_process_in_zh(scorer):
+    # ab-003, zz-013
+    assert scorer.read_markdown("【必须】先加一段每步埋点，区分到底是哪一类在涨，再决定怎么修。\n").first_fix == \
+        "track-memory-per-step"
+    assert scorer.read_markdown("先确认这个变量有没有真正到达 B200/B300 上的训练进程，没有就补上。\n").first_fix == \
+        "confirm-setting-applied"
