@@ -279,14 +279,9 @@ class Grading:
         lo = _last_end(_CLAUSE_END, text, start)
         return bool(self.as_cause.search(text[max(lo, start - _AS_CAUSE_BEFORE):start]))
 
-    def answered_no(self, text: str, end: int) -> bool:
-        """The mention is in a question whether it helps or is needed, and the answer answers no ("Q: Would
-        expandable_segments help? A: No - ...", "Q：expandable_segments 呢？ A：不是碎片问题"): advice against what the
-        question named.  "Will recompute slow it down too much? No - about 20 %" answers another question."""
-        return self.question_verdict(text, end) == "no"
-
     def question_verdict(self, text: str, end: int) -> str | None:
-        """How the sentence after a question that names the fix answers it: "no" (advice against), "open" (neither:
+        """How the sentence after a question that names the fix answers it ("Q: Would expandable_segments help? A: No",
+        "Q：expandable_segments 呢？ A：不是碎片问题"): "no" (advice against), "open" (neither:
         "改成 abort 模式呢？ ...除非你本来就不需要保留 KV cache") or None (not such a question, or answered yes).
 
         A question is about the fix when it asks whether it helps ("Would X help?", "X 呢？") or is no more than the
