@@ -565,7 +565,7 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
     facts = diag.facts
     crash_only = bool(facts.get("log.crash")) and not (facts.get("log.has_memory_failure") or facts.get("log.host_oom"))
     kept: list[tuple[tuple, FixAdvice]] = []
-    worked = set(diag.facts.get("situation.worked_with") or [])  # set in the layout quoted because it worked
+    worked = set(facts.get("situation.worked_with") or [])  # set in the layout quoted because it worked
     for pos, advice in enumerate(diag.fixes):
         sim = None if crash_only else sims.get(advice.id)  # a crash: no memory to simulate a saving of
         if sim is not None and sim.dropped == "already-set" and advice.id in worked:
