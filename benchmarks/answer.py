@@ -38,7 +38,7 @@ _AS_CAUSE_BEFORE = 24  # characters before a mention in which "caused by" still 
 _KEPT_AFTER = 24  # characters after a mention in which "already on" / "保持不动" still speaks of it
 _CUE_OBJECT = 3  # characters between a sentence-end cue and the fix it is said of ("别动 micro-batch")
 # a cue that closes its clause, or whose object points back ("别动它们")
-_CUE_TAIL = re.compile(r"[\s了吧啊呢的*_`]{0,3}(?:[，。；！？,.;!?)\uff09\n]|$|它们|这些|那些|它)")
+_CUE_TAIL = re.compile(r"[\s了吧啊呢的*_`]{0,3}(?:[，。；：！？,.;:!?)\uff09\n]|$|它们|这些|那些|它)")
 _CJK = re.compile(r"[\u4e00-\u9fff]")  # a Chinese character: a cue that opens on one is a verb with an object after it
 _OPTION_QUESTION = 100  # characters of a question that is no more than the options it names ("Lowering the MBS?")
 _SENTENCE_END = re.compile(r"[!?。！？\n]|[.;；](?=\s|$)")
@@ -355,6 +355,11 @@ _REJECT_MARK = re.compile(r"[\s*_>]*(?:\u274c|\u2717|\u2718|\U0001f6ab|\u26d4)")
 # a verdict cell that makes its row conditional: "only if ...", "采纳（模型大时）", "yes (if PP > 1)"
 _ONLY_IF = re.compile(r"(?i)only\s+(?:if|when)\b|仅当|只有在|只有当|只在"
                       r"|[（(][^）)\n]{1,12}时[）)]|\((?:when|if)\b[^)\n]{0,30}\)")
+# A task-list item ("- [x] TP4 already on", "- [ ] lower the micro-batch"): a ticked box is what the user already has
+# or what is already right, an open one a thing to do
+_TASK = re.compile(r"\[([ xX\u2713\u2714])\]\s+")
+# A hypothesis label ("H2: activations (ruled out ...)", "假设一：...（可能）") states a possible cause, not advice
+_HYPOTHESIS = re.compile(r"\s*[*_]*(?:H\d{1,2}|假设\s*[一二三四五六1-6])[*_]*\s*[:：(（]")
 _STRUCK = re.compile(r"~~.+?~~", re.DOTALL)  # struck-through text (_inline_text keeps the markers)
 _BUT = re.compile(r"(?i)\bbut\b|\bhowever\b|但是?|不过")  # a contrast: what follows it is not what preceded it
 _NEAR = 24  # characters after an "instead of" in which a mention is what it argues against
@@ -592,6 +597,15 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
                 row.append(text)
             else:
                 kind, ident, primary = section_olist(section(), olist())
+                task = _TASK.match(text) if lists and prev == "paragraph_open" else None
+                if task:
+                    text = text[task.end():]
+                    if task.group(1) != " ":
+                        kind, primary = "neutral", False  # "[x] micro_batch_size: 1" is what the run already has
+                    elif kind == "other":
+                        kind = "recommend"
+                if _HYPOTHESIS.match(text):
+                    kind, primary = "cause", False
                 if any(quoted):
                     kind, primary = "neutral", False
                 # a block of "Field: value" lines (a triage bot's "Suggested action: ..." / "Not recommended: ...")

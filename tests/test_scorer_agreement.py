@@ -94,7 +94,11 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # Chinese, the session's last unseen batch, came in at 73.3 / 60.0 / 78.3 %; learned
 # (tests/test_scorer_writers_zz_ab_ac.py) they read 85.0 / 71.7 / 83.3 %, and the whole set of 1174 the floors below:
 # violations fall under 95 % with ac's remaining misses (no earlier answer fell).
-FLOORS = {"first_fix_verdict": 0.8915, "violations": 0.9446, "first_fix_id": 0.8467}
+# Writers ad (a Markdown checklist), ae (explicit hypotheses) and af (a customer-support reply), 55 answers, 33 in
+# Chinese, held unlearned for a session, came in at 76.4 / 67.3 / 85.5 %; learned
+# (tests/test_scorer_writers_ad_ae_af.py) they read 76.4 / 72.7 / 94.5 %, and the whole set of 1229 the floors
+# below (no earlier answer fell; one rose).
+FLOORS = {"first_fix_verdict": 0.8849, "violations": 0.9447, "first_fix_id": 0.8421}
 
 
 @pytest.fixture(scope="module")
