@@ -36,6 +36,7 @@ KINDS = ("avoid", "neutral", "recommend", "cause")  # heading classification ord
 _CLAUSE_END = re.compile(r"[;!?。；！？，\n]|[.,](?=\s|$)")
 _AS_CAUSE_BEFORE = 24  # characters before a mention in which "caused by" still names it as the cause
 _KEPT_AFTER = 24  # characters after a mention in which "already on" / "保持不动" still speaks of it
+_MARKERS = " *_>#-\u2022\u00b7\U0001f449\u26a0\ufe0f"  # what opens a line before its words: bullets, emphasis, 👉 ⚠️
 _CUE_OBJECT = 3  # characters between a sentence-end cue and the fix it is said of ("别动 micro-batch")
 # a cue that closes its clause, or whose object points back ("别动它们")
 _CUE_TAIL = re.compile(r"[\s了吧啊呢的*_`]{0,3}(?:[，。；：！？,.;:!?)\uff09\n]|$|它们|这些|那些|它)")
@@ -236,7 +237,9 @@ class Grading:
         lo = _last_end(_SENTENCE_END, text, start)
         head = text[lo:start]
         cond = self.conditional.spans(head)
-        return bool(cond) and self.still.search(head[cond[0][1]:])
+        # "还不够的话，把 X 再降一点", "仍不行: X": a clause that opens on "still not enough" needs no "if"
+        return bool(cond) and bool(self.still.search(head[cond[0][1]:])) \
+            or any(a == 0 for a, _ in self.still.spans(head.lstrip(_MARKERS)[:12]))
 
     def opens_on_fallback(self, text: str) -> bool:
         """The paragraph opens on a condition that the first step did not do enough ("**suggestion:** if the GPUs
@@ -625,6 +628,14 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
             if any(quoted):
                 kind, primary = "neutral", False
             addon = led_by_addon() or bool(lists and lists[-1][3])
+            fields = _structured_fields(tok.content, grading)
+            if fields:
+                # an agent's machine-readable answer ({"actions": [...], "do_not": [...]}): each value under the key
+                # that files it, read as prose under that label
+                for label, value in fields:
+                    units.append(_Unit(f"{label}: {value}", "neutral" if any(quoted) else kind, olist(), False,
+                                       addon=addon))
+                continue
             # a comment that labels the lines after it ("# not this - ...", "# cell 3 —— 不要：", "# step 1: ...")
             # files them as a heading files its section
             for label, part in _comment_sections(tok.content, grading):
@@ -634,6 +645,51 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
                 units.append(_Unit(part + _lowered(part), part_kind, olist(), part_primary, code=True,
                                    diff=_is_diff(tok.info, tok.content), addon=addon))
     return units
+
+
+_MIN_PROSE_WORDS = 4  # a structured answer's values are sentences; a config's are numbers and names
+
+
+def _structured_fields(block: str, grading: Grading) -> list[tuple[str, str]]:
+    """A JSON / YAML object that is an answer, not a config: (label, text) for each string in it, the label being the
+    nearest key that says what its values are ("do_not", "不建议", "why", "checks"; an action's "change" stays under
+    "actions").  A config ({"model": {"tensor_model_parallel_size": 8}}) has no such keys and gives nothing."""
+    if len(block) > _MAX_SNIPPET:
+        return []
+    try:
+        data = json.loads(block)
+    except ValueError:
+        try:
+            data = yaml.safe_load(block)
+        except yaml.YAMLError:
+            return []
+    if not isinstance(data, dict):
+        return []
+    if sum(grading.classify(str(key).replace("_", " ")) != "other" for key in data) < 2:
+        return []
+    fields: list[tuple[str, str]] = []
+
+    def walk(node: Any, label: str, depth: int) -> None:
+        if depth > 6 or len(fields) > 200:
+            return
+        if isinstance(node, dict):
+            for key, value in node.items():
+                name = str(key).replace("_", " ")
+                kind = grading.classify(name)
+                own = kind in ("avoid", "neutral", "cause") or kind == "recommend" and (
+                    not label or grading.classify(label) != "recommend")
+                walk(value, name if own or not label else label, depth + 1)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item, label, depth + 1)
+        elif isinstance(node, str):
+            fields.append((label or "note", node))
+
+    walk(data, "", 0)
+    if not any(len(text.split()) >= _MIN_PROSE_WORDS or len(_CJK.findall(text)) >= 8 for _, text in fields):
+        return []
+    return fields
+
 
 
 def _comment_sections(block: str, grading: Grading) -> list[tuple[tuple[str, bool] | None, str]]:
@@ -1169,7 +1225,7 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
             said_not = negated(
                 unit.text, m.start, m.end, grading.negation_before, grading.negation_after, grading.negation_exceptions,
                 double=grading.negation_double, near=grading.negation_near,
-            ) or (kind != "neutral" and bool(cues.removed_before.search(unit.text, max(0, m.start - 12), m.start)))
+            ) or (kind != "neutral" and _removed(cues.removed_before, unit.text, m.start))
             if said_not and m.ident in switches and _turned_off(unit.text, m.start, m.end, switches[m.ident]):
                 continue  # "don't write recompute_modules = []": against turning it off, i.e. keep it
             verdict = grading.question_verdict(unit.text, m.end)
@@ -1261,6 +1317,13 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
         source="markdown",
         why=why,
     )
+
+
+def _removed(cue: re.Pattern[str], text: str, start: int) -> bool:
+    """A verb right before the mention takes the setting out ("去掉 --recompute-activations"); an English one only
+    before a flag ("drop --recompute-activations"), since "drop MBS to 1" lowers a value."""
+    hit = cue.search(text, max(0, start - 12), start)
+    return bool(hit) and (bool(_CJK.match(hit.group())) or text.startswith("-", start))
 
 
 def _span(text: str, start: int, end: int, context: int = 50) -> str:

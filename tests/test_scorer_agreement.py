@@ -98,7 +98,12 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # Chinese, held unlearned for a session, came in at 76.4 / 67.3 / 85.5 %; learned
 # (tests/test_scorer_writers_ad_ae_af.py) they read 76.4 / 72.7 / 94.5 %, and the whole set of 1229 the floors
 # below (no earlier answer fell; one rose).
-FLOORS = {"first_fix_verdict": 0.8849, "violations": 0.9447, "first_fix_id": 0.8421}
+# Writers ag (a community post with emoji markers), ah (an experiment ladder: Try 1 / Try 2) and ai (a JSON / YAML
+# answer block), 60 answers, 24 in Chinese, came in at 73.7 / 48.3 / 90.0 %; learned
+# (tests/test_scorer_writers_ag_ah_ai.py) they read 73.7 / 61.7 / 98.3 %, and the whole set of 1289 the floors
+# below (no earlier answer fell; one rose). Many of their first fixes have no id (labelled null), so the verdict
+# covers only 19 of the 60.
+FLOORS = {"first_fix_verdict": 0.8823, "violations": 0.9472, "first_fix_id": 0.8317}
 
 
 @pytest.fixture(scope="module")
