@@ -157,6 +157,8 @@ class Grading:
     anaphora: re.Pattern[str] = re.compile(r"(?!)")  # a clause after ";" that opens on these speaks of what came before
     addon: CueSet = field(default_factory=lambda: CueSet([]))
     chosen: CueSet = field(default_factory=lambda: CueSet([]))  # a table's status cell that picks its row
+    kept_status: CueSet = field(default_factory=lambda: CueSet([]))  # a status cell that keeps its row as it is
+    changed_status: CueSet = field(default_factory=lambda: CueSet([]))  # a status cell that changes its row
     # whole labels that restate what was read ("情况：", "Situation:", "Read:"): what follows is the user's run
     restating: frozenset[str] = frozenset()
     # where a mention stands in the plan (grading.yaml `order`), compiled by _order_patterns
@@ -205,6 +207,8 @@ class Grading:
                 reply=ReplyCues.build(data.get("question_reply") or {}),
                 addon=CueSet.from_langs(data.get("addon")),
                 chosen=CueSet.from_langs(data.get("chosen")),
+                kept_status=CueSet.from_langs(data.get("kept_status")),
+                changed_status=CueSet.from_langs(data.get("changed_status")),
                 restating=frozenset(w.casefold() for words in (data.get("restating_labels") or {}).values()
                                     for w in words),
                 order=OrderCues.build(data.get("order") or {}),
@@ -363,6 +367,10 @@ _ONLY_IF = re.compile(r"(?i)only\s+(?:if|when)\b|仅当|只有在|只有当|只�
 _TASK = re.compile(r"\[([ xX\u2713\u2714])\]\s+")
 # A hypothesis label ("H2: activations (ruled out ...)", "假设一：...（可能）") states a possible cause, not advice
 _HYPOTHESIS = re.compile(r"\s*[*_]*(?:H\d{1,2}|假设\s*[一二三四五六1-6])[*_]*\s*[:：(（]")
+# A ranked option's score out of ten ("(9/10) ...", "①（9/10）…", "（不推荐，1/10）"): a low one ranks it as not worth
+# doing
+_SCORE = re.compile(r"[\s*_>#\d.\u2460-\u2469]*[(\uff08][^()\uff08\uff09]{0,10}?(\d{1,2})\s*/\s*10\s*[)\uff09]")
+_LOW_SCORE = 3
 _STRUCK = re.compile(r"~~.+?~~", re.DOTALL)  # struck-through text (_inline_text keeps the markers)
 _BUT = re.compile(r"(?i)\bbut\b|\bhowever\b|但是?|不过")  # a contrast: what follows it is not what preceded it
 _NEAR = 24  # characters after an "instead of" in which a mention is what it argues against
@@ -461,12 +469,16 @@ def _inline_text(token: Any) -> str:
     或者开 / full recompute 都没用" is one clause); after a short line (a label) or a sentence's end it stays a line
     break, which ends a clause."""
     parts: list[str] = []
-    for child in token.children or []:
+    children = token.children or []
+    for index, child in enumerate(children):
         if child.type in ("text", "code_inline"):
             parts.append(child.content)
         elif child.type == "softbreak":
             line = "".join(parts).rsplit("\n", 1)[-1].rstrip()
-            wrapped = len(line) > _WRAPPED_LINE and not _SENTENCE_END.match(line[-1:] or ".")
+            after = children[index + 1].content if index + 1 < len(children) else ""
+            # a line that opens on its own rank ("⑤（不推荐，1/10）…") starts a new item, however long the one before
+            wrapped = len(line) > _WRAPPED_LINE and not _SENTENCE_END.match(line[-1:] or ".") \
+                and not _SCORE.match(after)
             parts.append(" " if wrapped else "\n")
         elif child.type == "hardbreak":
             parts.append("\n")
@@ -576,15 +588,22 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
             if header is None:
                 header = row
             status = [cell for cell in row[1:] if len(cell.strip(" *_`")) <= _STATUS_CELL]
+            # a keep / change cell may carry its new value or a note ("change → true (SkyRL with PR #1768)")
+            heads = [head for head in (_STATUS_HEAD.split(cell, 1)[0] for cell in row[1:])
+                     if len(head.strip(" *_`")) <= _STATUS_CELL]
             if len(row) > 1 and (grading.classify(row[-1]) == "avoid"
                                  or any(grading.classify(cell) == "avoid" for cell in status)):
                 kind, primary = "avoid", False
+            elif any(grading.kept_status.search(cell.strip(" *_`")) for cell in heads):
+                kind, primary = "neutral", False  # "optimizer_cpu_offload | false | keep | it fit at step 1"
             elif any(_ONLY_IF.search(cell.strip(" *_`")) for cell in status):
                 kind, primary = "conditional", False  # "raise rollout TP | ... | only if step 1 does not fit"
             elif kind in ("recommend", "other") and any(grading.chosen.search(cell) for cell in status):
                 # "ppo_micro_batch_size_per_gpu=1 | Chosen": the options table says which comes first, before the
                 # block that writes them all at once
                 kind, primary = "recommend", True
+            elif kind == "other" and any(grading.changed_status.search(cell.strip(" *_`")) for cell in heads):
+                kind = "recommend"  # "micro batch size | 4 | 修改 → 1 | ...": the review changes this row
             elif kind == "other" and all(grading.classify(cell) == "other" for cell in [*header, *row]):
                 # a table no heading files and whose columns name no advice ("what you think it saves | what it
                 # does") compares or describes: it recommends nothing
@@ -720,7 +739,9 @@ def _field_lines(text: str) -> list[str]:
     if any(_QA_LINE.match(line) for line in lines):
         return [text]  # "Q: Would X help?\nA: No": the answer reads its question, they stay together
     fields = [line for line in lines if _LABEL.match(line) and re.search(r"[:\uff1a]", line[:42])]
-    return lines if len(lines) > 1 and len(fields) >= 2 else [text]
+    # "①（7/10）升级 …\n⑤（不推荐，1/10）调小 micro batch": each ranked line is its own option
+    scored = [line for line in lines if _SCORE.match(line)]
+    return lines if len(lines) > 1 and (len(fields) >= 2 or len(scored) >= 2) else [text]
 
 
 # a bracketed tag that files the suggestion after it: 【推荐】, 【不推荐】, 【备选】, [recommended], [don't]
@@ -798,6 +819,7 @@ _CODE_LIKE = re.compile(r"(?:--?[A-Za-z]|export\s|(?:pip|python3?|torchrun|bash)
 _LABEL = re.compile(r"^\s*([^:：\n。！？!?，,\-–—]{1,40})(?:[:：]|\s+[-–—]\s)")
 _LISTED = re.compile(r"[,\uff0c\u3001]")  # a parenthesis that lists items ("(mbs 1, full recompute, ...)")
 _SHORT_VERDICT = 8  # characters of a label's value that is only a verdict ("不做", "no", "skip")
+_STATUS_HEAD = re.compile(r"\s*(?:\u2192|->|=>|[(\uff08:\uff1a])")
 _STATUS_CELL = 32  # characters of a table cell that states a verdict ("Rejected", "❌ not now"), not a reason
 _ADDON_HEAD = 24  # characters at the start of a paragraph in which an add-on cue speaks for all of it
 
@@ -1201,6 +1223,9 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
             kind, primary = "avoid", False
         if not unit.code and _OPTION.match(unit.text) and grading.option_rejected.search(unit.text):
             kind, primary = "avoid", False  # "Option C – make rank 0 smaller (...). I would not do this: ..."
+        score = None if unit.code else _SCORE.match(unit.text)
+        if score and int(score.group(1)) <= _LOW_SCORE:
+            kind, primary = "avoid", False  # "(1/10) Memory knobs (expandable_segments, ...) — would not help"
         if not unit.code and _REJECT_MARK.match(unit.text):
             kind, primary = "avoid", False  # "❌ micro-batch, selective/full recompute — nothing has run forward yet"
         replaced = grading.replaced_spans(unit.text)

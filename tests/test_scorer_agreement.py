@@ -103,7 +103,11 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # (tests/test_scorer_writers_ag_ah_ai.py) they read 73.7 / 61.7 / 98.3 %, and the whole set of 1289 the floors
 # below (no earlier answer fell; one rose). Many of their first fixes have no id (labelled null), so the verdict
 # covers only 19 of the 60.
-FLOORS = {"first_fix_verdict": 0.8823, "violations": 0.9472, "first_fix_id": 0.8317}
+# Writers aj (ranked options scored out of ten), ak (a keep / change / don't-touch review table and a flowchart) and
+# al (release notes: Changed / Not changed (on purpose)), 60 answers, 24 in Chinese, the session's last unseen batch,
+# came in at 78.3 / 68.3 / 78.3 %; learned (tests/test_scorer_writers_aj_ak_al.py) they read 81.7 / 71.7 / 98.3 %,
+# and the whole set of 1349 the floors below (no earlier answer fell; one rose).
+FLOORS = {"first_fix_verdict": 0.8797, "violations": 0.9489, "first_fix_id": 0.8273}
 
 
 @pytest.fixture(scope="module")
