@@ -1782,3 +1782,45 @@ def test_resuming_from_a_saved_checkpoint_is_a_load_in_zh(kb):
     text = "只要从保存的 checkpoint resume（trainer.resume_mode=auto），恢复之后第一轮就 OOM，不 resume 就完全没问题。"
     _, flat, _ = pipeline.run(pipeline.Inputs(question=text), kb)
     assert flat["situation.phase"] == "checkpoint-load"
+
+
+# --- s56 (written blind 2026-12-05, first read 0/13 on fb3e4fc): the classes it showed -----------------------------
+
+
+def test_the_framework_is_read_from_the_keys_of_the_settings_when_the_words_name_none(kb):
+    # OpenRLHF/OpenRLHF#698: an SFT command with micro_train_batch_size and zero_stage, no framework named
+    inputs = pipeline.Inputs(question="It runs out of memory during the step function.",
+                             overrides=["micro_train_batch_size=1", "zero_stage=2"])
+    _, flat, _ = pipeline.run(inputs, kb)
+    assert flat["situation.framework"] == "openrlhf"
+    assert flat["situation.phase"] == "optimizer-step"  # "the step function" is the optimizer's step
+    both = pipeline.Inputs(question="verl run OOMs", overrides=["micro_train_batch_size=1"])
+    assert pipeline.run(both, kb)[1]["situation.framework"] == "verl"  # the words win
+
+
+def test_a_checkpoint_path_in_the_settings_names_the_model(kb):
+    # OpenRLHF/OpenRLHF#698: 8B on one A100 80GB with ZeRO-2 dies in the optimizer step: the estimate of weights +
+    # grads + Adam (~128 GB) says model state, and moving Adam's state off the GPU is the fix that fits
+    inputs = pipeline.Inputs(question="I run out of memory during the step function, batch size 1, seq 128.",
+                             overrides=["pretrain=meta-llama/Meta-Llama-3-8B", "micro_train_batch_size=1",
+                                        "zero_stage=2", "bf16=true"], gpu="1x A100 80GB")
+    facts, _, diag = pipeline.run(inputs, kb)
+    assert facts.question.model_name
+    assert diag.causes[0].id == "capacity-model-state" and diag.fixes[0].id == "optimizer-cpu-offload"
+
+
+def test_a_flag_in_a_pasted_command_is_no_phase(kb):
+    # OpenRLHF/OpenRLHF#977: "--load_checkpoint" in the command is a setting, not the load_checkpoint() frame
+    question = ("openrlhf.cli.train_rm --micro_train_batch_size 1 --zero_stage 2 --load_checkpoint "
+                "--gradient_checkpointing; the process is killed right after DeepSpeed init, is it GPU memory?")
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat.get("situation.phase") != "checkpoint-load"
+
+
+def test_a_kill_while_the_checkpoint_shards_load_is_host_memory_with_a_sharded_load_first(kb):
+    # hiyouga/LLaMA-Factory#865 (the progress bar's line ends in the shell's "Killed") and #8836 (every rank SIGTERM'd)
+    log = ["In [10]: model = ChatModel(args)",
+           "Loading checkpoint shards:  68%|######8   | 19/28 [00:48<00:23,  2.59s/it]Killed"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question="部署模型 Loading checkpoint shards 时被 kill", log=log), kb)
+    assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "convert-sharded"
+    assert "reduce-micro-batch" in {a.id for a in diag.avoid} or "reduce-micro-batch" not in {f.id for f in diag.fixes}

@@ -54,6 +54,10 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
 
         log = parse_log(inputs.log, kb)
 
+    if inputs.overrides and not (question.model_name or question.model_size_b):
+        from .inputs.question import model_in_settings  # the checkpoint path a setting names ("pretrain=...")
+
+        question.model_name, question.model_size_b = model_in_settings(inputs.overrides, kb)
     config = read_config(inputs.config, inputs.overrides, kb=kb) if inputs.config else TrainingConfig()
     if not inputs.config and inputs.overrides:
         config = apply_overrides(config, inputs.overrides, kb=kb)
@@ -391,7 +395,7 @@ def run(inputs: Inputs, kb: Knowledge) -> tuple[Facts, dict[str, Any], Diagnosis
     from .situation import read_situation
 
     facts = collect_facts(inputs, kb)
-    situation = read_situation(facts, kb, inputs.stated, pasted_log_text(inputs.log))
+    situation = read_situation(facts, kb, inputs.stated, pasted_log_text(inputs.log), "\n".join(inputs.overrides))
     if not situation.oom_said and "oom" in facts.question.topics:  # "is this an OOM?" asks; it says none happened
         facts = replace(facts, question=replace(facts.question,
                                                 topics=[t for t in facts.question.topics if t != "oom"]))

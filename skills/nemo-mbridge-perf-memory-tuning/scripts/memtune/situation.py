@@ -171,7 +171,8 @@ class Situation:
 # --------------------------------------------------------------------------- entry point
 
 
-def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, log_text: str | None = None) -> Situation:
+def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, log_text: str | None = None,
+                   config_text: str | None = None) -> Situation:
     """Read every field from the strongest evidence that states it."""
     table = kb.tables.get("situation") or {}
     words = _Words.of(kb)
@@ -215,8 +216,11 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.gpu_memory_fine = bool(words.gpu_memory_fine.search(text))
     sit.process = (_stated(stated.process, "process")
                    or _process_from_words(clauses, said, words, sit.gpu_memory_fine))
+    # the user's words first; else the keys of the config they passed ("micro_train_batch_size=1" is OpenRLHF's),
+    # only where they name one framework
     sit.framework = (_stated(stated.framework, "framework")
-                     or _one("frameworks", clauses, words, failing_only=False))
+                     or _one("frameworks", clauses, words, failing_only=False)
+                     or _framework_from_config(config_text, words))
     # the framework's own default, when the user is silent; an SFT or pretraining run that says nothing of RL has
     # no rollout engine
     no_rollout = (((facts.config.task or facts.question.layout.get("task")) in ("sft", "pretrain")
@@ -722,7 +726,8 @@ def _said_call_path(text: str) -> list[str]:
 
 
 def _phase_from_question_frames(text: str, words: _Words) -> Reading | None:
-    hit = words.frame_phase(text)
+    # a flag in a pasted command ("--load_checkpoint") names a setting, not the function that was running
+    hit = words.frame_phase(_FLAG.sub(" ", text))
     return Reading(hit[0], [Clue(f"\u201c{hit[1]}\u201d", "words")]) if hit else None
 
 
@@ -1140,6 +1145,17 @@ def _one(key: str, clauses: list[str], words: _Words, *, failing_only: bool = Tr
         return None
     said = next(w for v, w, _ in hits if v == value)
     return Reading(value, [Clue(f"\u201c{said}\u201d", "words")])
+
+
+def _framework_from_config(config_text: str | None, words: _Words) -> Reading | None:
+    """The one framework whose own keys the config's settings use (situation.yaml frameworks words)."""
+    if not config_text:
+        return None
+    named = {v: said for v, said in _hits("frameworks", config_text, words)}
+    if len(named) != 1:
+        return None
+    (value, said), = named.items()
+    return Reading(value, [Clue(said, "config")])
 
 
 def _default_process(framework: Reading, table: Mapping[str, Any], only: str | None = None) -> Reading | None:

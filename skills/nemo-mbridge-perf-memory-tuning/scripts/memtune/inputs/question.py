@@ -292,6 +292,17 @@ def _count_of(parts: Mapping[str, str | None], vocab: Mapping[str, Any], kb: Any
 # --- model ---------------------------------------------------------------------------------------
 
 
+def model_in_settings(settings: list[str], kb: Knowledge) -> tuple[str | None, float | None]:
+    """The model a run's settings name by its checkpoint path ("pretrain=meta-llama/Meta-Llama-3-8B",
+    "actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct"): (preset name, None), or (None, size in billions)."""
+    vocab = _vocab(kb)
+    text = "\n".join(s.split("=", 1)[1] for s in settings if "=" in s)[:MAX_QUESTION_CHARS]
+    model = _model(text, vocab) if text else None
+    if model is not None and model.get("preset", True):
+        return model["name"], None
+    return None, (model or {}).get("size_b")
+
+
 def _model(text: str, vocab: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The vocabulary model named by the longest mention; a mention followed by another size is not it.  A model
     named in an auxiliary role ("the reward model is Llama-3-8B", or the same in Chinese) is the trained one only
