@@ -159,6 +159,7 @@ class Grading:
     chosen: CueSet = field(default_factory=lambda: CueSet([]))  # a table's status cell that picks its row
     kept_status: CueSet = field(default_factory=lambda: CueSet([]))  # a status cell that keeps its row as it is
     changed_status: CueSet = field(default_factory=lambda: CueSet([]))  # a status cell that changes its row
+    default_plan: CueSet = field(default_factory=lambda: CueSet([]))  # "my default if you can't check"
     # whole labels that restate what was read ("情况：", "Situation:", "Read:"): what follows is the user's run
     restating: frozenset[str] = frozenset()
     # where a mention stands in the plan (grading.yaml `order`), compiled by _order_patterns
@@ -209,6 +210,7 @@ class Grading:
                 chosen=CueSet.from_langs(data.get("chosen")),
                 kept_status=CueSet.from_langs(data.get("kept_status")),
                 changed_status=CueSet.from_langs(data.get("changed_status")),
+                default_plan=CueSet.from_langs(data.get("default_plan")),
                 restating=frozenset(w.casefold() for words in (data.get("restating_labels") or {}).values()
                                     for w in words),
                 order=OrderCues.build(data.get("order") or {}),
@@ -357,6 +359,13 @@ _OPTION = re.compile(r"[\s*_#>]*(?:(?i:option|alternative)\s+[A-F1-9]\b|方案\s
 # the label of an answer's own call-out in a blockquote
 _CALLOUT = re.compile(r"(?i)[\s*_]*(?:tl;?dr|tip|note|summary|recommendation|fix|do this|try this"
                       r"|结论|建议|提示|注意|小结|划重点)[\s*_]*[:\uff1a]")
+# GitHub's alert blocks ("> [!TIP]"): what each files its content as - a tip is advice, a caution advice against, a
+# note, warning or important block the answer's own prose
+_ALERT = re.compile(r"\s*\[!(TIP|NOTE|IMPORTANT|WARNING|CAUTION)\]", re.IGNORECASE)
+_ALERT_KINDS = {"TIP": ("recommend", False), "CAUTION": ("avoid", False), "NOTE": ("other", False),
+                "IMPORTANT": ("other", False), "WARNING": ("other", False)}
+_SUMMARY = re.compile(r"<summary>(.*?)</summary>", re.IGNORECASE | re.DOTALL)
+_ASIDE_LEVEL = 7  # below every Markdown heading: an alert or a collapsed section ends with its own block
 # a line that opens on a rejection mark (cross, ballot x, no-entry signs)
 _REJECT_MARK = re.compile(r"[\s*_>]*(?:\u274c|\u2717|\u2718|\U0001f6ab|\u26d4)")
 # a verdict cell that makes its row conditional: "only if ...", "采纳（模型大时）", "yes (if PP > 1)"
@@ -503,6 +512,7 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
     header: list[str] | None = None  # the current table's first row
     last_para: tuple[int, str, str] | None = None  # (closing token index, text, raw)
     quoted: list[bool] = []  # open blockquotes: True where the quote is someone else's words, not this answer's advice
+    alerts: list[bool] = []  # open blockquotes: True where it is a GitHub alert that filed a section
 
     def section() -> tuple[str, bool]:
         if lists:
@@ -574,9 +584,23 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
             # the answer's own call-out ("> **TL;DR:** lower the micro-batch") is advice; any other quote is someone
             # else's words: a comment, a log line, a helper's output
             first = next((t for t in tokens[i + 1:] if t.type == "inline"), None)
-            quoted.append(not (first is not None and _CALLOUT.match(first.content)))
+            alert = _ALERT.match(first.content) if first is not None else None
+            quoted.append(not (first is not None and (alert or _CALLOUT.match(first.content))))
+            # a GitHub alert ("> [!TIP]", "> [!CAUTION]") files its block as a heading files its section
+            alerts.append(bool(alert))
+            if alert:
+                headings.append((_ASIDE_LEVEL, *_ALERT_KINDS[alert.group(1).upper()]))
         elif tok.type == "blockquote_close":
             quoted.pop()
+            if alerts.pop() and headings and headings[-1][0] == _ASIDE_LEVEL:
+                headings.pop()
+        elif tok.type == "html_block" and _SUMMARY.search(tok.content):
+            # "<details><summary>Why this happens</summary>": the collapsed section is filed by its summary
+            summary = _SUMMARY.search(tok.content).group(1)
+            headings.append((_ASIDE_LEVEL, grading.classify(summary), bool(grading.is_primary(summary))))
+        elif tok.type == "html_block" and "</details>" in tok.content:
+            if headings and headings[-1][0] == _ASIDE_LEVEL:
+                headings.pop()
         elif tok.type == "table_open":
             header = None
         elif tok.type == "tr_open":
@@ -615,6 +639,9 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
             if prev == "heading_open":
                 continue
             text = _inline_text(tok)
+            alert = _ALERT.match(text)
+            if alert:
+                text = text[alert.end():].lstrip()
             if row is not None:
                 row.append(text)
             else:
@@ -819,6 +846,7 @@ _CODE_LIKE = re.compile(r"(?:--?[A-Za-z]|export\s|(?:pip|python3?|torchrun|bash)
 _LABEL = re.compile(r"^\s*([^:：\n。！？!?，,\-–—]{1,40})(?:[:：]|\s+[-–—]\s)")
 _LISTED = re.compile(r"[,\uff0c\u3001]")  # a parenthesis that lists items ("(mbs 1, full recompute, ...)")
 _SHORT_VERDICT = 8  # characters of a label's value that is only a verdict ("不做", "no", "skip")
+_DEFAULT_HEAD = 40  # characters in which a paragraph names itself the default plan
 _STATUS_HEAD = re.compile(r"\s*(?:\u2192|->|=>|[(\uff08:\uff1a])")
 _STATUS_CELL = 32  # characters of a table cell that states a verdict ("Rejected", "❌ not now"), not a reason
 _ADDON_HEAD = 24  # characters at the start of a paragraph in which an add-on cue speaks for all of it
@@ -1213,7 +1241,10 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
             relabel = None
         if relabel:
             kind, primary = relabel[0], relabel[1] or (primary and relabel[0] == "recommend")
-        if kind in ("recommend", "other") and grading.is_conditional(unit.text):
+        if not unit.code and kind in ("recommend", "other", "conditional") and grading.default_plan.search(
+                unit.text.lstrip(" *_>")[:_DEFAULT_HEAD]):
+            kind, primary = "recommend", True  # "My default if you can't check: ...", "如果没法确认，我的默认做法：..."
+        elif kind in ("recommend", "other") and grading.is_conditional(unit.text):
             kind = "conditional"
         # "加卡：不做", "More GPUs: no" - a label whose whole value is a short verdict against it
         verdict = None if unit.code else _LABEL.match(unit.text)

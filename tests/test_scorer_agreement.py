@@ -107,7 +107,11 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # al (release notes: Changed / Not changed (on purpose)), 60 answers, 24 in Chinese, the session's last unseen batch,
 # came in at 78.3 / 68.3 / 78.3 %; learned (tests/test_scorer_writers_aj_ak_al.py) they read 81.7 / 71.7 / 98.3 %,
 # and the whole set of 1349 the floors below (no earlier answer fell; one rose).
-FLOORS = {"first_fix_verdict": 0.8797, "violations": 0.9489, "first_fix_id": 0.8273}
+# Writers am (a bilingual engineer), an (GitHub alert blocks and collapsed sections) and ao (an interviewing agent
+# with a default plan), 60 answers, 24 in Chinese, the final unseen batch of 2026-12-05, came in at
+# 53.3 / 30.0 / 81.7 %; learned (tests/test_scorer_writers_am_an_ao.py) they read 75.0 / 65.0 / 91.7 %, and the
+# whole set of 1409 the floors below (no earlier answer fell).
+FLOORS = {"first_fix_verdict": 0.8732, "violations": 0.9475, "first_fix_id": 0.8197}
 
 
 @pytest.fixture(scope="module")
