@@ -1824,3 +1824,23 @@ def test_a_kill_while_the_checkpoint_shards_load_is_host_memory_with_a_sharded_l
     _, flat, diag = pipeline.run(pipeline.Inputs(question="部署模型 Loading checkpoint shards 时被 kill", log=log), kb)
     assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "convert-sharded"
     assert "reduce-micro-batch" in {a.id for a in diag.avoid} or "reduce-micro-batch" not in {f.id for f in diag.fixes}
+
+
+def test_an_english_phrase_may_put_a_few_words_between_its_parts(kb):
+    # NVIDIA-NeMo/RL#285: "saves a Hugging Face format checkpoint" is a checkpoint save, whatever engine the framework
+    # places beside the trainer
+    question = ("Training in NeMo-RL runs fine, but when it saves a Hugging Face format checkpoint during training "
+                "the job OOMs on our larger model.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.phase"] == "checkpoint-save"
+    assert diag.causes[0].id == "checkpoint-save" and diag.fixes[0].id == "checkpoint-save-memory"
+
+
+def test_an_engine_in_an_sft_runs_package_list_is_installed_not_running(kb):
+    # modelscope/ms-swift#7031: an SFT run that jumps after stable steps; sglang is only in its pip list
+    question = ("gemma sft训练到一定steps出现显存剧烈增加直到oom。前面的 step 显存都很稳定，"
+                "训练到某个 step 之后显存突然大幅上涨然后 OOM。"
+                "环境里有 sglang 0.5.1、safetensors 0.6.2、tokenizers 0.21.4 等。这是内存泄漏吗？")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat.get("situation.process") != "colocated-engine"
+    assert diag.fixes[0].id == "track-memory-per-step"  # memory said to move: the per-step record, not a rank

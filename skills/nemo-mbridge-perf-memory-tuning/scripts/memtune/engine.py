@@ -648,6 +648,9 @@ def _check_fix(candidates: Mapping[str, Any], flat: Mapping[str, Any]) -> str | 
     one_rank = flat.get("situation.where") or {"pipeline-imbalance", "single-rank"} & set(topics)  # PP alone is no rank
     if between and failed and not one_rank and flat.get("situation.phase") in (candidates.get("between_steps") or ()):
         return between
+    moving = candidates.get("check_fix_moving")
+    if moving and not ranks and flat.get("situation.trend") in (candidates.get("moving_trends") or ()):
+        return moving
     return quiet if quiet and not failed and not ranks else candidates.get("check_fix")
 
 

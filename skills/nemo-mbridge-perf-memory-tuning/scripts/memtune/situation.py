@@ -222,11 +222,16 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
                      or _one("frameworks", clauses, words, failing_only=False)
                      or _framework_from_config(config_text, words))
     # the framework's own default, when the user is silent; an SFT or pretraining run that says nothing of RL has
-    # no rollout engine
+    # no rollout engine (an engine named with its version, "sglang 0.5.1, safetensors 0.6.2" in a pip list, is
+    # installed, not running)
     no_rollout = (((facts.config.task or facts.question.layout.get("task")) in ("sft", "pretrain")
-                   or bool(words.offline.search(text))) and not words.rl.search(text))
+                   or bool(words.offline.search(text))) and not words.rl.search(_PACKAGE_VERSION.sub(" ", text)))
     if sit.process is None and sit.framework is not None and not no_rollout:
         sit.process = _default_process(sit.framework, table)
+    elif (no_rollout and sit.process is not None and sit.process.value == "colocated-engine"
+          and sit.process.source == "words" and not _places_engine(clauses, words)):
+        # an SFT run that only names an engine ("sglang 0.5.1" in its pip list) runs none beside it
+        sit.process = None
     elif (sit.process is not None and sit.process.value == "colocated-engine" and sit.process.source == "words"
           and sit.framework is not None and not _places_engine(clauses, words)):
         # only an engine's name: where it runs is the framework's placement ("OpenRLHF ... 1 vLLM engine")
@@ -983,11 +988,13 @@ def _heads(norm: str) -> frozenset[str]:
 class _Literals:
     """A list of literal words, matched by plain substring search in the normal form (no regex to compile: the
     vocabulary has hundreds of words and a diagnosis reads a few sentences).  A word with ``JOIN`` (an ellipsis)
-    in it is its parts in that order, each within ``GAP`` characters of the one before: yizhi...shangsheng
+    in it is its parts in that order, each within ``GAP`` characters of the one before (``LATIN_GAP`` for English
+    words): yizhi...shangsheng
     ("keeps...rising") reads a sentence with the memory named between them, and baocun...moxing ("save...model")
     reads "save the Megatron model", where Chinese puts the words a phrase is made of a few characters apart."""
 
-    GAP = 16
+    GAP = 16  # characters between two parts of a Chinese word
+    LATIN_GAP = 24  # between two English words, longer: "saves a Hugging Face format checkpoint"
     JOIN = "\u2026"  # the horizontal ellipsis of situation.yaml's words
 
     def __init__(self, words: list[str]):
@@ -1035,7 +1042,8 @@ class _Literals:
             end = start + len(parts[0])
             if self._bounded(norm, start, end, parts[0]):
                 for part in parts[1:]:
-                    at = norm.find(part, end, end + self.GAP + len(part))
+                    gap = self.LATIN_GAP if part.isascii() and parts[0].isascii() else self.GAP
+                    at = norm.find(part, end, end + gap + len(part))
                     if at < 0 or not self._bounded(norm, at, at + len(part), part):
                         break
                     end = at + len(part)
@@ -1093,6 +1101,7 @@ _SENTENCE = re.compile(r"(?:[.;!?](?=\s|$)|[\u3002\uff1b\uff01\uff1f\n])")
 
 
 _SETTING = re.compile(r"(?<![\w.\-])(?:--)?[A-Za-z_][\w.\-]*\s*[=\uff1d]\s*[^\s,;\uff0c\uff1b\u3001]+")
+_PACKAGE_VERSION = re.compile(r"(?i)(?<![\w.-])(?:vllm|sglang)\s*(?:[=<>~!]=?|\s)\s*v?\d+\.\d+(?:\.[\w.+-]+)?")
 _FLAG = re.compile(r"(?<![\w\-])--[A-Za-z][\w\-]+")
 
 
