@@ -1844,3 +1844,15 @@ def test_an_engine_in_an_sft_runs_package_list_is_installed_not_running(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert flat.get("situation.process") != "colocated-engine"
     assert diag.fixes[0].id == "track-memory-per-step"  # memory said to move: the per-step record, not a rank
+
+
+def test_a_failure_at_the_same_step_every_run_follows_that_steps_batch(kb):
+    # modelscope/ms-swift#3327: one card asks for 19.14 GiB at about step 330 of every run: find the batch first
+    question = "qwen2.5 3b sft 多机训练 运行到固定的某个step会有一个节点显存 OOM。"
+    log = ["[rank62]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 19.14 GiB. GPU 6 has a total "
+           "capacity of 79.33 GiB of which 8.35 GiB is free. Including non-PyTorch memory, this process has 70.97 GiB "
+           "memory in use. Of the allocated memory 68.65 GiB is allocated by PyTorch, and 853.04 MiB is reserved by "
+           "PyTorch but unallocated."]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
+    assert flat["situation.trend"] == "spike"
+    assert diag.fixes[0].id == "track-memory-per-step" and "add-gpus" in {a.id for a in diag.avoid}
