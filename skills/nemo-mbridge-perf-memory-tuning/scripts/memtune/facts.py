@@ -43,6 +43,8 @@ class OomEvent:
     weak: bool = False  # consistent with memory exhaustion but with other common causes
     frames: list[str] = field(default_factory=list)  # its traceback, outermost first: "function code-line"
     entry: str | None = None  # the file of its traceback's '<module>' frame: the program that was running
+    # a host kill's own figures as its line prints them (signatures.py TEXT_GROUPS): what the node had and held
+    figures: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -109,6 +111,7 @@ class LogFacts:
     theoretical_bytes: dict[str, float] = field(default_factory=dict)  # "Theoretical memory footprints" parts
     env: dict[str, str] = field(default_factory=dict)  # memory-relevant variables the log shows exported
     host_oom_confirmed: bool = False  # an OOM-killer / cgroup line, not only a SIGKILL or a shm bus error
+    host_figures: dict[str, str] = field(default_factory=dict)  # the host kill's figures, as printed
     memory_failure_weak: bool = False  # every memory signal is ambiguous (SIGKILL, cuDNN status, ...)
     first_error_rank: int | None = None
     snapshot_path: str | None = None  # memory snapshot Bridge dumped on OOM

@@ -244,6 +244,7 @@ def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any
 # the GPU (this process: PyTorch's allocation, its private pools, its cache; memory outside PyTorch; other processes).
 MESSAGE_FIGURES = ("requested", "free", "capacity", "process", "allocated", "private_pool", "reserved_unallocated",
                    "non_pytorch", "other_process")
+HOST_FIGURES = ("killed", "node_used", "node_total", "threshold")  # ui.yaml message-host-<name>
 
 
 def message_figures(flat: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -255,6 +256,9 @@ def message_figures(flat: Mapping[str, Any]) -> list[dict[str, Any]]:
         if value is None or (name in ("other_process", "non_pytorch") and not value):
             continue
         out.append({"name": name, "bytes": value, "text": fill("{x|gib}", {"x": value})})
+    # a host kill's own line (Ray's node-memory line): quoted as it prints its figures
+    host = flat.get("log.host_figures") or {}
+    out += [{"name": f"host_{name}", "bytes": None, "text": host[name]} for name in HOST_FIGURES if host.get(name)]
     return out
 
 

@@ -51,6 +51,9 @@ def _assemble(scanner: _Scanner, events: list[OomEvent]) -> LogFacts:
     facts.truncated = bool(allocator) and all(e.truncated for e in allocator)
     facts.host_oom = any(e.kind == "host" for e in events)
     facts.host_oom_confirmed = any(e.kind == "host" and not e.weak for e in events)
+    for e in events:
+        if e.kind == "host":
+            facts.host_figures = {**e.figures, **facts.host_figures}  # the first line to print a figure gives it
     facts.nccl_timeout = any(e.kind == "timeout" for e in events)
     crashes = [e for e in events if e.kind == "crash"]
     primary_crashes = [e for e in crashes if not p.by_id[e.signature].secondary]

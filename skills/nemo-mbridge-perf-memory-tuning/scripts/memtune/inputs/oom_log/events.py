@@ -13,7 +13,7 @@ from typing import Any
 
 from ...facts import OomEvent
 from ..units import OutOfRange, parse_size
-from .signatures import SIZE_GROUPS, Signature
+from .signatures import SIZE_GROUPS, TEXT_GROUPS, Signature
 
 
 @dataclass
@@ -109,6 +109,8 @@ class EventsMixin:
                 own = self.p.proc_self.search(value)
                 if own and "process_bytes" not in out:
                     out["process_bytes"] = parse_size(own.group("size"))
+            elif name in TEXT_GROUPS:
+                out.setdefault("figures", {})[name] = value.strip()
             elif name == "rank":
                 msg_rank = int(value)
             elif name == "snapshot" and self.snapshot_path is None:

@@ -19,6 +19,8 @@ SIZE_GROUPS = frozenset(
     ["requested", "capacity", "free", "allocated", "reserved", "reserved_unallocated", "private_pool",
      "process", "allowed"]
 )
+# Named regex groups kept as the line prints them (OomEvent.figures): a host kill's node memory and threshold
+TEXT_GROUPS = frozenset(["node_used", "node_total", "threshold", "killed"])
 _REPORT_FIELDS = frozenset(f.name for f in fields(MemoryReport)) - {"rank", "line", "iteration"}
 _SIDE_KINDS = {"memory-report": "report", "memory-footprint": "footprint", "env-export": "env"}
 
