@@ -1856,3 +1856,20 @@ def test_a_failure_at_the_same_step_every_run_follows_that_steps_batch(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
     assert flat["situation.trend"] == "spike"
     assert diag.fixes[0].id == "track-memory-per-step" and "add-gpus" in {a.id for a in diag.avoid}
+
+
+def test_a_ray_kill_is_read_for_the_nodes_memory_and_quoted_as_printed(kb):
+    # verl-project/verl#2950: the raylet's node-memory line says what the node held against its RAM
+    log = ["ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+           "Memory on the node (IP: 10.20.49.141, ID: 4748aa6d) where the task (actor ID: 9e43ace6, "
+           "name=WorkerDict.__init__, pid=4100606, memory used=56.57GB) was running was 246.41GB / 251.54GB "
+           "(0.979583), which exceeds the memory usage threshold of 0.95. Ray killed this worker (ID: c9e16e95) "
+           "because it was the most recently scheduled task"]
+    facts = parse_log(log, kb)
+    assert facts.host_figures == {"killed": "56.57GB", "node_used": "246.41GB", "node_total": "251.54GB",
+                                  "threshold": "0.95"}
+    assert facts.host_oom
+    _, flat, diag = pipeline.run(pipeline.Inputs(log=log), kb)
+    from memtune.report import message_figures
+    quoted = {m["name"]: m["text"] for m in message_figures(flat)}
+    assert quoted["host_node_total"] == "251.54GB" and quoted["host_threshold"] == "0.95"
