@@ -247,6 +247,17 @@ class Grading:
         return bool(cond) and bool(self.still.search(head[cond[0][1]:])) \
             or any(a == 0 for a, _ in self.still.spans(head.lstrip(_MARKERS)[:12]))
 
+    def conditional_sentence(self, text: str, start: int) -> bool:
+        """The mention's sentence opens, before it, on a condition that is not the plan's next step ("... with
+        --adam_offload. If you can get more GPUs, ZeRO can shard the optimizer state instead"): an option for
+        another situation."""
+        lo = _last_end(_SENTENCE_END, text, start)
+        if lo == 0:
+            return False  # the paragraph's own opening is is_conditional's
+        head = text[lo:start].lstrip(" *_")
+        cond = self.conditional.spans(head[:12])
+        return bool(cond) and cond[0][0] == 0 and not self.sequenced.search(head) and not self.still.search(head)
+
     def opens_on_fallback(self, text: str) -> bool:
         """The paragraph opens on a condition that the first step did not do enough ("**suggestion:** if the GPUs
         are clean and it still OOMs at 41, drop the rollout share a bit:"), not on a step of its own ("Start with
@@ -380,6 +391,8 @@ _HYPOTHESIS = re.compile(r"\s*[*_]*(?:H\d{1,2}|假设\s*[一二三四五六1-6])
 # doing
 _SCORE = re.compile(r"[\s*_>#\d.\u2460-\u2469]*[(\uff08][^()\uff08\uff09]{0,10}?(\d{1,2})\s*/\s*10\s*[)\uff09]")
 _LOW_SCORE = 3
+_SPEAKER = re.compile(r"[\s*_>]*@[\w\u4e00-\u9fff .'-]{1,24}[*_]*\s*[:\uff1a]")  # "@alice:", "**@霄**："
+_THREAD_TURNS = 2
 _STRUCK = re.compile(r"~~.+?~~", re.DOTALL)  # struck-through text (_inline_text keeps the markers)
 _BUT = re.compile(r"(?i)\bbut\b|\bhowever\b|但是?|不过")  # a contrast: what follows it is not what preceded it
 _NEAR = 24  # characters after an "instead of" in which a mention is what it argues against
@@ -690,6 +703,13 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
                     part_kind, part_primary = "neutral", False
                 units.append(_Unit(part + _lowered(part), part_kind, olist(), part_primary, code=True,
                                    diff=_is_diff(tok.info, tok.content), addon=addon))
+    # a pasted chat thread ("@alice: try X", "@bob: no, Y first", ..., "Consensus: ..."): each speaker's turn is
+    # discussion; what the thread tells the user is its consensus line
+    # ("@你：do X" twice addresses the reader: a thread has several speakers)
+    turns = [u for u in units if not u.code and _SPEAKER.match(u.text)]
+    if len({_SPEAKER.match(u.text).group().strip(" *_>:\uff1a") for u in turns}) >= _THREAD_TURNS:
+        for unit in turns:
+            unit.kind, unit.primary = "neutral", False
     return units
 
 
@@ -1271,7 +1291,7 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
         for m in found:
             order += 1
             spans.setdefault((m.ident, order), _span(unit.text, m.start, m.end))
-            if kind == "conditional":
+            if kind == "conditional" or (not unit.code and grading.conditional_sentence(unit.text, m.start)):
                 continue  # an option for a situation the user is not in: neither advice for nor against
             if unit.on_context_line(m.end - 1) or unit.on_removed_line(m.end - 1):
                 continue  # a diff's unchanged or removed line names what the script had, it advises nothing

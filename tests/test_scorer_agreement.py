@@ -111,7 +111,11 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # with a default plan), 60 answers, 24 in Chinese, the final unseen batch of 2026-12-05, came in at
 # 53.3 / 30.0 / 81.7 %; learned (tests/test_scorer_writers_am_an_ao.py) they read 75.0 / 65.0 / 91.7 %, and the
 # whole set of 1409 the floors below (no earlier answer fell).
-FLOORS = {"first_fix_verdict": 0.8732, "violations": 0.9475, "first_fix_id": 0.8197}
+# Writers ap (a pasted chat thread with a consensus), aq (P0 / P1 / P2 ticket items) and ar (a conclusion-first
+# report), 60 answers, 26 in Chinese, the session's last unseen batch, came in at 63.3 / 51.7 / 76.7 %; learned
+# (tests/test_scorer_writers_ap_aq_ar.py) they read 63.3 / 53.3 / 88.3 % (most remaining misses are fixes named in
+# words no recogniser knows), and the whole set of 1469 the floors below (no earlier answer fell).
+FLOORS = {"first_fix_verdict": 0.8618, "violations": 0.9449, "first_fix_id": 0.808}
 
 
 @pytest.fixture(scope="module")
