@@ -1873,3 +1873,12 @@ def test_a_ray_kill_is_read_for_the_nodes_memory_and_quoted_as_printed(kb):
     from memtune.report import message_figures
     quoted = {m["name"]: m["text"] for m in message_figures(flat)}
     assert quoted["host_node_total"] == "251.54GB" and quoted["host_threshold"] == "0.95"
+
+
+def test_one_gpu_has_no_first_failing_rank_to_find(kb):
+    # a single-GPU run (OpenRLHF/OpenRLHF#698's shape): the check that separates the causes is the per-step record
+    inputs = pipeline.Inputs(question="my SFT run OOMs, what should I do?", gpu="1x A100 80GB")
+    _, _, diag = pipeline.run(inputs, kb)
+    assert diag.fixes[0].id == "track-memory-per-step"
+    eight = pipeline.run(pipeline.Inputs(question="my SFT run OOMs, what should I do?", gpu="8x A100 80GB"), kb)[2]
+    assert eight.fixes[0].id == "find-first-failing-rank"

@@ -632,6 +632,16 @@ def _lead_rule(diag: Diagnosis, kb: Knowledge) -> str | None:
     return max(named, key=lambda r: float(rules[r].get("confidence", 0)), default=None)
 
 
+def _usable_check(candidates: Mapping[str, Any], flat: Mapping[str, Any], kb: Knowledge) -> str | None:
+    """The check _check_fix picks, unless the situation rules it out (one GPU has no other rank to compare): then
+    the per-step measurement, which every run has."""
+    check = _check_fix(candidates, flat)
+    if check and fix_ruled_out(kb.get("fixes", check), flat):
+        quiet = candidates.get("check_fix_no_failure")
+        return None if quiet == check or (quiet and fix_ruled_out(kb.get("fixes", quiet), flat)) else quiet
+    return check
+
+
 def _check_fix(candidates: Mapping[str, Any], flat: Mapping[str, Any]) -> str | None:
     """The check that gets the missing evidence: the first failing rank's traceback and full OOM message (also the
     per-rank comparison a question about which rank or stage holds more needs), or - where nothing says anything
@@ -657,7 +667,7 @@ def _check_fix(candidates: Mapping[str, Any], flat: Mapping[str, Any]) -> str | 
 def _lead_with_check(diag: Diagnosis, kb: Knowledge) -> Diagnosis:
     from .ledger import policy
 
-    check = _check_fix(policy(kb).get("candidates") or {}, diag.facts)
+    check = _usable_check(policy(kb).get("candidates") or {}, diag.facts, kb)
     if not check or check in {a.id for a in diag.avoid}:
         return diag
     return replace(diag, fixes=[FixAdvice(check, 1, ["thin-evidence"])])
@@ -694,7 +704,7 @@ def _check_first(diag: Diagnosis, kb: Knowledge) -> Diagnosis:
     from .ledger import policy
 
     pol = policy(kb).get("candidates") or {}
-    check = _check_fix(pol, diag.facts)
+    check = _usable_check(pol, diag.facts, kb)
     avoided = {a.id for a in diag.avoid}
     if not check or check in avoided:
         return diag
