@@ -1882,3 +1882,18 @@ def test_one_gpu_has_no_first_failing_rank_to_find(kb):
     assert diag.fixes[0].id == "track-memory-per-step"
     eight = pipeline.run(pipeline.Inputs(question="my SFT run OOMs, what should I do?", gpu="8x A100 80GB"), kb)[2]
     assert eight.fixes[0].id == "find-first-failing-rank"
+
+
+def test_the_situation_line_quotes_the_kill_it_read(kb):
+    # hiyouga/LLaMA-Factory#865: the shell's "Killed" after the loading progress bar is what the user saw
+    argv = ["diagnose", "--question", "Loading checkpoint shards 时被 kill", "--log", "-", "--format", "markdown"]
+    log = ("In [10]: model = ChatModel(args)\n"
+           "Loading checkpoint shards:  68%|######8   | 19/28 [00:48<00:23,  2.59s/it]Killed\n")
+    stdin = sys.stdin
+    try:
+        sys.stdin = io.StringIO(log)
+        md = _stdout(argv)
+    finally:
+        sys.stdin = stdin
+    line = next(line for line in md.splitlines() if line.startswith("**"))
+    assert "Killed" in line

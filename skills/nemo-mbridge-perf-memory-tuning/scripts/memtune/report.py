@@ -201,6 +201,12 @@ def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any
         parts.insert(0, f"{say['after_phase']}: {title('phases', sit.after_phase)}")
     if sit.error:
         parts.insert(0, f"{say['error']}: {code_span(sit.error)}")
+    elif diag.facts.get("log.oom_kind") == "host":
+        # a host kill's own line ("...| 19/28 [00:48<00:23, 2.59s/it]Killed", Ray's "Task was killed ..."): what
+        # the user saw, quoted, so the answer says which kill it read
+        kill = diag.facts.get("log.first_error")
+        if kill:
+            parts.insert(0, f"{say['killed']}: {code_span(kill[-_KILL_CHARS:])}")
     if sit.call_path:
         parts.append(f"{say['call_path']} " + " <- ".join(code_span(name) for name in sit.call_path[:3]))
     if "framework" in fields:
@@ -239,6 +245,8 @@ def situation_report(diag: Diagnosis, kb: Knowledge, lang: str) -> dict[str, Any
         "candidates": _candidates(diag, kb, lang),
     }
 
+
+_KILL_CHARS = 160  # the end of a kill line: a progress bar before the shell's "Killed" is not what matters
 
 # The OOM message's figures in the order an engineer reads them: the request against what was free, then who holds
 # the GPU (this process: PyTorch's allocation, its private pools, its cache; memory outside PyTorch; other processes).
