@@ -58,16 +58,17 @@ def literal_regex(literal: str) -> str:
 
 @dataclass(frozen=True)
 class _Cue:
-    """A compiled pattern (case-insensitive), and lower-case ASCII text that every match of it contains, tested
-    with ``in`` before the pattern runs (None: unknown, as for a pattern the knowledge base writes itself)."""
+    """A compiled pattern (case-insensitive), and lower-case text that every match of it contains (ASCII, or
+    Chinese, which has no case), tested with ``in`` before the pattern runs (None: unknown)."""
 
     regex: re.Pattern[str]
     needle: str | None = None
 
     @classmethod
     def of(cls, source: str, contains: str | None = None) -> _Cue:
-        needle = contains.lower() if contains and contains.isascii() else None
-        return cls(re.compile(source, re.IGNORECASE), needle)
+        # a Chinese needle (ke kuo zhan nei cun duan) has no case to fold: kept, unless a character of it folds to ASCII
+        usable = contains and (contains.isascii() or not any(_folds_to_ascii(c) for c in contains if not c.isascii()))
+        return cls(re.compile(source, re.IGNORECASE), contains.lower() if usable else None)
 
 
 @lru_cache(maxsize=4096)
@@ -75,6 +76,12 @@ def _folds_to_ascii(char: str) -> bool:
     """A character outside ASCII that matches an ASCII letter case-insensitively (the Kelvin sign, the long s,
     the dotless i)."""
     return any(c.isascii() for c in char.lower() + char.upper() + char.casefold())
+
+
+def _unfolded(needle: str, text: str) -> bool:
+    """Whether a needle may be in a text whose characters fold to ASCII: a needle without ASCII letters is matched
+    as it is; one with them cannot be ruled out."""
+    return needle in text or any(c.isascii() and c.isalpha() for c in needle)
 
 
 def _lowered(text: str) -> str | None:
@@ -139,7 +146,7 @@ class Recognizer:
             Match(ident, m.start(), m.end())
             for ident, cues in self._table.items()
             for cue in cues
-            if cue.needle is None or low is None or cue.needle in low
+            if cue.needle is None or (cue.needle in low if low is not None else _unfolded(cue.needle, text))
             for m in cue.regex.finditer(text)
             if m.end() > m.start()
         ]
@@ -154,9 +161,9 @@ class Recognizer:
 
 def required_literal(pattern: str) -> str | None:
     """The longest literal text every match of ``pattern`` holds (from the parsed pattern: literals in sequence,
-    inside groups and repeats that must match at least once), lower case; None when it has none of 3+ ASCII
-    characters.  It is the needle of a pattern the knowledge base writes itself: a text without it is not run
-    through the pattern, and answers name a few of the hundreds of patterns."""
+    inside groups and repeats that must match at least once), lower case: 3+ ASCII characters, else 2+ Chinese
+    ones; None when it has neither.  It is the needle of a pattern the knowledge base writes itself: a text without
+    it is not run through the pattern, and answers name a few of the hundreds of patterns."""
     try:
         tree = _sre_parse.parse(pattern)
     except Exception:  # noqa: BLE001 - an unreadable pattern simply has no needle (compiling it reports it)
@@ -179,7 +186,11 @@ def required_literal(pattern: str) -> str | None:
 
     walk(tree)
     best = max((r.lower() for r in runs if r.isascii()), key=len, default="")
-    return best if len(best) >= 3 else None
+    if len(best) >= 3:
+        return best
+    # a Chinese pattern's literal: two or more characters with no case (every match holds them as written)
+    cjk = max((r for r in runs if len(r) >= 2 and not any(c.isascii() for c in r)), key=len, default="")
+    return cjk or None
 
 
 def _compile_spec(spec: Mapping[str, Any], where: str) -> list[_Cue]:
