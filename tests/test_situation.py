@@ -1897,3 +1897,11 @@ def test_the_situation_line_quotes_the_kill_it_read(kb):
         sys.stdin = stdin
     line = next(line for line in md.splitlines() if line.startswith("**"))
     assert "Killed" in line
+
+
+def test_memory_used_more_and_more_is_growth(kb):
+    # OpenRLHF/OpenRLHF#1065: host RAM "used more and more", "like a ladder" at each checkpoint save
+    question = ("Why CPU Memory Is Used More and More? At each saving point the cache becomes larger and the RSS "
+                "increases w.r.t. steps; with no checkpoint saves the RAM cache didn't increase like a ladder anymore.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.trend"] == "grows" and diag.fixes[0].id == "track-memory-per-step"
