@@ -1101,7 +1101,8 @@ _SENTENCE = re.compile(r"(?:[.;!?](?=\s|$)|[\u3002\uff1b\uff01\uff1f\n])")
 
 
 _SETTING = re.compile(r"(?<![\w.\-])(?:--)?[A-Za-z_][\w.\-]*\s*[=\uff1d]\s*[^\s,;\uff0c\uff1b\u3001]+")
-_PACKAGE_VERSION = re.compile(r"(?i)(?<![\w.-])(?:vllm|sglang)\s*(?:[=<>~!]=?|\s)\s*v?\d+\.\d+(?:\.[\w.+-]+)?")
+# a name written with its version ("sglang 0.5.1", "vllm==0.8.5"): an installed package, whatever it names
+_PACKAGE_VERSION = re.compile(r"(?<![\w.-])[A-Za-z][\w.-]*\s*(?:[=<>~!]=?|\s)\s*v?\d+\.\d+(?:\.[\w.+-]+)?")
 _FLAG = re.compile(r"(?<![\w\-])--[A-Za-z][\w\-]+")
 
 
