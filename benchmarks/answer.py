@@ -160,6 +160,9 @@ class Grading:
     kept_status: CueSet = field(default_factory=lambda: CueSet([]))  # a status cell that keeps its row as it is
     changed_status: CueSet = field(default_factory=lambda: CueSet([]))  # a status cell that changes its row
     default_plan: CueSet = field(default_factory=lambda: CueSet([]))  # "my default if you can't check"
+    finding_head: re.Pattern[str] = re.compile(r"(?!)")  # a linter finding's first line: "E101 error [...]:"
+    finding_drop: CueSet = field(default_factory=lambda: CueSet([]))  # a finding's "ignore:" / "无需处理" line
+    finding_act: CueSet = field(default_factory=lambda: CueSet([]))  # a finding's "fix:" / "建议:" line
     # whole labels that restate what was read ("情况：", "Situation:", "Read:"): what follows is the user's run
     restating: frozenset[str] = frozenset()
     # where a mention stands in the plan (grading.yaml `order`), compiled by _order_patterns
@@ -211,6 +214,9 @@ class Grading:
                 kept_status=CueSet.from_langs(data.get("kept_status")),
                 changed_status=CueSet.from_langs(data.get("changed_status")),
                 default_plan=CueSet.from_langs(data.get("default_plan")),
+                finding_head=re.compile((data.get("findings") or {}).get("head") or r"(?!)"),
+                finding_drop=CueSet.from_langs((data.get("findings") or {}).get("drop")),
+                finding_act=CueSet.from_langs((data.get("findings") or {}).get("act")),
                 restating=frozenset(w.casefold() for words in (data.get("restating_labels") or {}).values()
                                     for w in words),
                 order=OrderCues.build(data.get("order") or {}),
@@ -292,7 +298,12 @@ class Grading:
         after = re.split(r"[(（]", after, maxsplit=1)[0]
         # "keep full recompute but go per-layer: recompute_num_layers=1": what follows "but" is the change
         head = _BUT.split(text[lo:start])[-1]
-        return bool(self.kept_before.search(head) or self.kept_after.search(after))
+        # "把 micro batch 调小 global batch 不变": a name between the mention and the cue is what the cue keeps
+        # (its own value written after it, "expandable_segments:True is already set", is not another name)
+        kept_after = self.kept_after.spans(after)
+        value = _VALUE_AFTER.match(after)
+        return bool(self.kept_before.search(head) or kept_after and not re.search(
+            r"[A-Za-z]{2,}", after[value.end() if value else 0:kept_after[0][0]]))
 
     def named_as_cause(self, text: str, start: int) -> bool:
         """The mention follows "caused by" / "due to" in its clause, at most a few words before it."""
@@ -398,6 +409,9 @@ _BUT = re.compile(r"(?i)\bbut\b|\bhowever\b|但是?|不过")  # a contrast: what
 _NEAR = 24  # characters after an "instead of" in which a mention is what it argues against
 
 
+_VALUE_AFTER = re.compile(r"[`'\"]*\s*[:=]\s*[\w.'\"`-]+")  # ":True", "=1", "='full'" right after a setting's name
+
+
 def _last_end(rx: re.Pattern[str], text: str, pos: int) -> int:
     """Where the last ``rx`` match before ``pos`` ends (0: none).  Searched one character past ``pos`` so that a
     lookahead for a space or the end does not take the window's edge for the text's end ("megatron.param_offload"
@@ -471,6 +485,7 @@ class _Unit:
     addon: bool = False  # an add-on to the plan ("while you're at it"), or the block such a paragraph leads
     leads_code: bool = False  # the short paragraph ending in ':' that introduces a code block ("TP 从 1 提到 2：")
     diff: bool = False  # a unified diff: its context lines restate the user's script
+    filed: bool = False  # kind and primary set by the report's own structure (a linter finding), not by its label
 
     def on_context_line(self, pos: int) -> bool:
         """In a diff, the line holding ``pos`` is context (" --offload-train \\"): it restates, it does not change."""
@@ -483,6 +498,9 @@ class _Unit:
         return self.diff and line[:1] == "-" and not line.startswith("---")
 
 
+# a line that opens on a short lower-case label and a colon ("fix: add --adam_offload", "ignore: ...", "修复: ...") is
+# a field of its own, however long the line before it: a linter finding's or a form's lines are not wrapped prose
+_FIELD_OPENING = re.compile(r"(?:[a-z][a-z ]{1,14}|[\u4e00-\u9fff]{2,4})[:\uff1a]\s")
 _WRAPPED_LINE = 24  # a line longer than a label (_LINE_LABEL) that ends mid-sentence was wrapped, not ended
 
 
@@ -500,13 +518,27 @@ def _inline_text(token: Any) -> str:
             after = children[index + 1].content if index + 1 < len(children) else ""
             # a line that opens on its own rank ("⑤（不推荐，1/10）…") starts a new item, however long the one before
             wrapped = len(line) > _WRAPPED_LINE and not _SENTENCE_END.match(line[-1:] or ".") \
-                and not _SCORE.match(after)
+                and not _SCORE.match(after) and not _FIELD_OPENING.match(after)
             parts.append(" " if wrapped else "\n")
         elif child.type == "hardbreak":
             parts.append("\n")
         elif child.type in ("s_open", "s_close"):
             parts.append("~~")  # struck-through text stays marked: the answer has withdrawn that advice
     return "".join(parts) if parts else token.content
+
+
+_SPOKEN_MIN = 120  # characters of a Chinese paragraph without one punctuation mark that is speech, not a label
+_PUNCTUATION = re.compile(r"[\uff0c\u3002\uff1b\uff01\uff1f\u3001\uff1a;!?]|[.,:](?=\s|$)")  # not "Qwen2.5"
+_CJK_GAP = re.compile(r"(?<=[\u4e00-\u9fff])[ \t]+(?=[\u4e00-\u9fff])")
+
+
+def _spoken(text: str) -> str:
+    """Speech-to-text Chinese ("嗯 不是权重也不是优化器 更不是泄漏 然后呢 第一步先把 ...") has no punctuation: the
+    pause between two Chinese words is where a writer would end a sentence, so it bounds a negation and a verdict
+    there.  Text with any punctuation mark, or too short to be speech, is left as it is."""
+    if len(text) < _SPOKEN_MIN or not _CJK.search(text) or _PUNCTUATION.search(text):
+        return text
+    return _CJK_GAP.sub("\u3002", text)
 
 
 def _is_lead(text: str, raw: str) -> bool:
@@ -670,6 +702,7 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
                     kind, primary = "cause", False
                 if any(quoted):
                     kind, primary = "neutral", False
+                text = _spoken(text)
                 # a block of "Field: value" lines (a triage bot's "Suggested action: ..." / "Not recommended: ...")
                 # is one unit per field, so each field's label files its own line
                 for part in _field_lines(text):
@@ -711,6 +744,48 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
         for unit in turns:
             unit.kind, unit.primary = "neutral", False
     return units
+
+
+_FINDING_COUNTS = re.compile(r"(?i)\d+\s*(?:errors?|warnings?|错误|警告)")  # "Summary: 1 error, 2 warnings"
+
+
+def _file_findings(units: list[_Unit], grading: Grading, fixes: Recognizer) -> None:
+    """A linter-style report (grading.yaml `findings`) files its lines by finding, in place: a finding's first line
+    states a problem (a cause, not advice); its "fix:" lines advise, for its first line's setting too where they
+    name none themselves ("W102 警告: vllm_gpu_memory_utilization=0.3 仍然偏大 / 建议: 降到 0.2"); an "ignore:" line
+    argues against what the finding names; a finding opened "(only if ...)" offers its fix for that case only; and
+    the summary's "apply E101's fix first" makes E101's fix the first thing to do.  Two findings make a report."""
+    heads = [i for i, u in enumerate(units) if not u.code and grading.finding_head.match(u.text)]
+    if len(heads) < 2:
+        return
+    codes = {grading.finding_head.match(units[i].text).group(1) for i in heads}
+    ends = heads[1:] + [next((j for j in range(heads[-1] + 1, len(units))
+                              if _FINDING_COUNTS.search(units[j].text)
+                              or any(c in units[j].text for c in codes)), len(units))]
+    first = None
+    for unit in units[ends[-1]:] + units[:heads[0]]:
+        cues = [a for a, _ in grading.primary.spans(unit.text)]
+        named = [(m.start(), m.group()) for m in re.finditer(r"[A-Z]{1,3}\d{2,4}", unit.text) if m.group() in codes]
+        if cues and named:
+            first = min(named, key=lambda n: min(abs(n[0] - c) for c in cues))[1]
+    for start, end in zip(heads, ends, strict=True):
+        head = units[start]
+        match = grading.finding_head.match(head.text)
+        only_if = bool(_ONLY_IF.search(head.text[:match.end() + 40]))
+        head.kind, head.primary, head.filed = "cause", False, True
+        for unit in units[start + 1:end]:
+            label = _LABEL.match(unit.text)
+            name = label.group(1).strip(" *_`") if label else unit.text.strip(" *_`.。")
+            unit.filed, unit.primary = True, False
+            if grading.finding_drop.search(name):
+                unit.kind = head.kind = "avoid"
+            elif label and grading.finding_act.search(name):
+                unit.kind = "conditional" if only_if else "recommend"
+                unit.primary = not only_if and match.group(1) == first
+                if head.kind == "cause" and not list(fixes.find(unit.text[label.end():])):
+                    head.kind, head.primary = unit.kind, unit.primary
+            else:
+                unit.kind = "cause"
 
 
 _MIN_PROSE_WORDS = 4  # a structured answer's values are sentences; a config's are numbers and names
@@ -1236,6 +1311,7 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
     order = 0
     cues = grading.order  # the words that place a mention first or later
     units = _units(markdown, grading)
+    _file_findings(units, grading, fixes)
     # what the answer says to keep as it is ("保留 expandable segments，启动前加一行：") and the run already has: a
     # command block that writes it again beside the new line keeps it too, it does not recommend it
     kept_ids = {m.ident for unit in units if not unit.code and unit.kind != "avoid"
@@ -1253,7 +1329,7 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
         if unit.code:
             unit.text += _flattened_yaml(unit.text)
         kind, primary = unit.kind, unit.primary
-        relabel = _label_kind(unit.text, grading, unit.kind)
+        relabel = None if unit.filed else _label_kind(unit.text, grading, unit.kind)
         # "先别急着加卡 🙂" alone on the first line is a sentence about the fix it names, not a label over the lines
         # after it ("colocated 模式下 vLLM 按 gpu_memory_utilization 先把份额占住" explains the cause)
         first_line = None if _LABEL.match(unit.text) else _LINE_LABEL.match(unit.text)

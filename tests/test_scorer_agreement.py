@@ -115,7 +115,11 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # report), 60 answers, 26 in Chinese, the session's last unseen batch, came in at 63.3 / 51.7 / 76.7 %; learned
 # (tests/test_scorer_writers_ap_aq_ar.py) they read 63.3 / 53.3 / 88.3 % (most remaining misses are fixes named in
 # words no recogniser knows), and the whole set of 1469 the floors below (no earlier answer fell).
-FLOORS = {"first_fix_verdict": 0.8618, "violations": 0.9449, "first_fix_id": 0.808}
+# Writers as (a linter-style report), at (Observation / Inference / Action triples) and au (a speech-to-text voice
+# message), 60 answers, 26 in Chinese, held unlearned for a session, came in at 51.7 / 40.0 / 66.7 %; learned
+# (tests/test_scorer_writers_as_at_au.py) they read 58.3 / 53.3 / 85.0 %, and the whole set of 1529 the floors below
+# (no earlier answer fell; one rose).
+FLOORS = {"first_fix_verdict": 0.8491, "violations": 0.9418, "first_fix_id": 0.7973}
 
 
 @pytest.fixture(scope="module")
