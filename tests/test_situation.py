@@ -1905,3 +1905,25 @@ def test_memory_used_more_and_more_is_growth(kb):
                 "increases w.r.t. steps; with no checkpoint saves the RAM cache didn't increase like a ladder anymore.")
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert flat["situation.trend"] == "grows" and diag.fixes[0].id == "track-memory-per-step"
+
+
+def test_loading_the_whole_pretrained_model_before_sharding_is_a_load_peak(kb):
+    # areal-project/AReaL#862 and NovaSky-AI/SkyRL#1419 (set issue-24-s58): the build's peak is the unsharded weights
+    question = ("The job runs out of GPU memory during initialization: every rank loads the pretrained weights "
+                "directly onto its GPU before FSDP sharding is applied.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert "whole-weights-load" in flat["question.topics"]
+    assert diag.causes[0].id == "checkpoint-load" and diag.fixes[0].id == "convert-sharded"
+    zh = "模型初始化阶段就 OOM 了，还没开始训练。初始化时 rank 0 这张卡加载了完整模型再广播给其他卡。"
+    diag = pipeline.run(pipeline.Inputs(question=zh), kb)[2]
+    assert diag.causes[0].id == "checkpoint-load"
+    # a model build that loads nothing named stays the training state's
+    plain = pipeline.run(pipeline.Inputs(question="It runs out of GPU memory during model initialization."), kb)[2]
+    assert plain.causes[0].id == "capacity-model-state"
+
+
+def test_subsequent_training_in_chinese_is_no_resume(kb):
+    # OpenRLHF/OpenRLHF#964: "后续训练" (the training that follows) holds the characters of "续训" (resume)
+    question = "生成的样本全部放在 GPU 上的一个列表里，在进行后续训练时很容易 OOM。"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat.get("situation.phase") != "checkpoint-load"

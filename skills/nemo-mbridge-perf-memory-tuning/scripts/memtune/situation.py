@@ -851,6 +851,9 @@ class _Words:
     # situation.yaml symptom_words: memory said to be higher than before or than expected, with no failure ("resume
     # uses more memory"): a phase named beside them is where the memory is, as beside a failure word
     symptom: _Literals | None = None
+    # situation.yaml not_phase_words: common words that hold a phase word and name no phase ("subsequent training"
+    # in Chinese holds the two characters of "resume training")
+    lookalike: _Literals | None = None
 
     @staticmethod
     def of(kb: Knowledge) -> _Words:
@@ -941,7 +944,8 @@ def _compile(kb: Knowledge) -> _Words:
                   _Literals(list((table.get("asking") or {}).get("alternative") or [])),
                   tuple((pid, frozenset(phases[pid]["refusal"]["types"]), _Literals(phases[pid]["refusal"]["words"]))
                         for pid in order if (phases.get(pid) or {}).get("refusal")),
-                  symptom=_Literals(_both(table.get("symptom_words"))))
+                  symptom=_Literals(_both(table.get("symptom_words"))),
+                  lookalike=_Literals(_both(table.get("not_phase_words"))))
 
 
 def _word_rx(words: list[str]) -> re.Pattern[str]:
@@ -1064,6 +1068,8 @@ def _hits(key: str, clause: str, words: _Words, *, over: bool = False) -> list[t
     spans = []
     passed = []  # matches said to be later or over: a shorter word inside one ("after CUDA graph capture") is too
     norm = _normal(clause) if key in ("phases", "steps") else ""
+    if key == "phases" and words.lookalike is not None:
+        passed += [(start, end) for start, end, _ in words.lookalike.spans(clause)]  # a phase word inside drops
     for value, literals in words.lists.get(key, []):
         for start, end, said in literals.spans(clause):
             if norm and norm[end:end + 1] == "(":  # a call in code ("pause()/resume() cycle"), not a phase said
