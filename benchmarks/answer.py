@@ -163,6 +163,8 @@ class Grading:
     finding_head: re.Pattern[str] = re.compile(r"(?!)")  # a linter finding's first line: "E101 error [...]:"
     finding_drop: CueSet = field(default_factory=lambda: CueSet([]))  # a finding's "ignore:" / "无需处理" line
     finding_act: CueSet = field(default_factory=lambda: CueSet([]))  # a finding's "fix:" / "建议:" line
+    discarded: CueSet = field(default_factory=lambda: CueSet([]))  # "so I ruled this out": the direction is dropped
+    first_hypothesis: CueSet = field(default_factory=lambda: CueSet([]))  # "my first instinct was": weighed only
     # whole labels that restate what was read ("情况：", "Situation:", "Read:"): what follows is the user's run
     restating: frozenset[str] = frozenset()
     # where a mention stands in the plan (grading.yaml `order`), compiled by _order_patterns
@@ -217,6 +219,8 @@ class Grading:
                 finding_head=re.compile((data.get("findings") or {}).get("head") or r"(?!)"),
                 finding_drop=CueSet.from_langs((data.get("findings") or {}).get("drop")),
                 finding_act=CueSet.from_langs((data.get("findings") or {}).get("act")),
+                discarded=CueSet.from_langs(data.get("discarded")),
+                first_hypothesis=CueSet.from_langs(data.get("first_hypothesis")),
                 restating=frozenset(w.casefold() for words in (data.get("restating_labels") or {}).values()
                                     for w in words),
                 order=OrderCues.build(data.get("order") or {}),
@@ -309,6 +313,12 @@ class Grading:
         """The mention follows "caused by" / "due to" in its clause, at most a few words before it."""
         lo = _last_end(_CLAUSE_END, text, start)
         return bool(self.as_cause.search(text[max(lo, start - _AS_CAUSE_BEFORE):start]))
+
+    def entertained(self, text: str, start: int) -> bool:
+        """The mention's sentence opens on a first hypothesis ("My first instinct was ...", "很多人第一反应是 ..."): an
+        idea the answer weighs, neither advice for it nor against it."""
+        lo = _last_end(_SENTENCE_END, text, start)
+        return bool(self.first_hypothesis.search(text[lo:start]))
 
     def question_verdict(self, text: str, end: int) -> str | None:
         """How the sentence after a question that names the fix answers it ("Q: Would expandable_segments help? A: No",
@@ -660,7 +670,7 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
             # a keep / change cell may carry its new value or a note ("change → true (SkyRL with PR #1768)")
             heads = [head for head in (_STATUS_HEAD.split(cell, 1)[0] for cell in row[1:])
                      if len(head.strip(" *_`")) <= _STATUS_CELL]
-            if len(row) > 1 and (grading.classify(row[-1]) == "avoid"
+            if len(row) > 1 and (grading.classify(row[-1]) == "avoid" or _VERDICT_NO.match(row[-1])
                                  or any(grading.classify(cell) == "avoid" for cell in status)):
                 kind, primary = "avoid", False
             elif any(grading.kept_status.search(cell.strip(" *_`")) for cell in heads):
@@ -746,6 +756,8 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
     return units
 
 
+# a verdict cell that opens on a bare no ("no - would not help", "**No** — nothing was allocated", "否：...")
+_VERDICT_NO = re.compile(r"[\s*_`]*(?:no|nope|否)[*_`]*\s*(?:[-\u2013\u2014:;,(\uff1a\uff08]|$)", re.IGNORECASE)
 _FINDING_COUNTS = re.compile(r"(?i)\d+\s*(?:errors?|warnings?|错误|警告)")  # "Summary: 1 error, 2 warnings"
 
 
@@ -1362,6 +1374,8 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
         # "The fix will most likely be chunking, but do first: confirm ..." - a label inside the paragraph
         inline_first = None if unit.code or primary else cues.inline_first.search(unit.text)
         against_until: dict[str, int] = {}  # a fix argued against -> the end of that sentence
+        # "... 这个方向我放弃了": what the paragraph weighed before dropping it is argued against
+        dropped = None if unit.code else next(iter(grading.discarded.spans(unit.text)), None)
         struck = [m.span() for m in _STRUCK.finditer(unit.text)]  # "~~Try num_workers=0~~ (outdated)"
         found = list(fixes.find(unit.text))
         for m in found:
@@ -1393,6 +1407,7 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
                     avoid_why.setdefault(m.ident, f"against (struck through): «{spans[(m.ident, order)]}»")
                 continue
             against = said_not or any(a <= m.start < b for a, b in replaced) \
+                or (dropped is not None and m.end <= dropped[0]) \
                 or grading.against_later_in_sentence(unit.text, m.end, [(o.start, o.end) for o in found
                                                                         if o.ident != m.ident]) or answered_no \
                 or m.start < against_until.get(m.ident, -1) \
@@ -1401,7 +1416,8 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
                     # (moe_pad_expert_input_to_capacity: false next to moe_expert_capacity_factor: 1.25)
                     and not (m.ident in settings and _writes(unit.text, *settings[m.ident])))
             if not against and kind != "avoid" and (grading.kept(unit.text, m.start, m.end)
-                                                    or grading.named_as_cause(unit.text, m.start)):
+                                                    or grading.named_as_cause(unit.text, m.start)
+                                                    or (not unit.code and grading.entertained(unit.text, m.start))):
                 continue  # kept as it is, or named as what caused the OOM: neither advice for nor against
             if not against and unit.code and m.ident in settings and _writes_otherwise(unit.text, *settings[m.ident]):
                 continue  # the block sets this fix's own key to another fix's value

@@ -119,7 +119,11 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # message), 60 answers, 26 in Chinese, held unlearned for a session, came in at 51.7 / 40.0 / 66.7 %; learned
 # (tests/test_scorer_writers_as_at_au.py) they read 58.3 / 53.3 / 85.0 %, and the whole set of 1529 the floors below
 # (no earlier answer fell; one rose).
-FLOORS = {"first_fix_verdict": 0.8491, "violations": 0.9418, "first_fix_id": 0.7973}
+# Writers av (a memo that decides last), aw (myths vs facts) and ax (tables with a verdict column), 60 answers, 27 in
+# Chinese, the session's final unseen batch, came in at 74.2 / 60.0 / 71.7 %; learned
+# (tests/test_scorer_writers_av_aw_ax.py) they read 77.4 / 66.7 / 81.7 %, and the whole set of 1589 the floors below
+# (no earlier answer fell).
+FLOORS = {"first_fix_verdict": 0.8474, "violations": 0.9371, "first_fix_id": 0.7923}
 
 
 @pytest.fixture(scope="module")
