@@ -58,17 +58,19 @@ def literal_regex(literal: str) -> str:
 
 @dataclass(frozen=True)
 class _Cue:
-    """A compiled pattern (case-insensitive), and lower-case text that every match of it contains (ASCII, or
-    Chinese, which has no case), tested with ``in`` before the pattern runs (None: unknown)."""
+    """A compiled pattern (case-insensitive), and lower-case texts of which every match of it contains one (ASCII,
+    or Chinese, which has no case), tested with ``in`` before the pattern runs (None: unknown)."""
 
     regex: re.Pattern[str]
-    needle: str | None = None
+    needles: tuple[str, ...] | None = None
 
     @classmethod
-    def of(cls, source: str, contains: str | None = None) -> _Cue:
+    def of(cls, source: str, contains: str | Iterable[str] | None = None) -> _Cue:
+        options = (contains,) if isinstance(contains, str) else tuple(contains or ())
         # a Chinese needle (ke kuo zhan nei cun duan) has no case to fold: kept, unless a character of it folds to ASCII
-        usable = contains and (contains.isascii() or not any(_folds_to_ascii(c) for c in contains if not c.isascii()))
-        return cls(re.compile(source, re.IGNORECASE), contains.lower() if usable else None)
+        usable = bool(options) and all(
+            n and (n.isascii() or not any(_folds_to_ascii(c) for c in n if not c.isascii())) for n in options)
+        return cls(re.compile(source, re.IGNORECASE), tuple(sorted(n.lower() for n in options)) if usable else None)
 
 
 @lru_cache(maxsize=4096)
@@ -98,6 +100,14 @@ class Recognizer:
     def __init__(self, table: Mapping[str, list[_Cue]]):
         self._table = dict(table)
         self._found: dict[str, tuple[Match, ...]] = {}
+        # every cue in table order, and, per needle, the cues it gates: a text is tested once per distinct needle,
+        # and only the cues of the needles it holds (and those without one) run their patterns
+        self._cues = [(ident, cue) for ident, cues in self._table.items() for cue in cues]
+        self._always = [i for i, (_, cue) in enumerate(self._cues) if cue.needles is None]
+        self._gated: dict[str, list[int]] = {}
+        for i, (_, cue) in enumerate(self._cues):
+            for needle in cue.needles or ():
+                self._gated.setdefault(needle, []).append(i)
 
     @property
     def ids(self) -> list[str]:
@@ -141,12 +151,12 @@ class Recognizer:
         return list(found)
 
     def _scan(self, text: str) -> list[Match]:
-        low = _lowered(text)  # a pattern whose needle is not in the text cannot match it
+        low = _lowered(text)  # a pattern none of whose needles is in the text cannot match it
+        held = [n for n in self._gated if (n in low if low is not None else _unfolded(n, text))]
+        chosen = sorted({*self._always, *(i for n in held for i in self._gated[n])})
         hits = [
             Match(ident, m.start(), m.end())
-            for ident, cues in self._table.items()
-            for cue in cues
-            if cue.needle is None or (cue.needle in low if low is not None else _unfolded(cue.needle, text))
+            for ident, cue in (self._cues[i] for i in chosen)
             for m in cue.regex.finditer(text)
             if m.end() > m.start()
         ]
@@ -160,37 +170,55 @@ class Recognizer:
 
 
 def required_literal(pattern: str) -> str | None:
-    """The longest literal text every match of ``pattern`` holds (from the parsed pattern: literals in sequence,
-    inside groups and repeats that must match at least once), lower case: 3+ ASCII characters, else 2+ Chinese
-    ones; None when it has neither.  It is the needle of a pattern the knowledge base writes itself: a text without
-    it is not run through the pattern, and answers name a few of the hundreds of patterns."""
+    """The one literal every match of ``pattern`` holds, when :func:`required_any` finds a single one."""
+    found = required_any(pattern)
+    return found[0] if found and len(found) == 1 else None
+
+
+def required_any(pattern: str) -> tuple[str, ...] | None:
+    """Lower-case texts of which every match of ``pattern`` holds at least one (from the parsed pattern: literals in
+    sequence, inside groups and repeats that must match at least once, and one from each branch of an alternation:
+    "(reduc|lower|shrink)\\w* ..." holds "reduc", "lower" or "shrink"); each 3+ ASCII characters, or 2+ Chinese
+    ones; None when there is no such set.  It is the needle of a pattern the knowledge base writes itself: a text
+    holding none of them is not run through the pattern, and answers name a few of the hundreds of patterns."""
     try:
         tree = _sre_parse.parse(pattern)
     except Exception:  # noqa: BLE001 - an unreadable pattern simply has no needle (compiling it reports it)
         return None
-    runs: list[str] = []
+    found = _factor(list(tree))
+    return tuple(sorted(found)) if found else None
 
-    def walk(items: Any) -> None:
+
+def _usable(option: str) -> bool:
+    """Long enough to be worth a test: 3+ characters with any ASCII among them, 2+ Chinese ones."""
+    return len(option) >= 3 or (len(option) >= 2 and not any(c.isascii() for c in option))
+
+
+def _factor(items: list[Any]) -> frozenset[str] | None:
+    """The best set of texts (one of which every match of ``items`` holds): the fewest, longest options."""
+    options: list[frozenset[str]] = []
+    run = ""
+    for op, arg in items:
+        if op is _sre.LITERAL:
+            run += chr(arg)
+            continue
+        if run:
+            options.append(frozenset({run.lower()}))
         run = ""
-        for op, arg in items:
-            if op is _sre.LITERAL:
-                run += chr(arg)
-                continue
-            runs.append(run)
-            run = ""
-            if op is _sre.SUBPATTERN:
-                walk(arg[-1])
-            elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT) and arg[0] >= 1:
-                walk(arg[2])
-        runs.append(run)
-
-    walk(tree)
-    best = max((r.lower() for r in runs if r.isascii()), key=len, default="")
-    if len(best) >= 3:
-        return best
-    # a Chinese pattern's literal: two or more characters with no case (every match holds them as written)
-    cjk = max((r for r in runs if len(r) >= 2 and not any(c.isascii() for c in r)), key=len, default="")
-    return cjk or None
+        found: frozenset[str] | None = None
+        if op is _sre.SUBPATTERN:
+            found = _factor(list(arg[-1]))
+        elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT) and arg[0] >= 1:
+            found = _factor(list(arg[2]))
+        elif op is _sre.BRANCH:
+            branches = [_factor(list(branch)) for branch in arg[1]]
+            found = frozenset().union(*branches) if all(branches) else None
+        if found:
+            options.append(found)
+    if run:
+        options.append(frozenset({run.lower()}))
+    good = [option for option in options if all(_usable(o) for o in option)]
+    return max(good, key=lambda o: (min(len(s) for s in o) >= 3, -len(o), min(len(s) for s in o)), default=None)
 
 
 def _compile_spec(spec: Mapping[str, Any], where: str) -> list[_Cue]:
@@ -202,7 +230,7 @@ def _compile_spec(spec: Mapping[str, Any], where: str) -> list[_Cue]:
             re.compile(pattern)
         except re.error as exc:
             raise UserError(f"{where}: recognize pattern {pattern!r} is not a valid regex ({exc})") from None
-        cues.append(_Cue.of(pattern, required_literal(pattern)))
+        cues.append(_Cue.of(pattern, required_any(pattern)))
     phrases = spec.get("phrases") or {}
     for lang in ("en", "zh"):
         cues.extend(_Cue.of(phrase_regex(p), max(p.split(), key=len)) for p in phrases.get(lang) or [] if p.strip())
