@@ -1927,3 +1927,20 @@ def test_subsequent_training_in_chinese_is_no_resume(kb):
     question = "生成的样本全部放在 GPU 上的一个列表里，在进行后续训练时很容易 OOM。"
     _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
     assert flat.get("situation.phase") != "checkpoint-load"
+
+
+def test_growth_from_one_training_stage_to_the_next_is_no_trend(kb):
+    # shibing624/MedicalGPT#190 (set issue-24-s59): PT and SFT fit, DPO does not - what DPO adds, not a leak
+    question = "按顺序走PT+SFT+DPO微调链路，发现显存占用越来越高，做PT和SFT时单卡能运行，而在做DPO时显存oom"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat.get("situation.trend") != "grows"
+    grows = pipeline.run(pipeline.Inputs(question="DPO 训练时显存每一步都越来越高，最后 OOM"), kb)[1]
+    assert grows["situation.trend"] == "grows"
+
+
+def test_fp8_written_as_a_switch_is_fp8_on_not_a_refusal(kb, tmp_path):
+    # NVIDIA/TransformerEngine#712 (set issue-24-s59): "fp8: true" names no format; both formats hold one byte
+    config = tmp_path / "config.yaml"
+    config.write_text("model:\n  num_layers: 32\n  seq_length: 4096\nmixed_precision:\n  fp8: true\n")
+    _, flat, _ = pipeline.run(pipeline.Inputs(config=str(config)), kb)
+    assert flat["config.fp8"] == "hybrid"

@@ -213,6 +213,12 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.trend = (_stated(stated.trend, "trend") or _trend_from_log(facts, table)
                  or _one("trends", said, words, order=order)
                  or _asked(_one("trends", [c for c in clauses if c not in said], words, order=order)))
+    # "PT and SFT fit, then DPO OOMs: memory higher and higher": growth from one training stage to the next is what
+    # each stage adds (DPO's reference model), not memory that rises over the steps of one run
+    if sit.trend is not None and sit.trend.source == "words" and sit.trend.value == "grows" and words.stages and \
+            not words.per_step.search(text) and \
+            len({said for _, _, said in words.stages.spans(text)}) >= 2:
+        sit.trend = None
     sit.gpu_memory_fine = bool(words.gpu_memory_fine.search(text))
     sit.process = (_stated(stated.process, "process")
                    or _process_from_words(clauses, said, words, sit.gpu_memory_fine))
@@ -854,6 +860,8 @@ class _Words:
     # situation.yaml not_phase_words: common words that hold a phase word and name no phase ("subsequent training"
     # in Chinese holds the two characters of "resume training")
     lookalike: _Literals | None = None
+    # situation.yaml stage_words: training stages (PT, SFT, DPO, PPO): growth said across two of them is no trend
+    stages: _Literals | None = None
 
     @staticmethod
     def of(kb: Knowledge) -> _Words:
@@ -945,7 +953,8 @@ def _compile(kb: Knowledge) -> _Words:
                   tuple((pid, frozenset(phases[pid]["refusal"]["types"]), _Literals(phases[pid]["refusal"]["words"]))
                         for pid in order if (phases.get(pid) or {}).get("refusal")),
                   symptom=_Literals(_both(table.get("symptom_words"))),
-                  lookalike=_Literals(_both(table.get("not_phase_words"))))
+                  lookalike=_Literals(_both(table.get("not_phase_words"))),
+                  stages=_Literals(_both(table.get("stage_words"))))
 
 
 def _word_rx(words: list[str]) -> re.Pattern[str]:

@@ -119,6 +119,10 @@ ALLOWED_VALUES: dict[str, tuple[str, ...]] = {
 }
 
 
+# Format settings a user may write as a plain switch ("fp8: true"): the format "on" stands for.
+_SWITCHED_FORMATS = {"fp8": "hybrid", "fp4": "e2m1"}
+
+
 def _where(path: str | None, line: int | None, key: str) -> str:
     loc = f"{path or '<config>'}:{line}" if line else (path or "<config>")
     return f"{loc}: {key}"
@@ -292,6 +296,11 @@ def coerce(name: str, value: Any, where: str) -> Any:
         value = _object_value(value)
         if value is None:
             return None
+        if name in _SWITCHED_FORMATS and (isinstance(value, bool) or str(value).strip().lower() in ("true", "false")):
+            # "fp8: true" says FP8 is on without naming its format; both formats hold one byte per element, so the
+            # estimate does not depend on which (TE's DelayedScaling recipe defaults to HYBRID); false is off
+            on = value if isinstance(value, bool) else str(value).strip().lower() == "true"
+            return _SWITCHED_FORMATS[name] if on else None
         if isinstance(value, (Mapping, list)):
             raise UserError(f"{where}: expected a single value, got {value!r}")
         return _allowed(name, str(value), where)
