@@ -414,6 +414,8 @@ _SCORE = re.compile(r"[\s*_>#\d.\u2460-\u2469]*[(\uff08][^()\uff08\uff09]{0,10}?
 _LOW_SCORE = 3
 _SPEAKER = re.compile(r"[\s*_>]*@[\w\u4e00-\u9fff .'-]{1,24}[*_]*\s*[:\uff1a]")  # "@alice:", "**@霄**："
 _THREAD_TURNS = 2
+# "User:", "用户：", "提问者：" opening a turn of a pasted exchange
+_USER_TURN = re.compile(r"[\s*_>]*(?:user|human|\u7528\u6237|\u63d0\u95ee\u8005)[*_]*\s*[:\uff1a]", re.IGNORECASE)
 _STRUCK = re.compile(r"~~.+?~~", re.DOTALL)  # struck-through text (_inline_text keeps the markers)
 _BUT = re.compile(r"(?i)\bbut\b|\bhowever\b|但是?|不过")  # a contrast: what follows it is not what preceded it
 _NEAR = 24  # characters after an "instead of" in which a mention is what it argues against
@@ -557,7 +559,52 @@ def _is_lead(text: str, raw: str) -> bool:
     return 0 < len(stripped) <= 100 and (stripped.endswith((":", "：")) or raw.strip().startswith(("**", "__")))
 
 
+# A symbol-marked answer ("+ MBS 2 -> 1", "- expandable_segments (not frag)", "? which rank dies first", "~ CP2 only if
+# seq grows", "= recompute already full", "! slower", "# the cause"): each line's sign files it.  Markdown would read
+# "+" and "-" as the same bullet and "#" as a heading, so such an answer is read line by line.
+_SIGN = re.compile(r"([+\-?~=!#])[ \t]+(?=\S)")
+_SIGN_KINDS = {"+": "recommend", "?": "recommend", "-": "avoid", "~": "conditional", "=": "neutral", "!": "neutral",
+               "#": "cause"}
+_FENCE = re.compile(r"\s*(```|~~~)")
+
+
+def _signed(markdown: str) -> bool:
+    """An answer written in signs: a "+" line beside a line signed with one of = ~ ? ! (never Markdown's own)."""
+    signs = {m.group(1) for line in markdown.splitlines() if (m := _SIGN.match(line))}
+    return "+" in signs and bool(signs & {"=", "~", "?", "!"})
+
+
+def _signed_units(markdown: str, grading: Grading) -> list[_Unit]:
+    units: list[_Unit] = []
+    kind, primary, fence, code = "other", False, None, []
+    for line in markdown.splitlines():
+        if fence is not None:
+            if line.strip().startswith(fence):
+                units.append(_Unit("\n".join(code) + "\n", kind, None, primary, code=True))
+                fence, code = None, []
+            else:
+                code.append(line)
+            continue
+        opened = _FENCE.match(line)
+        if opened:
+            fence = opened.group(1)
+            continue
+        sign = _SIGN.match(line)
+        if sign:
+            text = line[sign.end():]
+            kind = _SIGN_KINDS[sign.group(1)]
+            primary = kind == "recommend" and bool(grading.order.first_action.match(text))
+            units.append(_Unit(text, kind, None, primary))
+        elif line.strip() and units and not units[-1].code:
+            units[-1].text += " " + line.strip()  # a wrapped line goes on with the line it continues
+        elif line.strip():
+            units.append(_Unit(line.strip(), "other", None, False))
+    return units
+
+
 def _units(markdown: str, grading: Grading) -> list[_Unit]:
+    if _signed(markdown):
+        return _signed_units(markdown, grading)
     tokens = MarkdownIt("commonmark").enable(["table", "strikethrough"]).parse(markdown)
     units: list[_Unit] = []
     headings: list[tuple[int, str, bool]] = []  # (level, effective kind, primary)
@@ -749,6 +796,11 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
     # a pasted chat thread ("@alice: try X", "@bob: no, Y first", ..., "Consensus: ..."): each speaker's turn is
     # discussion; what the thread tells the user is its consensus line
     # ("@你：do X" twice addresses the reader: a thread has several speakers)
+    # a pasted exchange with the user ("**User:** I already set expandable_segments", "用户：..."): the user's turns
+    # restate the run or ask; only the agent's turns advise
+    for unit in units:
+        if not unit.code and _USER_TURN.match(unit.text):
+            unit.kind, unit.primary = "neutral", False
     turns = [u for u in units if not u.code and _SPEAKER.match(u.text)]
     if len({_SPEAKER.match(u.text).group().strip(" *_>:\uff1a") for u in turns}) >= _THREAD_TURNS:
         for unit in turns:
@@ -952,6 +1004,7 @@ _CODE_LIKE = re.compile(r"(?:--?[A-Za-z]|export\s|(?:pip|python3?|torchrun|bash)
 # a label is one phrase, not a sentence: "Fix:", "修法：", or "**Do first** - ..." (a dash after it)
 _LABEL = re.compile(r"^\s*([^:：\n。！？!?，,\-–—]{1,40})(?:[:：]|\s+[-–—]\s)")
 _LISTED = re.compile(r"[,\uff0c\u3001]")  # a parenthesis that lists items ("(mbs 1, full recompute, ...)")
+_VALUE_VERDICT = re.compile(r"[*_]*([^:\uff1a,\uff0c.\u3002;\uff1b]{1,14}?)[*_]*\s*[:\uff1a;\uff1b]")  # "rejected: ..."
 _SHORT_VERDICT = 8  # characters of a label's value that is only a verdict ("不做", "no", "skip")
 _DEFAULT_HEAD = 40  # characters in which a paragraph names itself the default plan
 _STATUS_HEAD = re.compile(r"\s*(?:\u2192|->|=>|[(\uff08:\uff1a])")
@@ -1360,6 +1413,9 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
         if verdict and len(value) <= _SHORT_VERDICT and (grading.classify(value) == "avoid"
                                                          or grading.reply.no.match(value)):
             kind, primary = "avoid", False
+        opening = _VALUE_VERDICT.match(value) if verdict else None
+        if opening and grading.classify(opening.group(1)) == "avoid":
+            kind, primary = "avoid", False  # "More GPUs / higher TP — rejected: the same model fits on 0.13"
         if not unit.code and _OPTION.match(unit.text) and grading.option_rejected.search(unit.text):
             kind, primary = "avoid", False  # "Option C – make rank 0 smaller (...). I would not do this: ..."
         score = None if unit.code else _SCORE.match(unit.text)

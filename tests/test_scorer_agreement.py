@@ -123,7 +123,11 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # Chinese, the session's final unseen batch, came in at 74.2 / 60.0 / 71.7 %; learned
 # (tests/test_scorer_writers_av_aw_ax.py) they read 77.4 / 66.7 / 81.7 %, and the whole set of 1589 the floors below
 # (no earlier answer fell).
-FLOORS = {"first_fix_verdict": 0.8474, "violations": 0.9371, "first_fix_id": 0.7923}
+# Writers ay (a chat transcript with the user), az (an architecture decision record) and ba (lines marked + - ? ~ =),
+# 60 answers, 27 in Chinese, written blind the same day, came in at 57.9 / 45.0 / 73.3 %; learned
+# (tests/test_scorer_writers_ay_az_ba.py) they read 65.8 / 55.0 / 85.0 %, and the whole set of 1649 the floors below
+# (no earlier answer fell).
+FLOORS = {"first_fix_verdict": 0.8422, "violations": 0.9339, "first_fix_id": 0.7835}
 
 
 @pytest.fixture(scope="module")
