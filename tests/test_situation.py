@@ -1944,3 +1944,10 @@ def test_fp8_written_as_a_switch_is_fp8_on_not_a_refusal(kb, tmp_path):
     config.write_text("model:\n  num_layers: 32\n  seq_length: 4096\nmixed_precision:\n  fp8: true\n")
     _, flat, _ = pipeline.run(pipeline.Inputs(config=str(config)), kb)
     assert flat["config.fp8"] == "hybrid"
+
+
+def test_a_phase_not_reached_yet_is_not_where_it_failed_in_zh(kb):
+    # OpenRLHF/OpenRLHF#360 (set issue-24-s59): "还没到加载模型的那一步" - it died before loading the model
+    question = "运行 ppo_ray 训练时 worker 被杀了。感觉不是 CPU 内存的问题呀，还没到加载模型的那一步。"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat.get("situation.phase") != "checkpoint-load"
