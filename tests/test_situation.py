@@ -1951,3 +1951,16 @@ def test_a_phase_not_reached_yet_is_not_where_it_failed_in_zh(kb):
     question = "运行 ppo_ray 训练时 worker 被杀了。感觉不是 CPU 内存的问题呀，还没到加载模型的那一步。"
     _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
     assert flat.get("situation.phase") != "checkpoint-load"
+
+
+def test_a_frameworks_own_keys_reach_the_config_and_other_processes_keys_do_not(kb):
+    # OpenRLHF/OpenRLHF#360 (set issue-24-s59): adam_offload=true is DeepSpeed's CPU Adam - host memory holds it
+    inputs = pipeline.Inputs(question="Ray 的 worker 被系统杀了，主机内存 1TB",
+                             overrides=["adam_offload=true", "micro_train_batch_size=1", "zero_stage=3"])
+    _, flat, diag = pipeline.run(inputs, kb)
+    assert flat["config.optimizer_cpu_offload"] is True and flat["config.micro_batch_size"] == 1
+    # verl: the actor's Megatron layout is read, the rollout engine's tensor parallel size is not
+    verl = pipeline.run(pipeline.Inputs(question="OOM in update_actor", overrides=[
+        "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=4",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=8"]), kb)[1]
+    assert verl["config.tensor_model_parallel_size"] == 4

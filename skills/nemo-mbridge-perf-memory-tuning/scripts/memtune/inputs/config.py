@@ -584,6 +584,41 @@ def _apply_peft_name(b: Builder, name: str, where: str, vocab: Mapping[str, Any]
 
 # --- Hydra-style overrides ---------------------------------------------------------------------
 
+# An RL or fine-tuning framework's own override key (verl, NeMo-RL, SkyRL, OpenRLHF): its last dotted part is the
+# Megatron attribute it sets where the framework passes Megatron's name through
+# (actor_rollout_ref.actor.megatron.tensor_model_parallel_size, policy.megatron_cfg.pipeline_model_parallel_size,
+# trainer.policy.megatron_config.context_parallel_size), or one of the framework names below.  Keys of the inference
+# engine, the reference, critic or reward models and the teacher describe other processes, not the trained one.
+_PASSED_THROUGH = frozenset({
+    "tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
+    "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size", "sequence_parallel",
+    "recompute_granularity", "recompute_method", "recompute_num_layers", "recompute_modules",
+    "use_distributed_optimizer", "optimizer_cpu_offload", "optimizer_offload_fraction", "micro_batch_size",
+    "global_batch_size"})
+FRAMEWORK_KEYS = {
+    # verl (verl/trainer/config/ppo_megatron_trainer.yaml): the actor's per-GPU micro-batch
+    "ppo_micro_batch_size_per_gpu": "micro_batch_size",
+    # OpenRLHF (openrlhf/cli/train_ppo_ray.py, train_sft.py): per-GPU micro-batch; DeepSpeed CPU Adam
+    "micro_train_batch_size": "micro_batch_size", "adam_offload": "optimizer_cpu_offload",
+    # ms-swift / HF Trainer arguments: the per-device micro-batch
+    "per_device_train_batch_size": "micro_batch_size",
+}
+_OTHER_PROCESSES = frozenset({"rollout", "ref", "critic", "reward", "reward_model", "rm", "generation", "vllm_cfg",
+                              "sglang_cfg", "inference", "teacher", "judge", "vllm", "sglang"})
+
+
+def _framework_key(b: Builder, parts: list[str], value: Any, label: str) -> bool:
+    """Set the TrainingConfig field a framework's own key names (see FRAMEWORK_KEYS); False when it names none."""
+    if any(p in _OTHER_PROCESSES or p.startswith(("vllm_", "sglang_", "rollout_")) for p in parts):
+        return False
+    name = parts[-1]
+    field = name if name in _PASSED_THROUGH else FRAMEWORK_KEYS.get(name)
+    if field is None or value is None:
+        return False
+    b.set(field, value, label)
+    return True
+
+
 _OVERRIDE = re.compile(r"^(?P<op>\+\+|\+|~)?(?P<key>[A-Za-z_][\w.]*)(?:=(?P<value>.*))?$", re.S)
 
 
@@ -617,6 +652,8 @@ def apply_overrides(cfg: TrainingConfig, overrides: list[str], kb: Knowledge, hi
                 raise UserError(f"override {raw!r}: unbalanced brackets in the value")
         parts = key.split(".")
         section = parts[0]
+        if section not in BRIDGE_SECTIONS and _framework_key(b, parts, value, label):
+            continue
         if len(parts) == 1:
             if section in ("mixed_precision", "peft") and isinstance(value, str):
                 vocab = vocab if vocab is not None else _vocab(kb)
