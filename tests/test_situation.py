@@ -1964,3 +1964,14 @@ def test_a_frameworks_own_keys_reach_the_config_and_other_processes_keys_do_not(
         "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=4",
         "actor_rollout_ref.rollout.tensor_model_parallel_size=8"]), kb)[1]
     assert verl["config.tensor_model_parallel_size"] == 4
+
+
+def test_a_trainer_that_is_not_megatron_gets_no_megatron_layout_fix(kb):
+    # hiyouga/LLaMA-Factory#2263 (set issue-24-s59): a DeepSpeed ZeRO-2 run has no pipeline stages to add
+    question = "DPO with LoRA on Yi-34B, DeepSpeed ZeRO2 on 8x A100 80GB, runs out of GPU memory at batch 1."
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.trainer"] == "deepspeed"
+    assert "increase-pp" not in [f.id for f in diag.fixes]
+    # Megatron named beside it: the layout fixes are back on the table
+    megatron = pipeline.run(pipeline.Inputs(question=question + " We use the Megatron backend (mcore_adapter)."), kb)
+    assert megatron[1]["situation.trainer"] is None

@@ -106,6 +106,7 @@ class Situation:
     error: str | None = None  # the error line of a crash with no memory failure in it ("pidfd_getfd: not permitted")
     headroom_bytes: float | None = None  # free + reserved-but-unallocated at the failure: all an allocator could use
     shortfall_bytes: float | None = None  # the request beyond that headroom: what freeing something else must cover
+    trainer: str | None = None  # the trainer when it is not Megatron-Core (situation.yaml frameworks trainer)
 
     def flatten(self) -> dict[str, Any]:
         """``situation.*`` facts for rule and cause conditions (knowledge/facts.yaml)."""
@@ -143,6 +144,7 @@ class Situation:
         out["situation.error"] = self.error
         out["situation.headroom_bytes"] = self.headroom_bytes
         out["situation.shortfall_bytes"] = self.shortfall_bytes
+        out["situation.trainer"] = self.trainer
         out["situation.components"] = [r.value for r in self.components]
         out["situation.changed"] = [r.value for r in self.changed]
         out["situation.tried"] = [r.value for r in self.tried]
@@ -227,6 +229,9 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.framework = (_stated(stated.framework, "framework")
                      or _one("frameworks", clauses, words, failing_only=False)
                      or _framework_from_config(config_text, words))
+    # a framework whose trainer is not Megatron-Core (OpenRLHF's DeepSpeed, LLaMA-Factory's HF Trainer) has no Megatron
+    # parallel layout to change, unless the user names Megatron (LLaMA-Factory's mcore adapter, a Megatron backend)
+    sit.trainer = _trainer(sit.framework, table, text + " " + (config_text or ""), words)
     # the framework's own default, when the user is silent; an SFT or pretraining run that says nothing of RL has
     # no rollout engine (an engine named with its version, "sglang 0.5.1, safetensors 0.6.2" in a pip list, is
     # installed, not running)
@@ -862,6 +867,9 @@ class _Words:
     lookalike: _Literals | None = None
     # situation.yaml stage_words: training stages (PT, SFT, DPO, PPO): growth said across two of them is no trend
     stages: _Literals | None = None
+    # situation.yaml megatron_words: Megatron named, so a framework's non-Megatron default trainer is not the one used
+    megatron: _Literals | None = None
+    deepspeed: _Literals | None = None  # situation.yaml deepspeed_words: DeepSpeed ZeRO named
 
     @staticmethod
     def of(kb: Knowledge) -> _Words:
@@ -954,7 +962,9 @@ def _compile(kb: Knowledge) -> _Words:
                         for pid in order if (phases.get(pid) or {}).get("refusal")),
                   symptom=_Literals(_both(table.get("symptom_words"))),
                   lookalike=_Literals(_both(table.get("not_phase_words"))),
-                  stages=_Literals(_both(table.get("stage_words"))))
+                  stages=_Literals(_both(table.get("stage_words"))),
+                  megatron=_Literals(_both(table.get("megatron_words"))),
+                  deepspeed=_Literals(_both(table.get("deepspeed_words"))))
 
 
 def _word_rx(words: list[str]) -> re.Pattern[str]:
@@ -1181,6 +1191,18 @@ def _framework_from_config(config_text: str | None, words: _Words) -> Reading | 
         return None
     (value, said), = named.items()
     return Reading(value, [Clue(said, "config")])
+
+
+def _trainer(framework: Reading | None, table: Mapping[str, Any], text: str, words: _Words) -> str | None:
+    """The trainer when it is not Megatron-Core: the framework's own (situation.yaml frameworks ``trainer``), or
+    DeepSpeed where the text names ZeRO (deepspeed_words); None where the text names Megatron (megatron_words)."""
+    if words.megatron is not None and words.megatron.search(text):
+        return None
+    row = next((f for f in table.get("frameworks") or [] if framework and f.get("id") == framework.value), None)
+    if (row or {}).get("trainer"):
+        return str(row["trainer"])
+    # DeepSpeed ZeRO named and Megatron not ("ZeRO2 on 8 GPUs runs out of memory", zero_stage=3): a DeepSpeed trainer
+    return "deepspeed" if words.deepspeed is not None and words.deepspeed.search(text) else None
 
 
 def _default_process(framework: Reading, table: Mapping[str, Any], only: str | None = None) -> Reading | None:
