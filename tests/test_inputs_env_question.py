@@ -222,6 +222,7 @@ def test_question_model_aliases(text, model, vkb):
     ("单机八卡", 8), ("4台A100*8", 32), ("A100(40G)*8", 8), ("64*V100(32GB)", 64),
     ("rank 3 OOMs but the other 7 ranks are fine", None), ("其他 7 张卡都正常", None), ("单卡显存占用 71%", None),
     ("64台机器", None), ("GPU 3 has a total capacity of 79.11 GiB", None),
+    ("finetuning with FSDP on multiple 4xH100 (64GB) nodes", None),  # cards per node, nodes not counted
 ])
 def test_question_gpu_counts(text, count, vkb):
     assert parse_question(text, vkb).num_gpus == count
@@ -409,6 +410,11 @@ def test_lookup_gpu_facts(vkb):
     ("4张 V100 一共128G", "V100 一共128G", 31.7, 4),
     ("L40S 48GB, 512GB RAM", "L40S", 44.4, None),  # the host's RAM beside the card's size is not the card's
     ("RTX 6000 48GB, host RAM 1TB", "RTX 6000 48GB, host RAM 1TB", 47.5, None),
+    # nodes times the cards of each, a comma between them or not (NVIDIA-NeMo/RL#279's "1 node, 8 GPUs")
+    ("64 nodes x 8 GPUs, 140GB per GPU", "140GB per GPU", 138.5, 512),
+    # a variant of a card with another memory size than the table's: the size typed is the card's, and the cards
+    # of each of "multiple" nodes give no total (NVIDIA-NeMo/Megatron-Bridge#1552)
+    ("multiple 4xH100 (64GB) nodes", "multiple 4xH100 (64GB) nodes", 63.3, None),
 ])
 def test_lookup_gpu_as_people_type_it(typed, name, gib, count, vkb):
     gpu = lookup_gpu(typed, vkb)

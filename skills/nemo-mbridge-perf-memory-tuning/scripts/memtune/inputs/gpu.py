@@ -102,6 +102,12 @@ def lookup_gpu(name_or_capacity: str | float | int, kb: Knowledge) -> GpuFacts:
                                        "so one card's capacity is unknown (give it as e.g. '--gpu \"4x V100 32GB\"')")
         size = size / count
     total_note = f" ({size * count:g} GB typed as the total of {count} cards)" if size and _TOTAL.search(name) else ""
+    if entry is not None and size and entry.get("nominal_gb") and abs(size - float(entry["nominal_gb"])) > 1 \
+            and not _TOTAL.search(name):
+        # "H100 (64GB)": a variant of the card with another memory size than the table's; the size typed is the card's
+        return GpuFacts(name=typed if count is None else name, capacity_bytes=_usable_share(kb) * size * GIB,
+                        inferred_from="typed-size", count=count, typed=typed,
+                        assumption=_capacity_note(entry["name"], size, True, kb))
     if entry is not None:
         facts = facts_for(entry, "name")
         facts.count = count
@@ -134,7 +140,11 @@ _TOTAL = re.compile(r"\btotal\b|\bin all\b|\baltogether\b|\u4e00\u5171|\u603b\u5
 
 
 def _split_count(text: str) -> tuple[int | None, str]:
-    """("8x H800" | "H800 x8" | "8 zhang A800") -> (8, "H800"); a count that is really a size ("80GB") is left alone."""
+    """("8x H800" | "H800 x8" | "8 zhang A800") -> (8, "H800"); a count that is really a size ("80GB") is left alone;
+    "4 nodes x 8 GPUs" is 32 (the nodes times the cards of each)."""
+    m = _NODES_TIMES.match(text)
+    if m:
+        return int(m.group("nodes")) * int(m.group("n")) or None, text[m.end():].strip(" ,") or text
     m = _COUNT_BEFORE.match(text)
     if m and not _SIZE.match(text):
         return int(m.group("n")) * int(m.group("nodes") or 1) or None, text[m.end():].strip() or text
@@ -144,9 +154,14 @@ def _split_count(text: str) -> tuple[int | None, str]:
     return None, text
 
 
-_NODES_TIMES = re.compile(r"(?P<nodes>\d{1,4})\s*(?:\u8282\u70b9|\u53f0|nodes?|\u673a)\s*[x\u00d7*]?\s*"
+_NODES_TIMES = re.compile(r"(?P<nodes>\d{1,4})\s*(?:\u8282\u70b9|\u53f0|nodes?|\u673a)[\s,]*[x\u00d7*]?\s*"
                           r"(?P<n>\d{1,3})\s*(?:\u5361|\u5f20|\u5757|gpus?)", re.I)
 _COUNT_WORD = re.compile(r"(?<![\d.])(?P<n>\d{1,5})\s*(?:\u5361|\u5f20|\u5757|[x\u00d7*](?=\s*[A-Za-z]))", re.I)
+
+
+# nodes named after a count of cards with no number of their own ("multiple 4xH100 (64GB) nodes", "several 8-GPU
+# nodes", Chinese "ji tai 8 ka de jiqi"): the count is per node
+_PER_NODE = re.compile(r"\bnodes\b|\bmachines\b|\u8282\u70b9|\u53f0\u673a\u5668", re.I)
 
 
 def _count_within(text: str) -> int | None:
@@ -155,6 +170,8 @@ def _count_within(text: str) -> int | None:
     if m:
         return int(m.group("nodes")) * int(m.group("n"))
     m = _COUNT_WORD.search(text)
+    if m and _PER_NODE.search(text, m.end()):
+        return None  # "multiple 4xH100 nodes": a count per node, and how many nodes is not said
     return int(m.group("n")) if m else None
 
 
