@@ -667,3 +667,14 @@ def test_the_answer_quotes_the_message_figures_as_pytorch_printed_them(kb):
     assert shown["requested"] == "2.00 MiB" and shown["reserved_unallocated"] == "189.91 MiB"
     assert shown["private_pool"] == "10.17 GiB" and shown["process"] == "95.61 GiB"
     assert "other_process" not in shown  # the only process listed is this one
+
+
+def test_this_process_is_the_smallest_nvml_line_that_holds_its_reservation(kb):
+    # Alibaba-NLP/ZeroSearch#11 (set issue-24-s58): a 30.51 GiB server on GPU 0 beside the trainer's 1022 MiB
+    line = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 148.00 MiB. GPU 0 has a total capacity of "
+            "31.60 GiB of which 87.44 MiB is free. Process 441650 has 30.51 GiB memory in use. Process 449657 has "
+            "1022.00 MiB memory in use. Of the allocated memory 594.01 MiB is allocated by PyTorch, and 5.99 MiB is "
+            "reserved by PyTorch but unallocated.")
+    facts = parse_log([line], kb)
+    assert facts.process_bytes == pytest.approx(1022 * MIB)
+    assert facts.other_process_bytes == pytest.approx(30.51 * GIB, rel=1e-3)

@@ -1975,3 +1975,11 @@ def test_a_trainer_that_is_not_megatron_gets_no_megatron_layout_fix(kb):
     # Megatron named beside it: the layout fixes are back on the table
     megatron = pipeline.run(pipeline.Inputs(question=question + " We use the Megatron backend (mcore_adapter)."), kb)
     assert megatron[1]["situation.trainer"] is None
+
+
+def test_a_server_the_user_started_on_a_gpu_is_another_process(kb):
+    # Alibaba-NLP/ZeroSearch#11 (set issue-24-s58): verl's engine runs in the trainer's process; the user's own
+    # simulation server holds GPU 0
+    question = "先起了一个本地 simulation server 占了一张卡，然后用 verl 跑 GRPO，一启动就 OutOfMemoryError。"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.process"] == "other-process"

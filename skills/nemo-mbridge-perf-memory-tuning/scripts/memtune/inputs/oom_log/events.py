@@ -155,9 +155,12 @@ def _derive_event_numbers(out: dict[str, Any], others: list[float] | None) -> di
         out["reserved_unallocated_bytes"] = max(0.0, reserved - alloc)
     if others is not None:
         # In a container NVML may list this process under its host PID: a line at least as large
-        # as PyTorch's own reservation can only be this process.
-        if out.get("process_bytes") is None and reserved is not None and others and max(others) >= 0.99 * reserved:
-            own = max(others)
+        # as PyTorch's own reservation can only be this process - the smallest such line, as this process holds
+        # its reservation plus its CUDA context, and a larger line is another process's (ZeroSearch#11: a 30.51 GiB
+        # server beside this process's 1022 MiB with 600 MiB reserved)
+        fits = [size for size in others or () if reserved is not None and size >= 0.99 * reserved]
+        if out.get("process_bytes") is None and fits:
+            own = min(fits)
             others = list(others)
             others.remove(own)
             out["process_bytes"] = own
