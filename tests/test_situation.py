@@ -1983,3 +1983,16 @@ def test_a_server_the_user_started_on_a_gpu_is_another_process(kb):
     question = "先起了一个本地 simulation server 占了一张卡，然后用 verl 跑 GRPO，一启动就 OutOfMemoryError。"
     _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
     assert flat["situation.process"] == "other-process"
+
+
+def test_state_sharded_over_an_unknown_data_parallel_size_is_an_assumed_estimate(kb, tmp_path):
+    # NVIDIA-NeMo/Megatron-Bridge#1552 (set issue-24-s58): Megatron-FSDP on "multiple" nodes - the per-GPU state of a
+    # DP size nobody gave is an upper bound, so the user's account of loading the whole HF model at setup leads
+    config = tmp_path / "config.yaml"
+    config.write_text("model:\n  tensor_model_parallel_size: 1\n  pipeline_model_parallel_size: 1\n"
+                      "  seq_length: 2048\nddp:\n  use_megatron_fsdp: true\n  use_distributed_optimizer: true\n")
+    question = ("Llama3.1 70B with Megatron FSDP OOMs during model setup: the HF weights are loaded before sharding "
+                "(to_megatron_provider(load_weights=True)).")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, config=str(config),
+                                                 gpu="multiple 4xH100 (64GB) nodes"), kb)
+    assert diag.causes[0].id == "checkpoint-load" and diag.fixes[0].id == "convert-sharded"

@@ -129,6 +129,9 @@ def fact_source(name: str, flat: Mapping[str, Any]) -> str:
             return "assumed"
     if name.startswith("estimate.") and flat.get("config.approximate_shape"):
         return "assumed"  # an estimate of a stand-in shape is only as good as that assumption
+    if name.startswith("estimate.") and flat.get("config.world_size") is None and flat.get("gpu.count") is None \
+            and (flat.get("config.use_megatron_fsdp") or flat.get("config.use_distributed_optimizer")):
+        return "assumed"  # state sharded over a data-parallel size nobody gave: the per-GPU figure is an upper bound
     if name.startswith("situation."):  # as good as the reading it belongs to (its _source fact)
         field = name.removeprefix("situation.")
         kind = flat.get(f"situation.{_SOURCE_FIELD.get(field, field)}_source") or "words"
