@@ -1996,3 +1996,10 @@ def test_state_sharded_over_an_unknown_data_parallel_size_is_an_assumed_estimate
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question, config=str(config),
                                                  gpu="multiple 4xH100 (64GB) nodes"), kb)
     assert diag.causes[0].id == "checkpoint-load" and diag.fixes[0].id == "convert-sharded"
+
+
+def test_transformer_engines_fp8_model_init_names_an_api_not_the_model_build(kb):
+    # NVIDIA/TransformerEngine#712 (set issue-24-s59): "profile using fp8_model_init" is not an OOM at model init
+    question = "I profiled the peak memory using `fp8_model_init`; enabling fp8 without fp8 primary weights is worse."
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat.get("situation.phase") != "model-build"
