@@ -2003,3 +2003,11 @@ def test_transformer_engines_fp8_model_init_names_an_api_not_the_model_build(kb)
     question = "I profiled the peak memory using `fp8_model_init`; enabling fp8 without fp8 primary weights is worse."
     _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
     assert flat.get("situation.phase") != "model-build"
+
+
+def test_an_hf_trainer_run_that_fails_once_evaluation_starts_keeps_the_eval_logits(kb):
+    # hiyouga/LLaMA-Factory#5419 (set issue-24-s59): training fits, the first evaluation does not
+    question = "LLaMA-Factory 训练 Qwen1.5：训练时显存够用，但是一到 eval 阶段就爆 OOM。"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.trainer"] == "hf" and diag.causes[0].id == "logits-loss-memory"
+    assert "hf-trainer-eval-keeps-outputs" in diag.causes[0].rules
