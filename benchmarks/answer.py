@@ -414,6 +414,7 @@ _SCORE = re.compile(r"[\s*_>#\d.\u2460-\u2469]*[(\uff08][^()\uff08\uff09]{0,10}?
 _LOW_SCORE = 3
 _SPEAKER = re.compile(r"[\s*_>]*@[\w\u4e00-\u9fff .'-]{1,24}[*_]*\s*[:\uff1a]")  # "@alice:", "**@霄**："
 _THREAD_TURNS = 2
+_SO = re.compile(r"[\s*_>]*(?:so|\u6240\u4ee5)[*_]*\s*[:\uff1a]", re.IGNORECASE)  # "So:", "所以：" after an account
 # "User:", "用户：", "提问者：" opening a turn of a pasted exchange
 _USER_TURN = re.compile(r"[\s*_>]*(?:user|human|\u7528\u6237|\u63d0\u95ee\u8005)[*_]*\s*[:\uff1a]", re.IGNORECASE)
 _STRUCK = re.compile(r"~~.+?~~", re.DOTALL)  # struck-through text (_inline_text keeps the markers)
@@ -796,6 +797,15 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
     # a pasted chat thread ("@alice: try X", "@bob: no, Y first", ..., "Consensus: ..."): each speaker's turn is
     # discussion; what the thread tells the user is its consensus line
     # ("@你：do X" twice addresses the reader: a thread has several speakers)
+    # an account told first, then "So: ..." / "所以：...": what came before is the story of the run (the settings it
+    # has, what was tried), the advice starts at the "So:"
+    conclusion = next((i for i, u in enumerate(units) if not u.code and _SO.match(u.text)), None)
+    if conclusion:
+        for unit in units[:conclusion]:
+            if unit.kind == "other" and not unit.code:
+                unit.kind = "neutral"
+        if units[conclusion].kind == "other":
+            units[conclusion].kind, units[conclusion].primary = "recommend", True
     # a pasted exchange with the user ("**User:** I already set expandable_segments", "用户：..."): the user's turns
     # restate the run or ask; only the agent's turns advise
     for unit in units:

@@ -127,7 +127,13 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # 60 answers, 27 in Chinese, written blind the same day, came in at 57.9 / 45.0 / 73.3 %; learned
 # (tests/test_scorer_writers_ay_az_ba.py) they read 65.8 / 55.0 / 85.0 %, and the whole set of 1649 the floors below
 # (no earlier answer fell).
-FLOORS = {"first_fix_verdict": 0.8422, "violations": 0.9339, "first_fix_id": 0.7835}
+# Writers bc (a runbook with STOP / GO / SKIP gates), bg (what you did vs what I'd do) and bh (a story, then "So:"),
+# 60 answers, 27 in Chinese, the session's final unseen batch, came in at 71.0 / 60.0 / 88.3 %, and bf (a second
+# runbook writer, 20) at 70.0 / 50.0 / 85.0 %; with "So:" learned (tests/test_scorer_writers_bc_bg_bh.py) the batch
+# reads 71.0 / 66.7 / 90.0 %; be (a second story writer, 20, read after: 80.0 / 70.0 / 100 % before "So:", 90.0 /
+# 90.0 / 100 % with it) and bd (a second comparison writer, 20: 45.5 / 65.0 / 95.0 %) joined too, and the whole set of
+# 1769 reads the floors below (no earlier answer fell).
+FLOORS = {"first_fix_verdict": 0.8359, "violations": 0.9327, "first_fix_id": 0.7761}
 
 
 @pytest.fixture(scope="module")
