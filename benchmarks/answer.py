@@ -414,6 +414,11 @@ _SCORE = re.compile(r"[\s*_>#\d.\u2460-\u2469]*[(\uff08][^()\uff08\uff09]{0,10}?
 _LOW_SCORE = 3
 _SPEAKER = re.compile(r"[\s*_>]*@[\w\u4e00-\u9fff .'-]{1,24}[*_]*\s*[:\uff1a]")  # "@alice:", "**@霄**："
 _THREAD_TURNS = 2
+# a comparison table's first two column heads: the user's run ("You", "你的做法") and the advice ("Me", "我的建议")
+_YOURS = re.compile(r"[\s*_]*(?:you|yours|your\s+(?:run|config|setup|change)s?|what\s+you\s+did|current|"
+                    r"\u4f60\u7684\u505a\u6cd5|\u4f60\u7684|\u4f60\u505a\u7684|\u5f53\u524d)[*_]*\s*$", re.IGNORECASE)
+_MINE = re.compile(r"[\s*_]*(?:me|mine|i'd|what\s+i'd\s+do|my\s+(?:advice|suggestion|pick|change)s?|instead|"
+                   r"\u6211\u7684\u5efa\u8bae|\u6211\u7684\u505a\u6cd5|\u5efa\u8bae)[*_]*\s*$", re.IGNORECASE)
 _SO = re.compile(r"[\s*_>]*(?:so|\u6240\u4ee5)[*_]*\s*[:\uff1a]", re.IGNORECASE)  # "So:", "所以：" after an account
 # "User:", "用户：", "提问者：" opening a turn of a pasted exchange
 _USER_TURN = re.compile(r"[\s*_>]*(?:user|human|\u7528\u6237|\u63d0\u95ee\u8005)[*_]*\s*[:\uff1a]", re.IGNORECASE)
@@ -714,6 +719,8 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
             # ("Lower micro-batch | Rejected | no forward pass runs"): the row is advice against its option
             if header is None:
                 header = row
+            # "| You | Me | Why |" (你的做法 | 我的建议): the first column restates the user's run, the second advises
+            comparison = len(header) >= 2 and bool(_YOURS.match(header[0]) and _MINE.match(header[1]))
             status = [cell for cell in row[1:] if len(cell.strip(" *_`")) <= _STATUS_CELL]
             # a keep / change cell may carry its new value or a note ("change → true (SkyRL with PR #1768)")
             heads = [head for head in (_STATUS_HEAD.split(cell, 1)[0] for cell in row[1:])
@@ -731,11 +738,20 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
                 kind, primary = "recommend", True
             elif kind == "other" and any(grading.changed_status.search(cell.strip(" *_`")) for cell in heads):
                 kind = "recommend"  # "micro batch size | 4 | 修改 → 1 | ...": the review changes this row
-            elif kind == "other" and all(grading.classify(cell) == "other" for cell in [*header, *row]):
+            elif kind == "other" and all(grading.classify(cell) == "other" for cell in [*header, *row]) \
+                    and not comparison:
                 # a table no heading files and whose columns name no advice ("what you think it saves | what it
                 # does") compares or describes: it recommends nothing
                 kind = "neutral"
-            units.append(_Unit(" — ".join(row), kind, ident, primary))
+            cells = row
+            if comparison:
+                if row is header:
+                    row = None
+                    continue
+                cells = row[1:]
+                if kind == "other":
+                    kind = "recommend"
+            units.append(_Unit(" — ".join(cells), kind, ident, primary))
             row = None
         elif tok.type == "inline":
             prev = tokens[i - 1].type if i else ""

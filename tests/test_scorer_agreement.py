@@ -133,7 +133,8 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # reads 71.0 / 66.7 / 90.0 %; be (a second story writer, 20, read after: 80.0 / 70.0 / 100 % before "So:", 90.0 /
 # 90.0 / 100 % with it) and bd (a second comparison writer, 20: 45.5 / 65.0 / 95.0 %) joined too, and the whole set of
 # 1769 reads the floors below (no earlier answer fell).
-FLOORS = {"first_fix_verdict": 0.8359, "violations": 0.9327, "first_fix_id": 0.7761}
+# Then "| You | Me |" comparison tables advise from their second column: 0.7767 on the id.
+FLOORS = {"first_fix_verdict": 0.8359, "violations": 0.9327, "first_fix_id": 0.7767}
 
 
 @pytest.fixture(scope="module")

@@ -17,3 +17,13 @@ def test_an_account_told_first_advises_only_from_its_so(scorer):
             "So: first lower the micro-batch to 1, then compare the peak again.\n")
     answer = scorer.read_markdown(text)
     assert answer.first_fix == "reduce-micro-batch" and "optimizer-cpu-offload" not in answer.recommended
+
+
+def test_a_you_vs_me_table_advises_from_its_second_column(scorer):
+    # bg-009 (writer bg, "what you did vs what I'd do"): the first column restates the run
+    text = ("| You | Me | Why |\n|---|---|---|\n"
+            "| Ran with expandable_segments on | Resume with micro_batch_size halved (keep global_batch_size) "
+            "| headroom |\n"
+            "| Distributed optimizer | Keep it | not the problem |\n")
+    answer = scorer.read_markdown(text)
+    assert answer.first_fix == "reduce-micro-batch" and "expandable-segments" not in answer.recommended
