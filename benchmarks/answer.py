@@ -42,6 +42,11 @@ _CUE_OBJECT = 3  # characters between a sentence-end cue and the fix it is said 
 _CUE_TAIL = re.compile(r"[\s了吧啊呢的*_`]{0,3}(?:[，。；：！？,.;:!?)\uff09\n]|$|它们|这些|那些|它)")
 _CJK = re.compile(r"[\u4e00-\u9fff]")  # a Chinese character: a cue that opens on one is a verb with an object after it
 _OPTION_QUESTION = 100  # characters of a question that is no more than the options it names ("Lowering the MBS?")
+# "If you X -> outcome", not a value changed ("gpu_memory_utilization 0.6 → 0.5")
+_ARROW = re.compile(r"(?<![\d.%])\s*(?:->|=>|\u2192|\u21d2|\u27f6)(?!\s*[\d.])")
+_VERDICT_MARK = re.compile("[\u2713\u2714\u2705\u2717\u2718\u274c]")  # ✓ ✔ ✅ ✗ ✘ ❌ closing an option's line
+_FAIL_MARK = re.compile("[\u2717\u2718\u274c]")
+_WHAT_IF_OPENER = 12  # characters in which a what-if line names its "If you" / "如果"
 _SENTENCE_END = re.compile(r"[!?。！？\n]|[.;；](?=\s|$)")
 _FULL_STOP = re.compile(r"[!?。！？\n]|[.](?=\s|$)")
 _CAUSE_CLAUSE_END = re.compile(r"[;!?。；！？，：\n]|[.,:](?=\s|$)")
@@ -165,6 +170,9 @@ class Grading:
     finding_act: CueSet = field(default_factory=lambda: CueSet([]))  # a finding's "fix:" / "建议:" line
     discarded: CueSet = field(default_factory=lambda: CueSet([]))  # "so I ruled this out": the direction is dropped
     first_hypothesis: CueSet = field(default_factory=lambda: CueSet([]))  # "my first instinct was": weighed only
+    what_if_opens: CueSet = field(default_factory=lambda: CueSet([]))  # "If you <change> -> <outcome>"
+    what_if_fails: CueSet = field(default_factory=lambda: CueSet([]))
+    what_if_fits: CueSet = field(default_factory=lambda: CueSet([]))
     # whole labels that restate what was read ("情况：", "Situation:", "Read:"): what follows is the user's run
     restating: frozenset[str] = frozenset()
     # where a mention stands in the plan (grading.yaml `order`), compiled by _order_patterns
@@ -221,6 +229,9 @@ class Grading:
                 finding_act=CueSet.from_langs((data.get("findings") or {}).get("act")),
                 discarded=CueSet.from_langs(data.get("discarded")),
                 first_hypothesis=CueSet.from_langs(data.get("first_hypothesis")),
+                what_if_opens=CueSet.from_langs((data.get("what_if") or {}).get("opens")),
+                what_if_fails=CueSet.from_langs((data.get("what_if") or {}).get("fails")),
+                what_if_fits=CueSet.from_langs((data.get("what_if") or {}).get("fits")),
                 restating=frozenset(w.casefold() for words in (data.get("restating_labels") or {}).values()
                                     for w in words),
                 order=OrderCues.build(data.get("order") or {}),
@@ -347,6 +358,60 @@ class Grading:
             return "no"
         return "open" if self.reply.only_if.search(reply) else None
 
+    def opens_what_if(self, text: str) -> bool:
+        """The line opens on "If you ..." / "如果……" (after list marks and emphasis)."""
+        line = text.lstrip(" *_>#-+0123456789.)\uff09")
+        return any(a == 0 for a, _ in self.what_if_opens.spans(line[:_WHAT_IF_OPENER]))
+
+    def what_if(self, text: str, start: int) -> str | None:
+        """A mention at ``start`` that is the change of a simulated option ("If you lower micro-batch -> already 1,
+        no room."): "fails" where the outcome after the arrow says it fails, "weighed" where it does not; None for
+        any other mention (no such line, or the mention is in the outcome)."""
+        lo = text.rfind("\n", 0, start) + 1
+        hi = text.find("\n", start)
+        line = text[lo:hi if hi >= 0 else len(text)]
+        arrow = _ARROW.search(line)
+        if not arrow or arrow.start() < start - lo:
+            return None
+        outcome = line[arrow.end():]
+        # "Add activation offload -> host goes up further. Harmful. ✗": a verdict mark makes the line an option
+        # weighed whatever it opens on
+        if not (self.opens_what_if(line) or _VERDICT_MARK.search(outcome)):
+            return None
+        return self.what_if_outcome(outcome)
+
+    def what_if_outcome(self, outcome: str) -> str:
+        """"fails" where the outcome of a simulated option says it fails before it says it fits, else "weighed"."""
+        if _FAIL_MARK.search(outcome):
+            return "fails"
+        fails = [a for a, _ in self.what_if_fails.spans(outcome)]
+        fits = [a for a, _ in self.what_if_fits.spans(outcome)]
+        return "fails" if fails and (not fits or min(fails) < min(fits)) else "weighed"
+
+    def asks_about_options(self, text: str) -> bool:
+        """A line that is one question about the options it names ("## 加 TP 能解决吗？", "**Would recompute
+        help?**", "Lowering the micro-batch?"), not one that asks something else ("为什么是第 2 步？")."""
+        question = text.strip(" *_#>`")
+        if not question.endswith(("?", "\uff1f")) or _last_end(_SENTENCE_END, question, len(question) - 1) > 0:
+            return False
+        return not self.reply.other_question.match(question) and bool(
+            self.asks_if_it_helps.search(question) or len(question) <= _OPTION_QUESTION)
+
+    def reply_verdict(self, reply: str) -> str:
+        """What the paragraph after such a question does with the options it named: "recommend" (it opens on yes),
+        "avoid" (no), "conditional" (only if ...) or "neutral" ("能缓解，但只是把词表维切成 vocab/TP": weighed, not
+        advised)."""
+        reply = reply.lstrip(" *_>")
+        if self.answered_no_rx.match(reply):
+            return "avoid"
+        stop = _FULL_STOP.search(reply)
+        first = reply[:stop.start() if stop else len(reply)]
+        if self.reply.yes.match(first):
+            return "recommend"
+        if self.reply.no.search(first):
+            return "avoid"
+        return "conditional" if self.reply.only_if.search(first) else "neutral"
+
     def against_later_in_sentence(self, text: str, end: int, others: Sequence[tuple[int, int]] = ()) -> bool:
         """A cue later in the mention's sentence argues against it ("X won't help"), or the sentence closes on a
         verdict ("降 micro batch、开重计算都是省激活的，对建模型阶段 OOM 没用。").  A cue that overlaps another fix's
@@ -419,7 +484,9 @@ _YOURS = re.compile(r"[\s*_]*(?:you|yours|your\s+(?:run|config|setup|change)s?|w
                     r"\u4f60\u7684\u505a\u6cd5|\u4f60\u7684|\u4f60\u505a\u7684|\u5f53\u524d)[*_]*\s*$", re.IGNORECASE)
 _MINE = re.compile(r"[\s*_]*(?:me|mine|i'd|what\s+i'd\s+do|my\s+(?:advice|suggestion|pick|change)s?|instead|"
                    r"\u6211\u7684\u5efa\u8bae|\u6211\u7684\u505a\u6cd5|\u5efa\u8bae)[*_]*\s*$", re.IGNORECASE)
-_SO = re.compile(r"[\s*_>]*(?:so|\u6240\u4ee5)[*_]*\s*[:\uff1a]", re.IGNORECASE)  # "So:", "所以：" after an account
+# "So:", "所以：" after an account; "Pick:", "选：" (or a heading "选") after options weighed one by one
+_SO = re.compile(r"[\s*_>#]*(?:so|(?:my\s+)?pick|\u6240\u4ee5|\u6211?\u9009(?:\u62e9)?)[*_]*\s*(?:[:\uff1a]|$)",
+                 re.IGNORECASE)
 # "User:", "用户：", "提问者：" opening a turn of a pasted exchange
 _USER_TURN = re.compile(r"[\s*_>]*(?:user|human|\u7528\u6237|\u63d0\u95ee\u8005)[*_]*\s*[:\uff1a]", re.IGNORECASE)
 _STRUCK = re.compile(r"~~.+?~~", re.DOTALL)  # struck-through text (_inline_text keeps the markers)
@@ -666,6 +733,10 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
             head = label.group(1) if label else text
             kind = grading.classify(head)
             primary = bool(grading.is_primary(head))
+            if grading.asks_about_options(head):
+                # "## 加 TP 能解决吗？": a question the answer asks itself files nothing by its words ("解决"); the
+                # paragraph under it answers it (`_answer_questions`)
+                kind, primary = "other", False
             # "1. Confirm what the ranks see (do this first)"
             if kind == "neutral" and grading.order.do_first.search(head):
                 kind, primary = "recommend", True
@@ -743,6 +814,10 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
                 # a table no heading files and whose columns name no advice ("what you think it saves | what it
                 # does") compares or describes: it recommends nothing
                 kind = "neutral"
+            if grading.opens_what_if(header[0]):
+                # "| 如果你…… | 峰值 | 能不能放下 | 代价 |": each row an option weighed, against where its outcome fails
+                fails = row is not header and grading.what_if_outcome(" — ".join(row[1:])) == "fails"
+                kind, primary = "avoid" if fails else "neutral", False
             cells = row
             if comparison:
                 if row is header:
@@ -876,6 +951,17 @@ def _file_findings(units: list[_Unit], grading: Grading, fixes: Recognizer) -> N
                     head.kind, head.primary = unit.kind, unit.primary
             else:
                 unit.kind = "cause"
+
+
+def _answer_questions(units: list[_Unit], grading: Grading) -> None:
+    """A question the answer asks itself on a line of its own ("## 加 TP 能解决吗？", "**Would recompute help?**")
+    is answered by the paragraph after it: the options it names are advised where the reply opens on yes, argued
+    against where it opens on no, offered for another case where it opens on a condition, and otherwise weighed
+    ("能缓解，但只是把词表维切成 vocab/TP；序列维一点没少") - never advised by the question's own words."""
+    for unit, reply in zip(units, units[1:], strict=False):
+        if unit.code or unit.filed or reply.code or not grading.asks_about_options(unit.text):
+            continue
+        unit.kind, unit.primary = grading.reply_verdict(reply.text), False
 
 
 _MIN_PROSE_WORDS = 4  # a structured answer's values are sentences; a config's are numbers and names
@@ -1403,6 +1489,7 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
     cues = grading.order  # the words that place a mention first or later
     units = _units(markdown, grading)
     _file_findings(units, grading, fixes)
+    _answer_questions(units, grading)
     # what the answer says to keep as it is ("保留 expandable segments，启动前加一行：") and the run already has: a
     # command block that writes it again beside the new line keeps it too, it does not recommend it
     kept_ids = {m.ident for unit in units if not unit.code and unit.kind != "avoid"
@@ -1476,10 +1563,19 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
             ) or (kind != "neutral" and _removed(cues.removed_before, unit.text, m.start))
             if said_not and m.ident in switches and _turned_off(unit.text, m.start, m.end, switches[m.ident]):
                 continue  # "don't write recompute_modules = []": against turning it off, i.e. keep it
+            what_if = None if unit.code else grading.what_if(unit.text, m.start)
+            if what_if == "weighed":
+                continue  # "If you add full recompute -> fits, cost: ~30% slower": an option weighed, not advised
             verdict = grading.question_verdict(unit.text, m.end)
             if verdict == "open":
                 continue  # "改成 abort 模式呢？ ...除非你本来就不需要": an option for another situation, not advice
             answered_no = verdict == "no"
+            if what_if == "fails":
+                # "If you set expandable segments without NCCL_GRAPH_REGISTER=0 -> ... fails": against that option as
+                # weighed, which a later pick may still choose in another form
+                avoided.append(m.ident)
+                avoid_why.setdefault(m.ident, f"against (a simulated option that fails): «{spans[(m.ident, order)]}»")
+                continue
             if any(a <= m.start < b for a, b in struck):
                 # "~~Lower it to 2~~ Lower it to 1": the struck text is withdrawn; the fix is advice against only
                 # where the answer names it nowhere else in this paragraph

@@ -134,7 +134,11 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # 90.0 / 100 % with it) and bd (a second comparison writer, 20: 45.5 / 65.0 / 95.0 %) joined too, and the whole set of
 # 1769 reads the floors below (no earlier answer fell).
 # Then "| You | Me |" comparison tables advise from their second column: 0.7767 on the id.
-FLOORS = {"first_fix_verdict": 0.8359, "violations": 0.9327, "first_fix_id": 0.7767}
+# Writers bi / bl (a "5 whys" chain, then the fix), bj / bm (a what-if simulation of each option, then "Pick:") and
+# bk / bn (Socratic self-questioning), 120 answers, 54 in Chinese, written blind on 2026-12-06, came in at
+# 67.6 / 61.7 / 80.0 %; learned (tests/test_scorer_writers_bi_bn.py) they read 69.0 / 67.5 / 86.7 %, and the whole set
+# of 1889 the floors below (no earlier answer fell; the set is lower because the new voices read lower).
+FLOORS = {"first_fix_verdict": 0.8291, "violations": 0.9285, "first_fix_id": 0.7702}
 
 
 @pytest.fixture(scope="module")
