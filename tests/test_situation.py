@@ -2011,3 +2011,11 @@ def test_an_hf_trainer_run_that_fails_once_evaluation_starts_keeps_the_eval_logi
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert flat["situation.trainer"] == "hf" and diag.causes[0].id == "logits-loss-memory"
     assert "hf-trainer-eval-keeps-outputs" in diag.causes[0].rules
+
+
+def test_a_load_said_to_be_finished_is_not_where_it_failed_in_chinese(kb):
+    # hiyouga/LlamaFactory#8642 (set issue-24-s60): "模型加载完后" (once the model had loaded) puts the load behind;
+    # "更新参数" (updating the parameters) is the optimizer step that then ran out
+    question = "模型加载完后，显存占用正常67G，后续模型更新参数直接就爆显存了。"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat.get("situation.phase") == "optimizer-step"
