@@ -2019,3 +2019,26 @@ def test_a_load_said_to_be_finished_is_not_where_it_failed_in_chinese(kb):
     question = "模型加载完后，显存占用正常67G，后续模型更新参数直接就爆显存了。"
     _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
     assert flat.get("situation.phase") == "optimizer-step"
+
+
+@pytest.mark.parametrize("question, step", [
+    # TU2021/D2Skill-AgenticRL#5 (set issue-24-s60): "trains to about step 30, then OOMs"
+    ("您好，我复现您的代码，训练进行到30step左右时，就会OOM，请问您有这个情况吗？", "later-step"),
+    ("Training OOMs at step 180 every time.", "later-step"),
+    ("It dies after 1 step with CUDA OOM.", "second-step"),
+    ("第 2 步就 OOM 了", "second-step"),
+    ("OOM at iteration 1", "first-step"),
+    # an interval counts how often, not where it failed
+    ("I save every 100 steps and it OOMs.", None),
+])
+def test_a_step_counted_where_it_failed_says_which_step(question, step, kb):
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat.get("situation.step") == step
+
+
+def test_many_good_steps_rule_out_model_state(kb):
+    # weights, gradients and optimizer state were all in place by the second step and fit for thirty
+    question = "您好，我复现您的代码，训练进行到30step左右时，就会OOM，请问您有这个情况吗？"
+    data = json.loads(_stdout(["diagnose", "--question", question, "--format", "json"]))
+    assert "capacity-model-state" in {c["id"] for c in data["situation"]["ruled_out"]}
+    assert "capacity-model-state" not in {c["id"] for c in data["causes"]}

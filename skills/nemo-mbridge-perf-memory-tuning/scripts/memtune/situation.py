@@ -205,7 +205,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
             and sit.phase.value in (v for v, _ in _hits("phases", c, words, over=True)) for c in said):
         sit.phase = None
     sit.step = (_stated(stated.step, "step") or _step_from_log(facts)
-                or _one("steps", clauses, words, failing_only=False))
+                or _one("steps", clauses, words, failing_only=False) or _step_from_number(text, words))
     sit.where = _stated(stated.where, "where") or _where_from_log(facts) or _one("places", clauses, words)
     # several trends named, none beside the failure: growth first, since measuring it per step is also the check
     # that tells a leak from a spike ("memory keeps rising, then suddenly needs 21 GiB")
@@ -747,6 +747,29 @@ def _phase_from_question_frames(text: str, words: _Words) -> Reading | None:
     return Reading(hit[0], [Clue(f"\u201c{hit[1]}\u201d", "words")]) if hit else None
 
 
+def _step_from_number(text: str, words: _Words) -> Reading | None:
+    """The step counted in a sentence that says it failed ("OOM at step 180", "dies after 116 steps", the Chinese
+    "trains to about 30 steps, then OOMs"): a number after an interval word ("save every 100 steps") is not one."""
+    if words.step_number is None:
+        return None
+    for sentence in _sentences(text):
+        if not words.failure.search(sentence):
+            continue
+        plain = _unset_settings(sentence)
+        for m in words.step_number.finditer(plain):
+            before = plain[max(0, m.start() - _STEP_CONTEXT):m.start()].lower()
+            after = plain[m.end():m.end() + _STEP_CONTEXT].lower()
+            if any(w in before for w in words.step_interval):
+                continue
+            count = int(m.group(1) or m.group(2)) + any(w in before or w in after for w in words.step_after)
+            value = "first-step" if count <= 1 else "second-step" if count == 2 else "later-step"
+            return Reading(value, [Clue(f"\u201c{m.group().strip()}\u201d", "words")])
+    return None
+
+
+_STEP_CONTEXT = 8  # characters either side of a step count read for "every" / "after"
+
+
 def _step_from_log(facts: Facts) -> Reading | None:
     reports = facts.log.memory_reports
     its = [r.iteration for r in reports if r.iteration is not None]
@@ -870,6 +893,10 @@ class _Words:
     # situation.yaml megatron_words: Megatron named, so a framework's non-Megatron default trainer is not the one used
     megatron: _Literals | None = None
     deepspeed: _Literals | None = None  # situation.yaml deepspeed_words: DeepSpeed ZeRO named
+    # situation.yaml step_number: a step counted where it failed ("OOM at step 180"), its interval and after words
+    step_number: re.Pattern[str] | None = None
+    step_interval: tuple[str, ...] = ()
+    step_after: tuple[str, ...] = ()
 
     @staticmethod
     def of(kb: Knowledge) -> _Words:
@@ -964,7 +991,22 @@ def _compile(kb: Knowledge) -> _Words:
                   lookalike=_Literals(_both(table.get("not_phase_words"))),
                   stages=_Literals(_both(table.get("stage_words"))),
                   megatron=_Literals(_both(table.get("megatron_words"))),
-                  deepspeed=_Literals(_both(table.get("deepspeed_words"))))
+                  deepspeed=_Literals(_both(table.get("deepspeed_words"))),
+                  step_number=_step_number_rx(_both((table.get("step_number") or {}).get("units"))),
+                  step_interval=tuple(_both((table.get("step_number") or {}).get("interval"))),
+                  step_after=tuple(_both((table.get("step_number") or {}).get("after"))))
+
+
+_ORDINAL = "\u7b2c"  # the Chinese ordinal prefix: di 30 bu, the 30th step
+
+
+def _step_number_rx(units: list[str]) -> re.Pattern[str] | None:
+    """"step 180", "iteration 500", "30 steps", "30step", the Chinese "di 30 bu": the number in one of its groups."""
+    if not units:
+        return None
+    unit = "|".join(re.escape(u) for u in sorted(units, key=len, reverse=True))
+    return re.compile(rf"(?<![A-Za-z_])(?:{unit})\s*#?\s*(\d+)(?![\d.])|{_ORDINAL}?\s*(?<![\d.])(\d+)\s*(?:{unit})"
+                      rf"(?![A-Za-z_])", re.IGNORECASE)
 
 
 def _word_rx(words: list[str]) -> re.Pattern[str]:
