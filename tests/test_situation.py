@@ -2042,3 +2042,35 @@ def test_many_good_steps_rule_out_model_state(kb):
     data = json.loads(_stdout(["diagnose", "--question", question, "--format", "json"]))
     assert "capacity-model-state" in {c["id"] for c in data["situation"]["ruled_out"]}
     assert "capacity-model-state" not in {c["id"] for c in data["causes"]}
+
+
+def test_a_worker_named_for_its_role_is_built_at_its_init(kb):
+    # NVIDIA-NeMo/RL#1922 (set issue-24-s60): "OOM during DTensorPolicyWorker init" is the policy worker's build
+    question = "Ran NeMo-RL DPO and consistently hit OOM during DTensorPolicyWorker init on 4xA100-80GB."
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat.get("situation.phase") == "model-build"
+
+
+def test_nemo_rl_dtensor_worker_is_no_megatron_trainer():
+    # NeMo-RL's default policy worker is DTensor (FSDP2 with TP / SP, no pipeline): no Bridge recipe default is
+    # assumed for it, and Megatron-only fixes are ruled out - its own TP is not
+    question = "NeMo-RL DPO with policy.dtensor_cfg.tensor_parallel_size=4 hits OOM during DTensorPolicyWorker init."
+    data = json.loads(_stdout(["diagnose", "--question", question, "--format", "json"]))
+    avoided = {a["id"] for a in data["avoid"]}
+    assert {"increase-pp", "distributed-optimizer"} <= avoided
+    assert "increase-tp" not in avoided
+    assert not data.get("assumed")
+
+
+def test_verl_fsdp_actor_shards_its_own_optimizer_state():
+    # verl's actor strategy defaults to FSDP: Megatron's distributed optimizer is not one of its settings
+    question = "verl GRPO, actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8, OOM in the actor update."
+    data = json.loads(_stdout(["diagnose", "--question", question, "--format", "json"]))
+    assert "distributed-optimizer" in {a["id"] for a in data["avoid"]}
+
+
+def test_a_question_whether_something_is_supported_runs_none_of_it(kb):
+    # NVIDIA-NeMo/RL#1922: "Is DPO + LoRA supported?" asks about LoRA; the run is full fine-tuning
+    question = "DPO on a 30B model OOMs at init on 4 GPUs. Any known working config? Is DPO + LoRA supported?"
+    q = parse_question(question, kb)
+    assert "lora" not in q.topics and q.layout.get("peft") != "lora"

@@ -63,7 +63,7 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
         config = apply_overrides(config, inputs.overrides, kb=kb)
     config = _fill_from_question(config, question)
     config = fill_unstated(_fill_architecture(_approximate_shape(config, question, kb), kb), kb,
-                           bridge=not _megatron_lm_launch(inputs, log, kb))
+                           bridge=not _megatron_lm_launch(inputs, log, kb) and not _other_trainer(inputs, kb))
 
     # Bridge applies cfg.env_vars with setdefault, so --env (the shell) outranks them; the log's exports
     # rank between the shell and --env (vocabulary.yaml env.source_precedence).
@@ -385,6 +385,14 @@ def _megatron_lm_launch(inputs: Inputs, log: LogFacts, kb: Knowledge) -> bool:
 
     script = (log.entry_script or "").rsplit("/", 1)[-1]
     return script.startswith("pretrain_") or framework_named(inputs.question or "", kb) in MEGATRON_LM_LAUNCHED
+
+
+def _other_trainer(inputs: Inputs, kb: Knowledge) -> bool:
+    """The run trains with something other than Megatron-Core (NeMo-RL's DTensor worker, verl's FSDP actor, DeepSpeed,
+    the HF Trainer): Bridge recipe defaults (distributed optimizer, sequence parallelism) are no guess for it."""
+    from .situation import trainer_named
+
+    return trainer_named(" ".join([inputs.question or "", *(inputs.overrides or [])]), kb) is not None
 
 
 def run(inputs: Inputs, kb: Knowledge) -> tuple[Facts, dict[str, Any], Diagnosis]:

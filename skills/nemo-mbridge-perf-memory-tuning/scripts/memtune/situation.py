@@ -1029,6 +1029,15 @@ def framework_named(text: str, kb: Knowledge) -> str | None:
     return reading.value if reading else None
 
 
+def trainer_named(text: str, kb: Knowledge) -> str | None:
+    """The trainer the user's words name when it is not Megatron-Core (deepspeed, hf, fsdp), else None."""
+    if not text:
+        return None
+    words = _Words.of(kb)
+    framework = _one("frameworks", _clauses(text), words, failing_only=False)
+    return _trainer(framework, kb.tables.get("situation") or {}, text, words)
+
+
 def _both(words: Mapping[str, Iterable[str]] | None) -> list[str]:
     return [str(w) for lang in ("en", "zh") for w in (words or {}).get(lang) or []]
 
@@ -1040,8 +1049,13 @@ _ARTICLES = re.compile(r" (?:a|an|the|its|my|our|this|that)(?= )")
 @lru_cache(maxsize=1024)  # a clause is compared with every word list of every situation field
 def _normal(text: str) -> str:
     """Lower case, any run of spaces, '_' or '-' as one space, articles dropped, padded with spaces: the form both
-    the vocabulary and the user's text are compared in ("saves a checkpoint" ~ "saves_checkpoint")."""
-    return _ARTICLES.sub("", " " + _SEPARATORS.sub(" ", text.lower()) + " ")
+    the vocabulary and the user's text are compared in ("saves a checkpoint" ~ "saves_checkpoint"); a class named
+    for its role ends a word there ("DTensorPolicyWorker init" ~ "policy worker init")."""
+    return _ARTICLES.sub("", " " + _SEPARATORS.sub(" ", _ROLE_SUFFIX.sub(" ", text).lower()) + " ")
+
+
+# the role a class is named for, at the end of its CamelCase name: DTensorPolicyWorker, ActorRolloutRefWorker
+_ROLE_SUFFIX = re.compile(r"(?<=[a-z])(?=(?:Worker|Trainer|Actor)s?\b)")
 
 
 @lru_cache(maxsize=1024)

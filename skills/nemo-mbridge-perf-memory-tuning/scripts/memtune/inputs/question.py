@@ -87,9 +87,9 @@ def parse_question(text: str | None, kb: Knowledge) -> QuestionFacts:
     q.memory_bytes = _failure_figure(q.memory_figures, text, vocab)
     q.gpu_nominal_gb = next((f["nominal_gb"] for f in q.memory_figures if f.get("nominal_gb")), None)
     q.num_gpus = _gpu_count(text, vocab, kb, words)
-    own = _blank(text, [vocab["auxiliary_settings"]] if vocab.get("auxiliary_settings") else [])  # not the ref's
+    own = _blank(without_small(text, kb), [vocab["auxiliary_settings"]] if vocab.get("auxiliary_settings") else [])
     q.layout = _layout(_mask(own, [(s, e) for s, e, _ in gpus]), vocab)
-    task = _first(text, vocab.get("tasks") or [])
+    task = _first(own, vocab.get("tasks") or [])  # not the ref's; "Is DPO + LoRA supported?" runs no LoRA
     if task:
         q.layout["task"] = task
     q.env, claimed = _claims(_blank(own, vocab.get("not_stated") or []), vocab)
@@ -394,12 +394,26 @@ _CLAUSE = re.compile(r"[^.,;!?\n\u3002\uff0c\uff1b\uff01\uff1f]+")
 
 def without_small(text: str, kb: Any) -> str:
     """The question without its clauses that say what they name is small ("so weights and optimizer state are
-    small", knowledge/situation.yaml small_words): a topic named only to be ruled out is not the question's."""
+    small", knowledge/situation.yaml small_words): a topic named only to be ruled out is not the question's; nor
+    is one named in a question asking whether it is supported ("Is DPO + LoRA supported?": support_asked_words)."""
     table = kb.tables.get("situation") or {}
     small = [w.lower() for lang in (table.get("small_words") or {}).values() for w in lang or []]
-    if not small or not any(w in text.lower() for w in small):
+    support = [w.lower() for lang in (table.get("support_asked_words") or {}).values() for w in lang or []]
+    low = text.lower()
+    if not any(w in low for w in small) and not any(w in low for w in support):
         return text
-    return _CLAUSE.sub(lambda m: " " if any(w in m.group().lower() for w in small) else m.group(), text)
+
+    def dropped(m: re.Match[str]) -> bool:
+        clause = m.group().lower()
+        asked = text[m.end():m.end() + 1] in ("?", "\uff1f")
+        return any(w in clause for w in small) or asked and any(_word_in(w, clause) for w in support)
+
+    return _CLAUSE.sub(lambda m: " " * len(m.group()) if dropped(m) else m.group(), text)  # offsets kept
+
+
+def _word_in(word: str, clause: str) -> bool:
+    """``word`` in ``clause`` as a word of its own (Chinese has no word edges: any occurrence)."""
+    return bool(re.search(rf"(?<![a-z]){re.escape(word)}(?![a-z])", clause)) if word.isascii() else word in clause
 
 
 def _topics(text: str, vocab: Mapping[str, Any]) -> list[str]:
