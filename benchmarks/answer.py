@@ -313,6 +313,8 @@ class Grading:
         after = re.split(r"[(（]", after, maxsplit=1)[0]
         # "keep full recompute but go per-layer: recompute_num_layers=1": what follows "but" is the change
         head = _BUT.split(text[lo:start])[-1]
+        # "↓1 (keep global) ✓ ② --gradient_checkpointing true": an aside closed before the mention speaks of itself
+        head = _CLOSED_ASIDE.sub(" ", head)
         # "把 micro batch 调小 global batch 不变": a name between the mention and the cue is what the cue keeps
         # (its own value written after it, "expandable_segments:True is already set", is not another name)
         kept_after = self.kept_after.spans(after)
@@ -379,6 +381,19 @@ class Grading:
         if not (self.opens_what_if(line) or _VERDICT_MARK.search(outcome)):
             return None
         return self.what_if_outcome(outcome)
+
+    def comment_fails(self, text: str, start: int) -> bool:
+        """The code line holding ``start`` ends on a comment saying it failed ("# same OOM", "# 还是 OOM")."""
+        lo = text.rfind("\n", 0, start) + 1
+        hi = text.find("\n", start)
+        line = text[lo:hi if hi >= 0 else len(text)]
+        hash_at = line.find(" #", start - lo)
+        if hash_at < 0:
+            return False
+        comment = line[hash_at + 2:]
+        fails = [a for a, _ in self.what_if_fails.spans(comment)]
+        fits = [a for a, _ in self.what_if_fits.spans(comment)]
+        return bool(fails) and (not fits or min(fails) < min(fits))
 
     def what_if_outcome(self, outcome: str) -> str:
         """"fails" where the outcome of a simulated option says it fails before it says it fits, else "weighed"."""
@@ -571,6 +586,7 @@ class _Unit:
     leads_code: bool = False  # the short paragraph ending in ':' that introduces a code block ("TP 从 1 提到 2：")
     diff: bool = False  # a unified diff: its context lines restate the user's script
     filed: bool = False  # kind and primary set by the report's own structure (a linter finding), not by its label
+    own: int | None = None  # a code block's own length: what follows is derived ("lower KEY", "a.b=1" lines)
 
     def on_context_line(self, pos: int) -> bool:
         """In a diff, the line holding ``pos`` is context (" --offload-train \\"): it restates, it does not change."""
@@ -883,7 +899,7 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
                 part_kind, part_primary = (kind, primary) if label is None else label
                 if any(quoted):
                     part_kind, part_primary = "neutral", False
-                units.append(_Unit(part + _lowered(part), part_kind, olist(), part_primary, code=True,
+                units.append(_Unit(part + _lowered(part), part_kind, olist(), part_primary, code=True, own=len(part),
                                    diff=_is_diff(tok.info, tok.content), addon=addon))
     # a pasted chat thread ("@alice: try X", "@bob: no, Y first", ..., "Consensus: ..."): each speaker's turn is
     # discussion; what the thread tells the user is its consensus line
@@ -951,6 +967,31 @@ def _file_findings(units: list[_Unit], grading: Grading, fixes: Recognizer) -> N
                     head.kind, head.primary = unit.kind, unit.primary
             else:
                 unit.kind = "cause"
+
+
+def _anchor(text: str, own: int, start: int, end: int) -> int:
+    """Where a match stands in its block: its own place, or for a match on a derived "lower KEY" line after the
+    block, the first place the block writes KEY."""
+    line = text[text.rfind("\n", 0, start) + 1:end]
+    if start < own or not line.startswith("lower "):
+        return start  # a nested key spelled out ("model.x=8") restates the block: it keeps its place after it
+    keys = re.findall(r"[A-Za-z_]\w{3,}", text[start:end])
+    place = text.find(keys[-1], 0, own) if keys else -1
+    return place if place >= 0 else start
+
+
+# a transcript's command line that only reads ("$ nvidia-smi ...", "$ grep ... train.log"): a check that was run
+_READ_ONLY_PROMPT = re.compile(r"[ \t]*\$ +(?:sudo +)?(?:nvidia-smi|grep|egrep|rg|cat|tail|head|less|dmesg|ps|free|ls|"
+                               r"watch|awk|sed -n|journalctl|du|df|env|printenv|pip (?:show|list)|python3? -c)\b")
+_CLOSED_ASIDE = re.compile(r"[(\uff08][^()\uff08\uff09]*[)\uff09]")
+_MARK_REACH = 24  # characters after a mention in which a cross strikes it ("TP↑8 ✗", "rollback to 3.10.3 ✗")
+
+
+def _marked_off(text: str, end: int, found: Sequence[Any]) -> bool:
+    """A cross (✗ ✘ ❌) follows the mention on its line, before any other option it names: the option is struck."""
+    stop = min([text.find("\n", end) % (len(text) + 1), end + _MARK_REACH,
+                *(o.start for o in found if o.start >= end)])
+    return bool(_FAIL_MARK.search(text, end, stop))
 
 
 def _answer_questions(units: list[_Unit], grading: Grading) -> None:
@@ -1547,6 +1588,9 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
         dropped = None if unit.code else next(iter(grading.discarded.spans(unit.text)), None)
         struck = [m.span() for m in _STRUCK.finditer(unit.text)]  # "~~Try num_workers=0~~ (outdated)"
         found = list(fixes.find(unit.text))
+        if unit.own is not None:
+            # a fix read from a derived line ("lower per_device_train_batch_size") stands where its key is written
+            found.sort(key=lambda f: _anchor(unit.text, unit.own or 0, f.start, f.end))
         for m in found:
             order += 1
             spans.setdefault((m.ident, order), _span(unit.text, m.start, m.end))
@@ -1564,12 +1608,18 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
             if said_not and m.ident in switches and _turned_off(unit.text, m.start, m.end, switches[m.ident]):
                 continue  # "don't write recompute_modules = []": against turning it off, i.e. keep it
             what_if = None if unit.code else grading.what_if(unit.text, m.start)
+            if unit.code and _READ_ONLY_PROMPT.match(unit.text, unit.text.rfind("\n", 0, m.start) + 1):
+                continue  # "$ nvidia-smi --query-gpu=memory.used -l 2": a transcript's check the agent ran, no fix
+            if what_if is None and unit.code and grading.comment_fails(unit.text, m.start):
+                what_if = "fails"  # "$ torchrun ... --micro-batch-size 2  # OOM again at iter 3": tried, it failed
+            # "TP↑8 ✗ (不跨节点)": a cross right after an option strikes it
+            struck_off = what_if is None and not unit.code and _marked_off(unit.text, m.end, found)
             if what_if == "weighed":
                 continue  # "If you add full recompute -> fits, cost: ~30% slower": an option weighed, not advised
             verdict = grading.question_verdict(unit.text, m.end)
             if verdict == "open":
                 continue  # "改成 abort 模式呢？ ...除非你本来就不需要": an option for another situation, not advice
-            answered_no = verdict == "no"
+            answered_no = verdict == "no" or struck_off
             if what_if == "fails":
                 # "If you set expandable segments without NCCL_GRAPH_REGISTER=0 -> ... fails": against that option as
                 # weighed, which a later pick may still choose in another form
