@@ -2074,3 +2074,20 @@ def test_a_question_whether_something_is_supported_runs_none_of_it(kb):
     question = "DPO on a 30B model OOMs at init on 4 GPUs. Any known working config? Is DPO + LoRA supported?"
     q = parse_question(question, kb)
     assert "lora" not in q.topics and q.layout.get("peft") != "lora"
+
+
+def test_a_dataset_called_too_large_runs_host_ram_out_as_it_loads():
+    # hiyouga/LlamaFactory#3795 (set issue-24-s61): "内存爆掉" is host RAM; a dataset tokenized whole in memory as
+    # it loads is preprocessed once and loaded tokenized (tokenized_path), not fewer DataLoader workers
+    question = "数据集过大导致加载数据集时内存爆掉，想要直接加载tokenize之后的数据进行训练"
+    data = json.loads(_stdout(["diagnose", "--question", question, "--format", "json"]))
+    assert data["causes"][0]["id"] == "host-oom"
+    assert data["fixes"][0]["id"] == "shard-preprocessing"
+
+
+def test_a_ray_resource_refusal_is_no_oom():
+    # inclusionAI/AReaL#14 (set issue-24-s61): the workers' declared host memory does not fit the node
+    log = ("controller CRITICAL: Ray does not have enough resources to launch workers. Required: 8.0 CPU, 1.0 GPU, "
+           "107.42 GB memory. Available: 32.0 CPU, 1.0 GPU, 39.60 GB memory.")
+    facts, _, diag = pipeline.run(pipeline.Inputs(log=[log]), knowledge.load())
+    assert diag.causes[0].id == "not-an-oom"
