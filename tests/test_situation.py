@@ -2091,3 +2091,17 @@ def test_a_ray_resource_refusal_is_no_oom():
            "107.42 GB memory. Available: 32.0 CPU, 1.0 GPU, 39.60 GB memory.")
     facts, _, diag = pipeline.run(pipeline.Inputs(log=[log]), knowledge.load())
     assert diag.causes[0].id == "not-an-oom"
+
+
+@pytest.mark.parametrize("question", [
+    # verl-project/verl#26 (set issue-24-s61): the setting changes nothing the user measured
+    "I find the parameter `critic.model.enable_gradient_checkpointing` does not change the memory usage of critic "
+    "model in FSDP workers.",
+    # the same report: a setting the workers never read
+    "I also find that the parameter `enable_gradient_checkpointing` is not used by Megatron workers.",
+    # sgl-project/sglang#4336 (set issue-24-s61): the release call gave nothing back
+    "我用 release_memory_occupation 想让出显存，结果它根本没把 GPU 上的参数卸载掉，之后就 OOM。",
+])
+def test_a_setting_said_to_change_nothing_did_not_reach_the_run(question, kb):
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert diag.causes[0].id == "setting-not-applied"
