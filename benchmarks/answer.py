@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +171,7 @@ class Grading:
     discarded: CueSet = field(default_factory=lambda: CueSet([]))  # "so I ruled this out": the direction is dropped
     first_hypothesis: CueSet = field(default_factory=lambda: CueSet([]))  # "my first instinct was": weighed only
     what_if_opens: CueSet = field(default_factory=lambda: CueSet([]))  # "If you <change> -> <outcome>"
+    earlier_advice: CueSet = field(default_factory=lambda: CueSet([]))  # "earlier I told you to ..."
     what_if_fails: CueSet = field(default_factory=lambda: CueSet([]))
     what_if_fits: CueSet = field(default_factory=lambda: CueSet([]))
     # whole labels that restate what was read ("情况：", "Situation:", "Read:"): what follows is the user's run
@@ -230,6 +231,7 @@ class Grading:
                 discarded=CueSet.from_langs(data.get("discarded")),
                 first_hypothesis=CueSet.from_langs(data.get("first_hypothesis")),
                 what_if_opens=CueSet.from_langs((data.get("what_if") or {}).get("opens")),
+                earlier_advice=CueSet.from_langs(data.get("earlier_advice")),
                 what_if_fails=CueSet.from_langs((data.get("what_if") or {}).get("fails")),
                 what_if_fits=CueSet.from_langs((data.get("what_if") or {}).get("fits")),
                 restating=frozenset(w.casefold() for words in (data.get("restating_labels") or {}).values()
@@ -359,6 +361,10 @@ class Grading:
         if self.reply.no.search(reply):
             return "no"
         return "open" if self.reply.only_if.search(reply) else None
+
+    def recalled(self, text: str, start: int) -> bool:
+        """The mention's sentence recalls the answer's own earlier advice ("Correction: earlier I told you to ...")."""
+        return bool(self.earlier_advice.search(text[_last_end(_SENTENCE_END, text, start):start]))
 
     def opens_what_if(self, text: str) -> bool:
         """The line opens on "If you ..." / "如果……" (after list marks and emphasis)."""
@@ -994,6 +1000,66 @@ def _marked_off(text: str, end: int, found: Sequence[Any]) -> bool:
     return bool(_FAIL_MARK.search(text, end, stop))
 
 
+# a multiple-choice option: "A. ...", "(B) ...", "C、..." at the start of a line (or "(B) " inside one)
+_LETTER = r"[(\uff08]?([A-F])[)\uff09.\uff0e\u3001:\uff1a][ \t]+(?=\S)"
+_QUIZ_OPTION = re.compile(rf"(?:^|\n)[ \t*_>]*{_LETTER}|(?<=\s)\(([A-F])\)[ \t]+(?=\S)")
+# its answer key: "Answer: B", "**答案：A、C**", "Correct answer - (C)"
+_QUIZ_KEY = re.compile(r"(?i)[\s*_>#]*(?:correct\s+)?(?:answer|\u6b63\u786e\u7b54\u6848|\u7b54\u6848)[*_]*\s*"
+                       r"[:\uff1a\u2013\u2014-]\s*[*_]*[(\uff08]?"
+                       r"([A-F](?:\s*(?:,|\uff0c|\u3001|and|\u548c|\+|&|/)\s*[A-F])*)(?![A-Za-z])")
+_QUIZ_INLINE = re.compile(rf"(?:^|(?<=\s)){_LETTER}")
+_ALL_ABOVE = re.compile(r"(?i)\ball\s+of\s+the\s+above\b|\u4ee5\u4e0a(?:\u90fd|\u5168\u90e8|\u5747)")
+_QUIZ_WHY_NOT = re.compile(r"(?i)[\s*_>]*(?:why\s+not|not|\u4e3a\u4ec0\u4e48\u4e0d\u9009?|\u4e0d\u9009)\s*"
+                           r"[(\uff08]?[A-F](?![A-Za-z])")
+
+
+def _read_quiz(units: list[_Unit]) -> list[_Unit]:
+    """A multiple-choice quiz the answer sets itself ("Which first? A. ... B. ... Answer: B"): the options are the
+    choices, the answer key advises.  Each chosen option is advice (the first key's, the first thing to do), every
+    other option is argued against, and the questions and the "Not B: ..." lines weigh them.
+    Needs two options and a key; options written on one line or one paragraph are read one by one."""
+    split: list[_Unit] = []
+    for unit in units:
+        starts = [] if unit.code else [m.start() for m in _QUIZ_OPTION.finditer(unit.text)]
+        if starts[:1] == [0]:
+            # a paragraph of options, its lines joined: "A. 减小 micro batch B. 先确认 memory saver 真的打开了"
+            starts = [m.start() for m in _QUIZ_INLINE.finditer(unit.text)]
+        if len(starts) < 2:
+            split.append(unit)
+            continue
+        bounds = ([0] if starts[0] > 0 else []) + starts + [len(unit.text)]
+        for lo, hi in zip(bounds, bounds[1:], strict=False):
+            if unit.text[lo:hi].strip():
+                split.append(replace(unit, text=unit.text[lo:hi].strip()))
+    option = [None if u.code else _QUIZ_OPTION.match(u.text.lstrip("\n")) or _QUIZ_OPTION.match(" " + u.text)
+              for u in split]
+    keys = [None if u.code else _QUIZ_KEY.match(u.text) for u in split]
+    if sum(o is not None for o in option) < 2 or not any(keys):
+        return units
+    first = next(i for i, o in enumerate(option) if o)
+    pending: list[tuple[_Unit, str]] = []
+    first_key = True
+    for i, unit in enumerate(split):
+        if option[i]:
+            pending.append((unit, option[i].group(1) or option[i].group(2)))
+        elif keys[i]:
+            chosen = set(re.findall(r"[A-F]", keys[i].group(1)))
+            # "D. 以上都可以" / "D. All of the above": the key that picks it picks every option before it
+            if any(letter in chosen and _ALL_ABOVE.search(opt.text) for opt, letter in pending):
+                chosen |= {letter for _, letter in pending}
+            lead = first_key
+            for opt, letter in pending:
+                opt.kind, opt.primary = ("recommend", lead) if letter in chosen else ("avoid", False)
+                lead = lead and letter not in chosen
+            if unit.kind in ("other", "neutral"):
+                unit.kind, unit.primary = "recommend", False
+            pending, first_key = [], False
+        elif i > first and not unit.code and unit.kind == "other" and (
+                _QUIZ_WHY_NOT.match(unit.text) or unit.text.rstrip(" *_").endswith(("?", "\uff1f"))):
+            unit.kind = "neutral"  # "Not B: ...", "Q2. Which change first?": the options weighed, not advice
+    return split
+
+
 def _answer_questions(units: list[_Unit], grading: Grading) -> None:
     """A question the answer asks itself on a line of its own ("## 加 TP 能解决吗？", "**Would recompute help?**")
     is answered by the paragraph after it: the options it names are advised where the reply opens on yes, argued
@@ -1531,6 +1597,7 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
     units = _units(markdown, grading)
     _file_findings(units, grading, fixes)
     _answer_questions(units, grading)
+    units = _read_quiz(units)
     # what the answer says to keep as it is ("保留 expandable segments，启动前加一行：") and the run already has: a
     # command block that writes it again beside the new line keeps it too, it does not recommend it
     kept_ids = {m.ident for unit in units if not unit.code and unit.kind != "avoid"
@@ -1610,6 +1677,8 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
             what_if = None if unit.code else grading.what_if(unit.text, m.start)
             if unit.code and _READ_ONLY_PROMPT.match(unit.text, unit.text.rfind("\n", 0, m.start) + 1):
                 continue  # "$ nvidia-smi --query-gpu=memory.used -l 2": a transcript's check the agent ran, no fix
+            if what_if is None and not unit.code and grading.recalled(unit.text, m.start):
+                what_if = "recalled"  # "更正：我之前建议你把 X 降到 0.4": the earlier advice, withdrawn
             if what_if is None and unit.code and grading.comment_fails(unit.text, m.start):
                 what_if = "fails"  # "$ torchrun ... --micro-batch-size 2  # OOM again at iter 3": tried, it failed
             # "TP↑8 ✗ (不跨节点)": a cross right after an option strikes it
@@ -1620,11 +1689,12 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
             if verdict == "open":
                 continue  # "改成 abort 模式呢？ ...除非你本来就不需要": an option for another situation, not advice
             answered_no = verdict == "no" or struck_off
-            if what_if == "fails":
+            if what_if in ("fails", "recalled"):
                 # "If you set expandable segments without NCCL_GRAPH_REGISTER=0 -> ... fails": against that option as
                 # weighed, which a later pick may still choose in another form
                 avoided.append(m.ident)
-                avoid_why.setdefault(m.ident, f"against (a simulated option that fails): «{spans[(m.ident, order)]}»")
+                how = "a simulated option that fails" if what_if == "fails" else "earlier advice withdrawn"
+                avoid_why.setdefault(m.ident, f"against ({how}): «{spans[(m.ident, order)]}»")
                 continue
             if any(a <= m.start < b for a, b in struck):
                 # "~~Lower it to 2~~ Lower it to 1": the struck text is withdrawn; the fix is advice against only

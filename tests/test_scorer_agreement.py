@@ -142,7 +142,11 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # terminal transcript of what was tried), 120 answers, 54 in Chinese, written blind the same day, came in at
 # 66.7 / 54.2 / 90.8 %; learned (tests/test_scorer_writers_bo_bt.py) they read 70.0 / 59.2 / 91.7 %, and the whole
 # set of 2009 the floors below (no earlier answer fell; three rose).
-FLOORS = {"first_fix_verdict": 0.8218, "violations": 0.9293, "first_fix_id": 0.7596}
+# Writers bu / bx (a multiple-choice quiz answered by the agent), bv / by (IF-THEN rules with "applies to you") and
+# bw / bz (a correction of the agent's own earlier answer), 120 answers, 54 in Chinese, written blind the same day,
+# came in at 64.6 / 51.7 / 62.5 %; learned (tests/test_scorer_writers_bu_bz.py) they read 65.6 / 60.0 / 80.8 %, and
+# the whole set of 2129 the floors below (no earlier answer fell).
+FLOORS = {"first_fix_verdict": 0.8125, "violations": 0.9225, "first_fix_id": 0.7506}
 
 
 @pytest.fixture(scope="module")
