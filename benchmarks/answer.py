@@ -172,6 +172,7 @@ class Grading:
     first_hypothesis: CueSet = field(default_factory=lambda: CueSet([]))  # "my first instinct was": weighed only
     what_if_opens: CueSet = field(default_factory=lambda: CueSet([]))  # "If you <change> -> <outcome>"
     earlier_advice: CueSet = field(default_factory=lambda: CueSet([]))  # "earlier I told you to ..."
+    classified: dict[str, str] = field(default_factory=dict, compare=False, repr=False)  # classify()'s memory
     what_if_fails: CueSet = field(default_factory=lambda: CueSet([]))
     what_if_fits: CueSet = field(default_factory=lambda: CueSet([]))
     # whole labels that restate what was read ("情况：", "Situation:", "Read:"): what follows is the user's run
@@ -458,11 +459,14 @@ class Grading:
         return [m.span(1) for rx in self.replacement for m in rx.finditer(text)]
 
     def classify(self, heading: str) -> str:
-        """avoid | neutral | recommend | cause | other, first cue family that matches wins."""
-        for kind in KINDS:
-            if self.headings[kind].search(heading):
-                return kind
-        return "other"
+        """avoid | neutral | recommend | cause | other, first cue family that matches wins (remembered per text: the
+        same labels and cells recur across answers)."""
+        kind = self.classified.get(heading)
+        if kind is None:
+            kind = next((k for k in KINDS if self.headings[k].search(heading)), "other")
+            if len(self.classified) < _CLASSIFIED_KEPT:
+                self.classified[heading] = kind
+        return kind
 
 
 def _replacement_regex(head: str, sep: str) -> re.Pattern[str]:
@@ -990,6 +994,7 @@ def _anchor(text: str, own: int, start: int, end: int) -> int:
 _READ_ONLY_PROMPT = re.compile(r"[ \t]*\$ +(?:sudo +)?(?:nvidia-smi|grep|egrep|rg|cat|tail|head|less|dmesg|ps|free|ls|"
                                r"watch|awk|sed -n|journalctl|du|df|env|printenv|pip (?:show|list)|python3? -c)\b")
 _CLOSED_ASIDE = re.compile(r"[(\uff08][^()\uff08\uff09]*[)\uff09]")
+_CLASSIFIED_KEPT = 65536  # labels and cells whose kind a Grading remembers
 _MARK_REACH = 24  # characters after a mention in which a cross strikes it ("TP↑8 ✗", "rollback to 3.10.3 ✗")
 
 

@@ -421,8 +421,8 @@ def test_agent_timeout_kills_its_grandchildren_too(scorer, tmp_path):
     spawn = (f"import subprocess; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']); "
              f"open({str(pidfile)!r}, 'w').write(str(p.pid)); time_ = __import__('time'); time_.sleep(300)")
     started = time.monotonic()
-    produced = producers.from_agent(scenario({}, "a"), _agent(spawn), scorer, 2)
-    assert "timed out after 2 s" in produced.error and time.monotonic() - started < 15
+    produced = producers.from_agent(scenario({}, "a"), _agent(spawn), scorer, 1)
+    assert "timed out after 1 s" in produced.error and time.monotonic() - started < 15
     grandchild = int(pidfile.read_text())
     for _ in range(50):
         if not _alive(grandchild):
