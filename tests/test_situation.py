@@ -2105,3 +2105,25 @@ def test_a_ray_resource_refusal_is_no_oom():
 def test_a_setting_said_to_change_nothing_did_not_reach_the_run(question, kb):
     _, _, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert diag.causes[0].id == "setting-not-applied"
+
+
+def test_automodels_masked_cross_entropy_is_the_loss_and_its_fused_loss_the_fix():
+    # NVIDIA-NeMo/Automodel#2603 (set issue-24-s62): masked_ce.py upcasts the logits; the fix is the fused linear CE
+    question = ("用 NeMo Automodel 全参微调 Qwen3.5-9B（视觉语言模型），loss_fn 用的是 MaskedCrossEntropy。"
+                "一遇到图片 token 很多的 batch，显存会一下子冲到 77 GiB 以上，"
+                "然后在 masked_ce.py:84 报 CUDA OOM。")
+    data = json.loads(_stdout(["diagnose", "--question", question, "--format", "json"]))
+    assert data["causes"][0]["id"] == "logits-loss-memory"
+    assert data["fixes"][0]["id"] == "te-cross-entropy-fusion"
+    assert "FusedLinearCrossEntropy" in json.dumps(data["fixes"][0])
+
+
+def test_a_sliver_of_cached_memory_is_no_fragmentation(kb):
+    # NVIDIA-NeMo/Automodel#3909 (set issue-24-s62): 2 GiB of 173.6 GiB reserved is the allocator's ordinary slack
+    log = ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 720.00 MiB. GPU 0 has a total capacity of "
+           "184.31 GiB of which 443.94 MiB is free. Of the allocated memory 171.63 GiB is allocated by PyTorch, and "
+           "2.00 GiB is reserved by PyTorch but unallocated."]
+    question = ("Automodel 的 gpt-oss 配置（loss 用 MaskedCrossEntropy）在 GB200 上 backward 阶段 OOM，"
+                "只想分配 720 MiB 就失败了。")
+    _, _, diag = pipeline.run(pipeline.Inputs(log=log, question=question), kb)
+    assert diag.causes[0].id == "logits-loss-memory"
