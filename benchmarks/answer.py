@@ -995,6 +995,26 @@ _READ_ONLY_PROMPT = re.compile(r"[ \t]*\$ +(?:sudo +)?(?:nvidia-smi|grep|egrep|r
                                r"watch|awk|sed -n|journalctl|du|df|env|printenv|pip (?:show|list)|python3? -c)\b")
 _CLOSED_ASIDE = re.compile(r"[(\uff08][^()\uff08\uff09]*[)\uff09]")
 _CLASSIFIED_KEPT = 65536  # labels and cells whose kind a Grading remembers
+def _trailing_label(text: str, end: int, grading: Grading) -> str | None:
+    """The label a comment at the end of the mention's line gives that line ("x = 1  # KEEP", "# 保持", "# DO NOT
+    lower this", "# CHECK: ..."): "keep" (restated or checked as it is), "avoid", or None (no such label)."""
+    hi = text.find("\n", end)
+    line = text[end:hi if hi >= 0 else len(text)]
+    hash_at = line.find("#")
+    if hash_at < 0 or (hash_at and not line[hash_at - 1].isspace()):
+        return None
+    body = line[hash_at + 1:].strip(" *_")
+    lead = _COMMENT_LABEL.match(body)
+    head = (lead.group(1) or lead.group(2)) if lead else body[:_TRAILING_HEAD]
+    if _KEEP_LABEL.match(head) or _CHECK_LABEL.match(head):
+        return "keep"  # "# KEEP", "# keep it", "# 保持（加节点时）" - not "# keep GBS", which keeps another setting
+    return "avoid" if grading.classify(head) == "avoid" else None
+
+
+_KEEP_LABEL = re.compile(r"(?i)\s*(?:keep(?:\s+(?:it|this|as\s+is))?|as\s+is|unchanged|no\s+change|"
+                         r"\u4fdd\u6301|\u4fdd\u7559|\u4e0d\u53d8|\u4e0d\u6539)\s*(?:[(\uff08].*)?$")
+_TRAILING_HEAD = 16  # characters of a trailing comment read as its label when it has no colon
+_CHECK_LABEL = re.compile(r"(?i)\s*(?:check|verify|\u5148?\u786e\u8ba4|\u68c0\u67e5)\b")
 _MARK_REACH = 24  # characters after a mention in which a cross strikes it ("TP↑8 ✗", "rollback to 3.10.3 ✗")
 
 
@@ -1680,6 +1700,13 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
             if said_not and m.ident in switches and _turned_off(unit.text, m.start, m.end, switches[m.ident]):
                 continue  # "don't write recompute_modules = []": against turning it off, i.e. keep it
             what_if = None if unit.code else grading.what_if(unit.text, m.start)
+            trailing = _trailing_label(unit.text, m.end, grading) if unit.code else None
+            if trailing == "keep":
+                continue  # "--tensor-model-parallel-size 4 \  # KEEP", "... \  # 保持": the run's own line restated
+            if trailing == "avoid":
+                avoided.append(m.ident)  # "recipe.data.micro_batch_size = 1  # DO NOT lower this"
+                avoid_why.setdefault(m.ident, f"against (the line's own comment): «{spans[(m.ident, order)]}»")
+                continue
             if unit.code and _READ_ONLY_PROMPT.match(unit.text, unit.text.rfind("\n", 0, m.start) + 1):
                 continue  # "$ nvidia-smi --query-gpu=memory.used -l 2": a transcript's check the agent ran, no fix
             if what_if is None and not unit.code and grading.recalled(unit.text, m.start):

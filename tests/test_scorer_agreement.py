@@ -146,7 +146,11 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # bw / bz (a correction of the agent's own earlier answer), 120 answers, 54 in Chinese, written blind the same day,
 # came in at 64.6 / 51.7 / 62.5 %; learned (tests/test_scorer_writers_bu_bz.py) they read 65.6 / 60.0 / 80.8 %, and
 # the whole set of 2129 the floors below (no earlier answer fell).
-FLOORS = {"first_fix_verdict": 0.8125, "violations": 0.9225, "first_fix_id": 0.7506}
+# Writers ca / cd (the user's config reprinted with CHANGE / KEEP / DO NOT comments), cb / ce (a per-GPU memory
+# ledger with a cut column, then "Plan:") and cf / cg (a numbered social thread), 120 answers, 54 in Chinese, the
+# session's last unseen batch, came in at 65.9 / 51.7 / 89.2 %; with trailing comment labels learned
+# (tests/test_scorer_writers_ca_cg.py) they read 65.9 / 54.2 / 91.7 %, and the whole set of 2249 the floors below.
+FLOORS = {"first_fix_verdict": 0.8048, "violations": 0.9222, "first_fix_id": 0.7394}
 
 
 @pytest.fixture(scope="module")
