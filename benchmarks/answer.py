@@ -701,10 +701,13 @@ def _signed_units(markdown: str, grading: Grading) -> list[_Unit]:
     return units
 
 
+_MARKDOWN = MarkdownIt("commonmark").enable(["table", "strikethrough"])  # one parser, built once
+
+
 def _units(markdown: str, grading: Grading) -> list[_Unit]:
     if _signed(markdown):
         return _signed_units(markdown, grading)
-    tokens = MarkdownIt("commonmark").enable(["table", "strikethrough"]).parse(markdown)
+    tokens = _MARKDOWN.parse(markdown)
     units: list[_Unit] = []
     headings: list[tuple[int, str, bool]] = []  # (level, effective kind, primary)
     lists: list[tuple[str, int | None, bool, bool]] = []  # (kind, recommendation ordered-list id, primary, add-on)
@@ -1625,8 +1628,8 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
     units = _read_quiz(units)
     # what the answer says to keep as it is ("保留 expandable segments，启动前加一行：") and the run already has: a
     # command block that writes it again beside the new line keeps it too, it does not recommend it
-    kept_ids = {m.ident for unit in units if not unit.code and unit.kind != "avoid"
-                for m in fixes.find(unit.text) if grading.kept(unit.text, m.start, m.end)} & applied
+    kept_ids = {m.ident for unit in units if applied and not unit.code and unit.kind != "avoid"
+                for m in fixes.find(unit.text) if m.ident in applied and grading.kept(unit.text, m.start, m.end)}
     for index, unit in enumerate(units):
         # the paragraph just before a command block, naming a change the block makes, names it first
         # ("只给第一段减负：让第一个 stage 少放几层 decoder" before a block that restates PP and sets the first stage)
