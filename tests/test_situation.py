@@ -2127,3 +2127,10 @@ def test_a_sliver_of_cached_memory_is_no_fragmentation(kb):
                 "只想分配 720 MiB 就失败了。")
     _, _, diag = pipeline.run(pipeline.Inputs(log=log, question=question), kb)
     assert diag.causes[0].id == "logits-loss-memory"
+
+
+def test_a_forward_not_yet_reached_is_before_training_in_chinese(kb):
+    # NVIDIA-NeMo/Automodel#2866 (set issue-24-s62): "还没跑到第一次 forward 就 OOM 了" - the first forward never ran
+    question = "单机 8×H100-80GB，还没跑到第一次 forward 就 OOM 了，栈在 _aggregate_experts。"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat.get("situation.phase") != "forward" and flat.get("situation.step") == "before-training"
