@@ -510,8 +510,9 @@ _YOURS = re.compile(r"[\s*_]*(?:you|yours|your\s+(?:run|config|setup|change)s?|w
 _MINE = re.compile(r"[\s*_]*(?:me|mine|i'd|what\s+i'd\s+do|my\s+(?:advice|suggestion|pick|change)s?|instead|"
                    r"\u6211\u7684\u5efa\u8bae|\u6211\u7684\u505a\u6cd5|\u5efa\u8bae)[*_]*\s*$", re.IGNORECASE)
 # "So:", "所以：" after an account; "Pick:", "选：" (or a heading "选") after options weighed one by one
-_SO = re.compile(r"[\s*_>#]*(?:so|(?:my\s+)?pick|\u6240\u4ee5|\u6211?\u9009(?:\u62e9)?)[*_]*\s*(?:[:\uff1a]|$)",
-                 re.IGNORECASE)
+# ... and "Do:" / "要做的：" closing a list of what not to do
+_SO = re.compile(r"[\s*_>#]*(?:so|(?:my\s+)?pick|do|\u6240\u4ee5|\u6211?\u9009(?:\u62e9)?|\u8981\u505a\u7684)[*_]*\s*"
+                 r"(?:[:\uff1a]|$)", re.IGNORECASE)
 # "User:", "用户：", "提问者：" opening a turn of a pasted exchange
 _USER_TURN = re.compile(r"[\s*_>]*(?:user|human|\u7528\u6237|\u63d0\u95ee\u8005)[*_]*\s*[:\uff1a]", re.IGNORECASE)
 _STRUCK = re.compile(r"~~.+?~~", re.DOTALL)  # struck-through text (_inline_text keeps the markers)
@@ -715,6 +716,7 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
     row: list[str] | None = None
     header: list[str] | None = None  # the current table's first row
     last_para: tuple[int, str, str] | None = None  # (closing token index, text, raw)
+    table_start = 0  # the index of the current table's first row among the units
     quoted: list[bool] = []  # open blockquotes: True where the quote is someone else's words, not this answer's advice
     alerts: list[bool] = []  # open blockquotes: True where it is a GitHub alert that filed a section
 
@@ -811,6 +813,9 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
                 headings.pop()
         elif tok.type == "table_open":
             header = None
+            table_start = len(units)
+        elif tok.type == "table_close":
+            _point_here(units[table_start:], header or [], grading)
         elif tok.type == "tr_open":
             row = []
         elif tok.type == "tr_close" and row is not None:
@@ -1086,6 +1091,29 @@ def _read_quiz(units: list[_Unit]) -> list[_Unit]:
                 _QUIZ_WHY_NOT.match(unit.text) or unit.text.rstrip(" *_").endswith(("?", "\uff1f"))):
             unit.kind = "neutral"  # "Not B: ...", "Q2. Which change first?": the options weighed, not advice
     return split
+
+
+# the row of a troubleshooting matrix the answer says the user is in: "<- you are here", "👉 你在这里"
+_HERE = re.compile(r"(?i)(?:<-|\u2190|\U0001f448|\U0001f449)\s*(?:you\s+are\s+here|\u4f60\u5728\u8fd9\u91cc)|"
+                   r"\byou\s+are\s+here\b|\u4f60\u5728\u8fd9\u91cc")
+
+
+def _point_here(rows: list[_Unit], header: list[str], grading: Grading) -> None:
+    """A troubleshooting matrix ("Symptom | Cause | Check | Fix") that marks the user's row ("<- you are here"):
+    that row's fix is the advice (its symptom and cause cells describe the run), every other row a situation the
+    user is not in."""
+    marked = [row for row in rows if _HERE.search(row.text)]
+    if not marked:
+        return
+    fix_columns = [i for i, cell in enumerate(header) if grading.classify(cell) == "recommend"]
+    for row in rows:
+        if row not in marked:
+            row.kind, row.primary = "neutral", False
+            continue
+        cells = row.text.split(" \u2014 ")
+        if fix_columns and len(cells) == len(header):
+            row.text = " \u2014 ".join(cells[i] for i in fix_columns)
+        row.kind, row.primary = "recommend", row is marked[0]
 
 
 def _answer_questions(units: list[_Unit], grading: Grading) -> None:

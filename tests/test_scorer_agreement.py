@@ -150,7 +150,11 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # ledger with a cut column, then "Plan:") and cf / cg (a numbered social thread), 120 answers, 54 in Chinese, the
 # session's last unseen batch, came in at 65.9 / 51.7 / 89.2 %; with trailing comment labels learned
 # (tests/test_scorer_writers_ca_cg.py) they read 65.9 / 54.2 / 91.7 %, and the whole set of 2249 the floors below.
-FLOORS = {"first_fix_verdict": 0.8048, "violations": 0.9222, "first_fix_id": 0.7394}
+# Writers ch / ck (a troubleshooting matrix with the user's row marked), ci / cl (the advice in English and Chinese)
+# and cj / cm (an anti-checklist closed by "Do:"), 120 answers, 54 in Chinese, written blind the same day, came in at
+# 55.7 / 45.8 / 89.2 %; learned (tests/test_scorer_writers_ch_cm.py) they read 60.8 / 56.7 / 92.5 %, and the whole
+# set of 2369 the floors below (no earlier answer fell).
+FLOORS = {"first_fix_verdict": 0.7947, "violations": 0.9223, "first_fix_id": 0.7307}
 
 
 @pytest.fixture(scope="module")
