@@ -2134,3 +2134,12 @@ def test_a_forward_not_yet_reached_is_before_training_in_chinese(kb):
     question = "单机 8×H100-80GB，还没跑到第一次 forward 就 OOM 了，栈在 _aggregate_experts。"
     _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
     assert flat.get("situation.phase") != "forward" and flat.get("situation.step") == "before-training"
+
+
+def test_a_run_that_trains_without_the_engine_overflows_by_the_engines_share():
+    # modelscope/ms-swift#4594 (set issue-24-s63): "使用vllm爆显存，不使用vllm可以正常训练"
+    question = ("8*A100执行GRPO完整流程，使用vllm爆显存，不使用vllm可以正常训练但缓慢。"
+                "--use_vllm true --vllm_mode colocate")
+    data = json.loads(_stdout(["diagnose", "--question", question, "--format", "json"]))
+    assert "shrink-colocated-engine" in data["situation"]["worked_with"]
+    assert data["fixes"][0]["id"] == "shrink-colocated-engine"

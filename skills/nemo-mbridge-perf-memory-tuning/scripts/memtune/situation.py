@@ -893,6 +893,7 @@ class _Words:
     # situation.yaml megatron_words: Megatron named, so a framework's non-Megatron default trainer is not the one used
     megatron: _Literals | None = None
     deepspeed: _Literals | None = None  # situation.yaml deepspeed_words: DeepSpeed ZeRO named
+    engine_off: _Literals | None = None  # situation.yaml changes.engine_off: "without vLLM it trains"
     # situation.yaml step_number: a step counted where it failed ("OOM at step 180"), its interval and after words
     step_number: re.Pattern[str] | None = None
     step_interval: tuple[str, ...] = ()
@@ -992,6 +993,7 @@ def _compile(kb: Knowledge) -> _Words:
                   stages=_Literals(_both(table.get("stage_words"))),
                   megatron=_Literals(_both(table.get("megatron_words"))),
                   deepspeed=_Literals(_both(table.get("deepspeed_words"))),
+                  engine_off=_Literals(_both(changes.get("engine_off"))),
                   step_number=_step_number_rx(_both((table.get("step_number") or {}).get("units"))),
                   step_interval=tuple(_both((table.get("step_number") or {}).get("interval"))),
                   step_after=tuple(_both((table.get("step_number") or {}).get("after"))))
@@ -1448,6 +1450,9 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
         from .recognize import fix_recognizer  # only where a sentence says something was changed or tried
 
         spans = [(m.ident, m.start, m.end) for m in fix_recognizer(kb).find(clause)]
+        off = words.engine_off.spans(clause) if fits and words.engine_off is not None else []
+        if off:  # "trains without vLLM" (bu shiyong vllm): the engine's share is what the run could not hold
+            spans.append(("shrink-colocated-engine", off[0][0], off[0][1]))
         if not spans and (is_change or fits):  # no fix's wording, but a setting's own name given a number
             from .names import fixes_named  # ("set micro_train_batch_size to 2: OOM")
 
