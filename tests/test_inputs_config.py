@@ -496,3 +496,10 @@ def test_set_items_take_bridge_keys_and_bare_fields_in_order(vkb):
     assert cfg.pipeline_model_parallel_size == 2
     with pytest.raises(UserError, match="no_such_field"):
         apply_sets(TrainingConfig(), ["no_such_field=1"], vkb)
+
+
+def test_megatrons_fp8_attributes_given_bare_reach_the_config(vkb):
+    # NVIDIA/Megatron-LM#3461 (set issue-24-s63): the FP8 parameter settings named as Megatron's config takes them
+    cfg = apply_overrides(cfgmod.TrainingConfig(), ["fp8_recipe=mxfp8", "fp8_param_gather=true",
+                                                    "reuse_grad_buf_for_mxfp8_param_ag=true"], vkb)
+    assert (cfg.fp8_recipe, cfg.fp8_param_gather, cfg.reuse_grad_buf_for_mxfp8_param_ag) == ("mxfp8", True, True)

@@ -594,7 +594,10 @@ _PASSED_THROUGH = frozenset({
     "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size", "sequence_parallel",
     "recompute_granularity", "recompute_method", "recompute_num_layers", "recompute_modules",
     "use_distributed_optimizer", "optimizer_cpu_offload", "optimizer_offload_fraction", "micro_batch_size",
-    "global_batch_size"})
+    "global_batch_size",
+    # the FP8 parameter settings Megatron's TransformerConfig / DDP config take by these names (Megatron-LM#3461's
+    # bare fp8_recipe=mxfp8 fp8_param_gather=true reuse_grad_buf_for_mxfp8_param_ag=true)
+    "fp8_recipe", "fp8_param_gather", "reuse_grad_buf_for_mxfp8_param_ag"})
 FRAMEWORK_KEYS = {
     # verl (verl/trainer/config/ppo_megatron_trainer.yaml): the actor's per-GPU micro-batch
     "ppo_micro_batch_size_per_gpu": "micro_batch_size",
