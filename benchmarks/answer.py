@@ -397,10 +397,7 @@ class Grading:
         hash_at = line.find(" #", start - lo)
         if hash_at < 0:
             return False
-        comment = line[hash_at + 2:]
-        fails = [a for a, _ in self.what_if_fails.spans(comment)]
-        fits = [a for a, _ in self.what_if_fits.spans(comment)]
-        return bool(fails) and (not fits or min(fails) < min(fits))
+        return self.what_if_outcome(line[hash_at + 2:]) == "fails"
 
     def what_if_outcome(self, outcome: str) -> str:
         """"fails" where the outcome of a simulated option says it fails before it says it fits, else "weighed"."""
@@ -1064,8 +1061,7 @@ def _read_quiz(units: list[_Unit]) -> list[_Unit]:
         for lo, hi in zip(bounds, bounds[1:], strict=False):
             if unit.text[lo:hi].strip():
                 split.append(replace(unit, text=unit.text[lo:hi].strip()))
-    option = [None if u.code else _QUIZ_OPTION.match(u.text.lstrip("\n")) or _QUIZ_OPTION.match(" " + u.text)
-              for u in split]
+    option = [None if u.code else _QUIZ_OPTION.match(u.text.lstrip("\n")) for u in split]
     keys = [None if u.code else _QUIZ_KEY.match(u.text) for u in split]
     if sum(o is not None for o in option) < 2 or not any(keys):
         return units
