@@ -2143,3 +2143,48 @@ def test_a_run_that_trains_without_the_engine_overflows_by_the_engines_share():
     data = json.loads(_stdout(["diagnose", "--question", question, "--format", "json"]))
     assert "shrink-colocated-engine" in data["situation"]["worked_with"]
     assert data["fixes"][0]["id"] == "shrink-colocated-engine"
+
+
+def test_cache_tied_to_collectives_is_record_stream_fragmentation(kb):
+    # PyTorch Forums t/191573 (set issue-24-s64): reserved-but-unallocated that goes away without the all_reduce calls
+    question = ('Runs with tensor-parallelism enabled that OOM have large amounts of "reserved but not unallocated" '
+                "memory. If I remove the all_reduce calls in the TP region, the max batch size goes up 2x.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert {"cache", "collectives"} <= set(flat["situation.components"])
+    assert diag.causes[0].id == "fragmentation" and diag.fixes[0].id == "avoid-record-streams"
+    # the collectives alone name no cached memory: nothing points at the allocator
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="The all_reduce in every TP layer is slow."), kb)
+    assert "cache" not in (flat.get("situation.components") or [])
+
+
+def test_a_growing_gap_between_allocated_and_reserved_is_cached_memory_in_chinese(kb):
+    # jjblogs 221285 (set issue-24-s64): "观察到内存分配和保留的差距持续增大"
+    question = "70B 模型训练频繁 OOM，在训练循环中加入内存监控代码，观察到内存分配和保留的差距持续增大。"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert "cache" in flat["situation.components"]
+    assert diag.causes[0].id == "fragmentation" and diag.fixes[0].id == "expandable-segments"
+
+
+def test_a_forward_only_job_failing_at_build_holds_its_training_buffers(kb):
+    # NovaSky-AI/SkyRL#1947 (set issue-24-s64): forward-only probes OOM while the policy is initialised
+    question = ("4 张 L4（24GB）上跑 SkyRL Megatron 后端，几个只做前向的检查根本不训练，"
+                "但初始化 policy 的时候就 OOM 了。bf16 参数才 14 GiB 左右。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, gpu="4x L4 24GB"), kb)
+    assert flat["situation.phase"] == "model-build" and flat["situation.forward_only"]
+    assert diag.causes[0].id == "capacity-model-state"
+    assert diag.fixes[0].id == "forward-only-without-training-buffers"
+    # a model loaded from HF weights during init is a checkpoint load, not the build (verl#330's wording)
+    question = "模型在初始化、加载 HF 权重的时候就 OOM 了，还没开始训练。"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.phase"] != "model-build"
+
+
+def test_megatron_cores_fp8_param_is_the_fp8_parameter_setting():
+    # verl-project/verl#7232 (set issue-24-s64): TransformerConfig.fp8_param is --fp8-param-gather by another name
+    question = ("verl, Megatron backend: FP8 E2E is slower than BF16 on Qwen3-30B-A3B / 8xH200; is this expected, "
+                "and should fp8_param change it?")
+    data = json.loads(_stdout(["diagnose", "--question", question, "--gpu", "8xH200", "--format", "json"]))
+    assert data["causes"][0]["id"] == "precision-buffers"
+    assert data["fixes"][0]["id"] == "fp8-param-gather"
+    assert "override_transformer_config.fp8_param=True" in json.dumps(data["fixes"][0])
+

@@ -561,6 +561,10 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
     # evidence calls for first (a bound such as "no layout of these GPUs holds the model state" outranks re-layouts)
     lead_rule = _lead_rule(diag, kb) if not any(s.fits for s in sims.values() if s is not None) else None
     lead_order = {f: i for i, f in enumerate(kb.get("rules", lead_rule).get("fixes") or [])} if lead_rule else {}
+    # the rule that named the top cause's mechanism puts a free fix first (TORCH_NCCL_AVOID_RECORD_STREAMS for cache
+    # held by collectives): free, it leads before the other owning causes' free fixes
+    named_rule = _lead_rule(diag, kb)
+    named_first = (kb.get("rules", named_rule).get("fixes") or [None])[0] if named_rule else None
     avoid = list(diag.avoid)
     avoided = {a.id for a in avoid}
     # a crash with no memory signal anywhere: a rule offers a fix to take the crashing path away (graphs off for an
@@ -590,6 +594,8 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
             key = (4, pos)  # the rules' fixes and checks have had their say
         elif sim is not None and sim.plan_step is not None and not (free and _owned(fix, owned)):
             key = (0.5, sim.plan_step)  # the cheapest combination that fits, in its order
+        elif free and advice.id == named_first and named_rule in advice.rules:
+            key = (0, -1)
         elif free and _owned(fix, owned) and (set(advice.rules) & owner_rules
                                               or _follows_owner(advice, diag, owner_rules)):
             key: tuple = (0, pos)

@@ -520,7 +520,9 @@ def _failure_figure(figures: list[dict[str, Any]], text: str, vocab: Mapping[str
     mem = vocab.get("memory") or {}
     window = int(mem.get("cue_window_chars") or 0)
     at = unlabelled[0]["at"]
-    if any(_rx(c).search(text[max(0, at - window):at]) for c in mem.get("cues") or []):
+    # the cue stands in the figure's own sentence: "... it OOMs. The bf16 params are only 14 GiB" sizes the weights
+    start = max([at - window, *(b.end() for b in _SENTENCE_END.finditer(text, 0, at))])
+    if any(_rx(c).search(text[max(0, start):at]) for c in mem.get("cues") or []):
         return unlabelled[0]["bytes"]
     return None
 
