@@ -2188,3 +2188,22 @@ def test_megatron_cores_fp8_param_is_the_fp8_parameter_setting():
     assert data["fixes"][0]["id"] == "fp8-param-gather"
     assert "override_transformer_config.fp8_param=True" in json.dumps(data["fixes"][0])
 
+
+
+def test_a_failure_after_steps_that_fit_is_checked_step_by_step(kb):
+    # d2skill#5 and Search-R1#112 (issue-24 sets): "训练进行到30step左右时，就会OOM", "at step 4 during backward":
+    # the layout held for the steps before, so the per-step record shows what moved; which rank failed first does not
+    for question in ("您好，我复现您的代码，训练进行到30step左右时，就会OOM，请问这大概是什么原因造成的呢？",
+                     "After a few training steps, specifically at step 4 during loss.backward() for the actor, "
+                     "I encounter a CUDA out-of-memory error."):
+        _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+        assert flat["situation.step"] == "later-step"
+        assert diag.fixes[0].id == "track-memory-per-step"
+    from memtune.engine import _check_fix
+    from memtune.ledger import policy
+
+    pol = policy(kb)["candidates"]
+    flat = {"situation.failure_said": True, "situation.step": "later-step"}
+    assert _check_fix(pol, flat) == "track-memory-per-step"
+    assert _check_fix(pol, {**flat, "situation.where": "single-rank"}) == "find-first-failing-rank"
+    assert _check_fix(pol, {**flat, "situation.step": "first-step"}) == "find-first-failing-rank"

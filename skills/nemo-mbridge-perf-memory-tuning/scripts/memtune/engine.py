@@ -668,7 +668,8 @@ def _check_fix(candidates: Mapping[str, Any], flat: Mapping[str, Any]) -> str | 
     if between and failed and not one_rank and flat.get("situation.phase") in (candidates.get("between_steps") or ()):
         return between
     moving = candidates.get("check_fix_moving")
-    if moving and not ranks and flat.get("situation.trend") in (candidates.get("moving_trends") or ()):
+    if moving and not ranks and (flat.get("situation.trend") in (candidates.get("moving_trends") or ())
+                                 or flat.get("situation.step") in (candidates.get("moving_steps") or ())):
         return moving
     return quiet if quiet and not failed and not ranks else candidates.get("check_fix")
 
