@@ -2207,3 +2207,26 @@ def test_a_failure_after_steps_that_fit_is_checked_step_by_step(kb):
     assert _check_fix(pol, flat) == "track-memory-per-step"
     assert _check_fix(pol, {**flat, "situation.where": "single-rank"}) == "find-first-failing-rank"
     assert _check_fix(pol, {**flat, "situation.step": "first-step"}) == "find-first-failing-rank"
+
+
+def test_thin_evidence_beside_a_colocated_engine_names_the_engine_first(kb):
+    # verl#647 / ROLL#171 (issue-24 sets): a colocated RL OOM with little else said - the engine's own memory on the
+    # same GPUs is the first candidate, a setting that never reached the run the next
+    question = "verl GRPO with vLLM colocated on the same GPUs: the actor update runs out of memory. What to check?"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.process"] == "colocated-engine"
+    assert [c.id for c in diag.causes][:2] == ["foreign-process", "setting-not-applied"]
+
+
+def test_an_update_after_which_something_no_longer_works_is_the_suspect(kb):
+    # ChatLearn#283 (issue-24 set): "After upgrading Transformer Engine to 1.13, offloading ... no longer frees the GPU
+    # memory it used to free": the same setup worked before the update, so the update leads the candidates
+    question = ("ChatLearn RLHF with a Megatron policy colocated with the generation model. After upgrading "
+                "Transformer Engine to 1.13, offloading the optimizer states no longer frees the GPU memory.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.worked_before"] and "stack" in flat["situation.changed"]
+    assert diag.causes[0].id == "version-regression"
+    # "the latest version" said alone is no update that broke a working setup
+    question = "TE 是源码最新版，FP8 比 FlashAttention 显存还多得多（11GB vs 27GB），是我哪里用错了？"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert not diag.causes or diag.causes[0].id != "version-regression"
