@@ -510,6 +510,23 @@ _MINE = re.compile(r"[\s*_]*(?:me|mine|i'd|what\s+i'd\s+do|my\s+(?:advice|sugges
 # ... and "Do:" / "要做的：" closing a list of what not to do
 _SO = re.compile(r"[\s*_>#]*(?:so|(?:my\s+)?pick|do|\u6240\u4ee5|\u6211?\u9009(?:\u62e9)?|\u8981\u505a\u7684)[*_]*\s*"
                  r"(?:[:\uff1a]|$)", re.IGNORECASE)
+# "You are on: ..." / "你在这条分支：..." closing a decision tree: the branch the user is on, its leaf last
+_YOU_ARE_ON = re.compile(r"[\s*_>#]*(?:you(?:'re|\s+are)\s+on(?:\s+(?:this|the|that)\s+branch)?|"
+                         r"\u4f60\u5728\u8fd9\u6761\u5206\u652f)[*_]*\s*[:\uff1a]", re.IGNORECASE)
+# a decision tree's branch ("├─ yes → ...", "│   └─ 否 → ..."), and how many make a block a tree
+_TREE_BRANCH = re.compile(r"^[\s\u2502|]*[\u251c\u2514]\u2500", re.MULTILINE)
+_TREE_BRANCHES = 2
+
+
+def _is_tree(block: str) -> bool:
+    """A decision tree of situations: branches drawn with box characters under a root that asks a question."""
+    root = next((line.strip() for line in block.splitlines() if line.strip()), "")
+    return root.endswith(("?", "\uff1f")) and len(_TREE_BRANCH.findall(block)) >= _TREE_BRANCHES
+
+
+# "You are on: actor step → ZeRO-3 already → checkpointing on → lower the micro-batch": the path's last step is the
+# leaf; the steps before it restate the user's situation
+_PATH_STEP = re.compile(r"\s(?:\u2192|->|=>)\s")
 # "User:", "用户：", "提问者：" opening a turn of a pasted exchange
 _USER_TURN = re.compile(r"[\s*_>]*(?:user|human|\u7528\u6237|\u63d0\u95ee\u8005)[*_]*\s*[:\uff1a]", re.IGNORECASE)
 _STRUCK = re.compile(r"~~.+?~~", re.DOTALL)  # struck-through text (_inline_text keeps the markers)
@@ -897,9 +914,19 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
                 units[-1].leads_code = True
             if led and led[0] != "other":
                 kind, primary = led
+            # a decision tree drawn in the block, rooted in a question ("OOM 出现在哪个阶段？" then "├─ ... → ...",
+            # "└─ 否 → ..."), maps situations: the line that says which leaf applies advises, not its branches (a
+            # block that opens on a command and branches on its outcome is a plan: it keeps its kind)
             if any(quoted):
                 kind, primary = "neutral", False
             addon = led_by_addon() or bool(lists and lists[-1][3])
+            if _is_tree(tok.content):
+                # its root question is what to look at first ("Which rank died first, and with what?"); its branches
+                # are situations, most of them not the user's
+                root, _, branches = tok.content.strip().partition("\n")
+                units.append(_Unit(root, kind, olist(), primary, addon=addon))
+                units.append(_Unit(branches, "neutral", olist(), False, code=True))
+                continue
             fields = _structured_fields(tok.content, grading)
             if fields:
                 # an agent's machine-readable answer ({"actions": [...], "do_not": [...]}): each value under the key
@@ -928,6 +955,15 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
                 unit.kind = "neutral"
         if units[conclusion].kind == "other":
             units[conclusion].kind, units[conclusion].primary = "recommend", True
+    # a decision tree's closing "You are on: A -> B -> do C": the steps before the last restate where the user is;
+    # the last is the leaf, advice beside what the answer already said
+    on = next((i for i, u in enumerate(units) if not u.code and u.kind == "other" and _YOU_ARE_ON.match(u.text)), None)
+    if on is not None:
+        path = units[on]
+        steps = list(_PATH_STEP.finditer(path.text))
+        leaf = path.text[steps[-1].end():] if steps else path.text
+        units[on:on + 1] = [*([replace(path, text=path.text[:steps[-1].start()], kind="neutral")] if steps else []),
+                            replace(path, text=leaf, kind="recommend")]
     # a pasted exchange with the user ("**User:** I already set expandable_segments", "用户：..."): the user's turns
     # restate the run or ask; only the agent's turns advise
     for unit in units:

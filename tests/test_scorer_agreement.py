@@ -154,7 +154,11 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # and cj / cm (an anti-checklist closed by "Do:"), 120 answers, 54 in Chinese, written blind the same day, came in at
 # 55.7 / 45.8 / 89.2 %; learned (tests/test_scorer_writers_ch_cm.py) they read 60.8 / 56.7 / 92.5 %, and the whole
 # set of 2369 the floors below (no earlier answer fell).
-FLOORS = {"first_fix_verdict": 0.7947, "violations": 0.9223, "first_fix_id": 0.7307}
+# Writers cn / co (a short chat reply), cp / cq (a plain-text decision tree followed to the user's leaf) and cr / cs (an
+# FAQ of "Q: / A:" pairs), 120 answers, 54 in Chinese, written blind the same day, came in at 56.5 / 51.7 / 85.8 %;
+# learned (tests/test_scorer_writers_cn_cs.py) they read 62.0 / 56.7 / 87.5 %, and the whole set of 2489 the floors
+# below (no earlier answer fell; the set is lower because the new voices read lower).
+FLOORS = {"first_fix_verdict": 0.7886, "violations": 0.92, "first_fix_id": 0.724}
 
 
 @pytest.fixture(scope="module")
