@@ -20,8 +20,8 @@ from memtune.recognize import required_any, required_literal
 from benchmarks.scenario import load_scenarios
 from benchmarks.score import Scorer
 
-QUESTIONS = [s.question for s in sweep(load_scenarios(ROOT / "benchmarks" / "scenarios"), 8) if s.question]
-ANSWERS = [read_yaml(p)["answer"] for p in sweep(sorted((ROOT / "benchmarks" / "answers").glob("*.yaml")), 16)]
+QUESTIONS = [s.question for s in sweep(load_scenarios(ROOT / "benchmarks" / "scenarios"), 10) if s.question]
+ANSWERS = [read_yaml(p)["answer"] for p in sweep(sorted((ROOT / "benchmarks" / "answers").glob("*.yaml")), 20)]
 
 
 

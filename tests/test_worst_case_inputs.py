@@ -137,7 +137,7 @@ def _scan_seconds(regex: re.Pattern[str], prefix: str, pump: str, size: int) -> 
     return _timed(lambda: (regex.search(text), regex.match(text)))
 
 
-@pytest.mark.parametrize("where", sweep(sorted(PATTERNS), 4))
+@pytest.mark.parametrize("where", sweep(sorted(PATTERNS), 5))
 def test_every_log_pattern_is_linear_on_pumped_input(where):
     regex = PATTERNS[where]
     cases = [(prefix, pump) for prefix in {"", _literal(regex.pattern)} for pump in PUMPS]
@@ -183,7 +183,7 @@ def _line(head: str, tail: str, size: int) -> str:
 
 
 @pytest.mark.parametrize("head, tail", [pytest.param(*line, id=_line(*line, 40))
-                                        for line in sweep(_repeated_lines(), 4)])
+                                        for line in sweep(_repeated_lines(), 5)])
 def test_whole_scanner_is_fast_on_a_repeated_signature_line(head, tail):
     """One 1 MB line of a signature's own text cut short and repeated: no match completes, all retry."""
     assert_screened_fast_or_linear(lambda n: _timed(lambda: oom_log.parse_log([_line(head, tail, n) + "\n"], KB)),
