@@ -2230,3 +2230,30 @@ def test_an_update_after_which_something_no_longer_works_is_the_suspect(kb):
     question = "TE 是源码最新版，FP8 比 FlashAttention 显存还多得多（11GB vs 27GB），是我哪里用错了？"
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert not diag.causes or diag.causes[0].id != "version-regression"
+
+
+def test_an_option_the_user_is_considering_is_not_what_the_run_uses(kb):
+    # EleutherAI/gpt-neox#892 (set issue-24-s65): "现在在考虑干脆只做 LoRA" - the run is a full fine-tune
+    question = ("8 卡 A100 (80G) 全参微调 gpt-neox-20B，zero2 / zero3 都 OOM。"
+                "现在在考虑干脆只做 LoRA，但还是想问一下全参微调在 8 卡上到底能不能跑？")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert "lora" not in (flat.get("question.topics") or [])
+    assert "lora-frozen-base-weights" not in {r for c in diag.causes for r in c.rules}
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="We are thinking about switching to LoRA; full FT OOMs."), kb)
+    assert "lora" not in (flat.get("question.topics") or [])
+
+
+def test_a_separate_engine_that_fails_generating_misses_the_trainers_settings(kb):
+    # modelscope/ms-swift#5894 (set issue-24-s65): VIDEO_MAX_PIXELS set on swift rlhf, the swift rollout server fails
+    question = ("GRPO训练一段时间后：CUDA out of memory。用 swift rollout 单独起了一个 vLLM 服务（1 张卡），"
+                "另外 2 张卡跑 swift rlhf。训练这边已经加了 VIDEO_MAX_PIXELS=50176、FPS_MAX_FRAMES=40，还是 OOM。")
+    log = ["ERROR [core.py:398] EngineCore encountered a fatal error.",
+           "Traceback (most recent call last):",
+           '  File ".../vllm/v1/engine/core.py", line 389, in run_engine_core',
+           "    engine_core.run_busy_loop()",
+           '  File ".../vllm/model_executor/models/qwen2_vl.py", line 241, in apply_rotary_pos_emb_vision',
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
+    assert flat["situation.process"] == "separate-engine" and flat["situation.phase"] == "rl-rollout"
+    assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
+    assert {"reduce-micro-batch", "full-recompute"} <= {a.id for a in diag.avoid}
