@@ -122,6 +122,16 @@ def run(args: argparse.Namespace) -> int:
     unstated_breaches = refuse_invalid(cfg, read_env(args.env, config_env=cfg.env_vars, kb=kb), kb)
     est = estimate(cfg, gpu=gpu, mode=args.mode, num_microbatches=args.num_microbatches, kb=kb, env=env)
     result = est.to_dict()
+    if args.mode == "ours":
+        from dataclasses import asdict
+
+        from ..estimator.sensitivity import sensitivity
+
+        def peak_of(other: TrainingConfig) -> float:
+            return estimate(other, gpu=gpu, mode="ours", num_microbatches=args.num_microbatches, kb=kb,
+                            env=env).peak_bytes
+
+        result["sensitivity"] = [asdict(s) for s in sensitivity(cfg, est.peak_bytes, peak_of, kb)]
     result["summary"] = summarize(est, gpu)
     result["gpu"] = {"name": gpu.name, "capacity_bytes": gpu.capacity_bytes, "assumption": gpu.assumption} if gpu \
         else None

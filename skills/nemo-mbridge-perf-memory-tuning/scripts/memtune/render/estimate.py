@@ -64,6 +64,11 @@ def render(result: Mapping[str, Any], kb: Knowledge, lang: str, *, markdown: boo
         lines.append(f"- {text(kb, ident, lang)}")
     for warning in result.get("warnings", []):
         lines.append(f"- {warning}")
+    for s in result.get("sensitivity") or []:  # what the peak rests on that the run did not state
+        state = {True: t("on"), False: t("off"), None: t("unstated")}
+        lines.append("- " + t("sensitivity").format(setting=s["setting"], assumed=state[s["assumed"]],
+                                                     other=state[s["other"]], delta=s["delta_bytes"] / GIB,
+                                                     peak=s["peak_bytes"] / GIB))
     return "\n".join(lines) + "\n"
 
 
