@@ -385,6 +385,10 @@ class _Reader:
             b.values["virtual_pipeline_model_parallel_size"] = vpp
         elif v.get("virtual_pipeline_model_parallel_size") == 1:
             b.values["virtual_pipeline_model_parallel_size"] = None
+        if v.get("sequence_parallel") and (v.get("tensor_model_parallel_size") or 1) == 1:
+            # validate_args: "Disabling sequence parallelism because tensor model parallelism is disabled"
+            b.warn(f"{self.path}: --sequence-parallel with tensor parallel size 1: Megatron-LM turns it off")
+            b.values["sequence_parallel"] = False
         if isinstance(self.aux.get("nproc-per-node"), int) and v.get("world_size") is None:
             b.values["world_size"] = self.aux["nproc-per-node"] * int(self.aux.get("nnodes") or 1)
         if any(v.get(k) is not None for k in ARCH_MARKERS):
