@@ -508,8 +508,12 @@ _MINE = re.compile(r"[\s*_]*(?:me|mine|i'd|what\s+i'd\s+do|my\s+(?:advice|sugges
                    r"\u6211\u7684\u5efa\u8bae|\u6211\u7684\u505a\u6cd5|\u5efa\u8bae)[*_]*\s*$", re.IGNORECASE)
 # "So:", "所以：" after an account; "Pick:", "选：" (or a heading "选") after options weighed one by one
 # ... and "Do:" / "要做的：" closing a list of what not to do
-_SO = re.compile(r"[\s*_>#]*(?:so|(?:my\s+)?pick|do|\u6240\u4ee5|\u6211?\u9009(?:\u62e9)?|\u8981\u505a\u7684)[*_]*\s*"
-                 r"(?:[:\uff1a]|$)", re.IGNORECASE)
+_SO = re.compile(r"[\s*_>#]*(?:so|(?:my\s+)?pick|do|verdict|\u6240\u4ee5|\u6211?\u9009(?:\u62e9)?|"
+                 r"\u8981\u505a\u7684)[*_]*\s*(?:[:\uff1a]|$)", re.IGNORECASE)
+# a review's closing summary ("Request changes: ...", "需要修改：..."): the change it asks for first, beside the
+# comments above it, which stay advice
+_REVIEW_SUMMARY = re.compile(r"[\s*_>#]*(?:request(?:ing)?\s+changes|\u9700\u8981\u4fee\u6539)[*_]*\s*"
+                             r"[:\uff1a\u2013\u2014-]", re.IGNORECASE)
 # "You are on: ..." / "你在这条分支：..." closing a decision tree: the branch the user is on, its leaf last
 _YOU_ARE_ON = re.compile(r"[\s*_>#]*(?:you(?:'re|\s+are)\s+on(?:\s+(?:this|the|that)\s+branch)?|"
                          r"\u4f60\u5728\u8fd9\u6761\u5206\u652f)[*_]*\s*[:\uff1a]", re.IGNORECASE)
@@ -955,6 +959,10 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
                 unit.kind = "neutral"
         if units[conclusion].kind == "other":
             units[conclusion].kind, units[conclusion].primary = "recommend", True
+    summary = next((i for i, u in enumerate(units)
+                    if not u.code and u.kind == "other" and _REVIEW_SUMMARY.match(u.text)), None)
+    if summary is not None:
+        units[summary].kind, units[summary].primary = "recommend", True
     # a decision tree's closing "You are on: A -> B -> do C": the steps before the last restate where the user is;
     # the last is the leaf, advice beside what the answer already said
     on = next((i for i, u in enumerate(units) if not u.code and u.kind == "other" and _YOU_ARE_ON.match(u.text)), None)
@@ -1068,10 +1076,18 @@ def _marked_off(text: str, end: int, found: Sequence[Any]) -> bool:
 
 # a multiple-choice option: "A. ...", "(B) ...", "C、..." at the start of a line (or "(B) " inside one)
 _LETTER = r"[(\uff08]?([A-F])[)\uff09.\uff0e\u3001:\uff1a][ \t]+(?=\S)"
-_QUIZ_OPTION = re.compile(rf"(?:^|\n)[ \t*_>]*{_LETTER}|(?<=\s)\(([A-F])\)[ \t]+(?=\S)")
+# an option named as one ("**Option A: keep defaults**", "Option B — full recompute", "方案 A：..."), as a comparison
+# weighs them
+_NAMED_OPTION = (r"(?:(?i:option|alternative)\s+|\u65b9\u6848\s*|\u9009\u9879\s*)([A-F])"
+                 r"(?:[)\uff09.\uff0e\u3001:\uff1a]|\s*[\u2013\u2014-])")
+_QUIZ_OPTION = re.compile(rf"(?:^|\n)[ \t*_>]*(?:{_LETTER}|{_NAMED_OPTION}[ \t*_]*(?=\S))"
+                          r"|(?<=\s)\(([A-F])\)[ \t]+(?=\S)")
 # its answer key: "Answer: B", "**答案：A、C**", "Correct answer - (C)"
-_QUIZ_KEY = re.compile(r"(?i)[\s*_>#]*(?:correct\s+)?(?:answer|\u6b63\u786e\u7b54\u6848|\u7b54\u6848)[*_]*\s*"
-                       r"[:\uff1a\u2013\u2014-]\s*[*_]*[(\uff08]?"
+# ...or a comparison's verdict: "**Verdict: B.**", "Verdict: A as the one-flag fix", "结论：先用 A"
+_QUIZ_KEY = re.compile(r"(?i)[\s*_>#]*(?:correct\s+)?"
+                       r"(?:answer|verdict|\u6b63\u786e\u7b54\u6848|\u7b54\u6848|\u7ed3\u8bba)[*_]*\s*"
+                       r"[:\uff1a\u2013\u2014-]\s*[*_]*(?:(?:go\s+with|pick|choose|take|\u5148\u7528|\u9009|\u7528)\s*)?"
+                       r"(?:(?:option|\u65b9\u6848)\s*)?[(\uff08]?"
                        r"([A-F](?:\s*(?:,|\uff0c|\u3001|and|\u548c|\+|&|/)\s*[A-F])*)(?![A-Za-z])")
 _QUIZ_INLINE = re.compile(rf"(?:^|(?<=\s)){_LETTER}")
 _ALL_ABOVE = re.compile(r"(?i)\ball\s+of\s+the\s+above\b|\u4ee5\u4e0a(?:\u90fd|\u5168\u90e8|\u5747)")
@@ -1106,7 +1122,7 @@ def _read_quiz(units: list[_Unit]) -> list[_Unit]:
     first_key = True
     for i, unit in enumerate(split):
         if option[i]:
-            pending.append((unit, option[i].group(1) or option[i].group(2)))
+            pending.append((unit, next(g for g in option[i].groups() if g)))
         elif keys[i]:
             chosen = set(re.findall(r"[A-F]", keys[i].group(1)))
             # "D. 以上都可以" / "D. All of the above": the key that picks it picks every option before it

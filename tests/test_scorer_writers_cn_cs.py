@@ -67,3 +67,32 @@ def test_a_block_that_opens_on_a_command_and_branches_on_its_outcome_is_a_plan(s
     text = ('```\nrecompute_modules=["mla_up_proj"]\n        │\n        ├── 能跑 ──> 完成\n'
             "        │\n        └── 仍 OOM ──> 抓一次 memory snapshot\n```\n")
     assert scorer.read_markdown(text).first_fix == "selective-recompute"
+
+
+# Writers ct / cu (a code review of the user's config, closed by "Request changes:"), cv / cw (a runbook) and cx / cy
+# (a head-to-head comparison closed by "Verdict:"), 120 answers, 54 in Chinese, written blind on 2026-12-06, first
+# read 63.8 / 49.2 / 86.7 % on d38d322.
+
+def test_a_comparison_advises_the_option_its_verdict_picks(scorer):
+    # cy-011 (writer cy)
+    text = ("- **Option A: selective recompute of core attention** (`recompute_modules=[core_attn]`): saves most.\n"
+            "- **Option B: full recompute** (`--recompute-granularity full`): saves more, ~30% more compute.\n\n"
+            "**Verdict: A** as the one-flag fix on the current setup; skip B.\n")
+    answer = scorer.read_markdown(text)
+    assert answer.first_fix == "selective-recompute" and "full-recompute" not in answer.recommended
+
+
+def test_a_reviews_summary_leads_and_its_comments_stay_advice(scorer):
+    # ct-018 (writer ct): the summary names the change first; the comments above it are not a story told before it
+    text = ("suggestion (first): Offload the optimizer state to host memory with FSDP2's CPU offload.\n\n"
+            "nit: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True won't find the missing tens of GB. Skip it.\n\n"
+            "Request changes: enable FSDP2 CPU offload for the optimizer state (PR #622) first.\n")
+    answer = scorer.read_markdown(text)
+    assert answer.first_fix == "optimizer-cpu-offload" and "expandable-segments" not in answer.recommended
+
+
+def test_a_review_comment_that_adds_to_the_last_is_an_add_on(scorer):
+    # ct-003 (writer ct): "建议： 同时在环境变量里加上 ..." comes beside the first suggestion, not before it
+    text = ("建议： 打开 packing（--packing true），让长短样本拼成定长序列。\n\n"
+            "建议： 同时在环境变量里加上 PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True'，减少碎片。\n")
+    assert scorer.read_markdown(text).first_fix == "sequence-packing"
