@@ -2257,3 +2257,20 @@ def test_a_separate_engine_that_fails_generating_misses_the_trainers_settings(kb
     assert flat["situation.process"] == "separate-engine" and flat["situation.phase"] == "rl-rollout"
     assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
     assert {"reduce-micro-batch", "full-recompute"} <= {a.id for a in diag.avoid}
+
+
+def test_a_quoted_word_reads_as_the_word(kb):
+    # NVIDIA-NeMo/RL#33 (set issue-24-s66): "supposed to be 'asleep'" says the trainer should have let go
+    question = ("When the HFPolicy is supposed to be 'asleep' (while vLLM is doing generation), it still takes up "
+                "about ~11GB on the GPU for Llama8B according to nvidia-smi. It should be ~0.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.expected_release"] and flat["situation.trend"] == "held"
+    assert diag.fixes[0].id == "track-memory-per-step"
+
+
+def test_ms_swifts_move_to_vllm_is_the_weight_sync(kb):
+    # modelscope/ms-swift#7986: "_move_full_model_to_vllm" copies the trainer's weights into the colocated vLLM
+    question = ("GRPO colocate mode, DeepSpeed ZeRO-3: OOM in `_move_full_model_to_vllm` since I switched from "
+                "3.10.3 to 3.12.3; the same scripts used to work.")
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.phase"] == "rl-weight-sync"

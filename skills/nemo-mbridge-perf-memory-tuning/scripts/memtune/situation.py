@@ -1045,6 +1045,7 @@ def _both(words: Mapping[str, Iterable[str]] | None) -> list[str]:
 
 
 _SEPARATORS = re.compile(r"[\s_\-]+")
+_QUOTES = re.compile(r"[\"`\u2018\u2019\u201c\u201d]|'(?![a-z])|(?<![a-z])'")  # a quote sets no word apart: "'asleep'"
 _ARTICLES = re.compile(r" (?:a|an|the|its|my|our|this|that)(?= )")
 
 
@@ -1053,7 +1054,7 @@ def _normal(text: str) -> str:
     """Lower case, any run of spaces, '_' or '-' as one space, articles dropped, padded with spaces: the form both
     the vocabulary and the user's text are compared in ("saves a checkpoint" ~ "saves_checkpoint"); a class named
     for its role ends a word there ("DTensorPolicyWorker init" ~ "policy worker init")."""
-    return _ARTICLES.sub("", " " + _SEPARATORS.sub(" ", _ROLE_SUFFIX.sub(" ", text).lower()) + " ")
+    return _ARTICLES.sub("", " " + _SEPARATORS.sub(" ", _QUOTES.sub(" ", _ROLE_SUFFIX.sub(" ", text).lower())) + " ")
 
 
 # the role a class is named for, at the end of its CamelCase name: DTensorPolicyWorker, ActorRolloutRefWorker
