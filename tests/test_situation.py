@@ -2274,3 +2274,26 @@ def test_ms_swifts_move_to_vllm_is_the_weight_sync(kb):
                 "3.10.3 to 3.12.3; the same scripts used to work.")
     _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
     assert flat["situation.phase"] == "rl-weight-sync"
+
+
+def test_a_few_hundred_mib_held_elsewhere_does_not_own_a_full_gpu(kb):
+    # NVIDIA-NeMo/RL#493 (set issue-24-s67): 366 MiB in another process beside 45.8 GiB of the trainer's own tensors
+    log = ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 560.00 MiB. GPU 0 has a total capacity of "
+           "47.41 GiB of which 370.38 MiB is free. Process 21440 has 366.00 MiB memory in use. Including non-PyTorch "
+           "memory, this process has 46.64 GiB memory in use. Of the allocated memory 45.80 GiB is allocated by "
+           "PyTorch, and 215.61 MiB is reserved by PyTorch but unallocated."]
+    question = "Running the NeMo-RL deepscaler GRPO tutorial on a single A6000 48GB: OOM after some time."
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
+    assert diag.causes[0].id != "foreign-process" and diag.fixes[0].id != "shrink-colocated-engine"
+
+
+@pytest.mark.parametrize("question", [
+    # NVIDIA-NeMo/RL#456 (set issue-24-s67) and verl#3620: the same run fits at the shorter length
+    "第一阶段 8K 能跑，但第二阶段把 policy.max_total_sequence_length 设成 16384 之后就显存 OOM。",
+    "It runs into OOM during the actor update. The only one that worked is max_prompt_length 7000 and "
+    "max_response_length 10000, but I want longer ones.",
+])
+def test_a_run_that_fits_at_a_shorter_length_holds_activations(question, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert "larger-input-fails" in flat["question.topics"]
+    assert diag.causes[0].id == "capacity-activations"

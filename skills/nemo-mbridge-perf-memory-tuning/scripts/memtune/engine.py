@@ -211,10 +211,13 @@ def _ledger_rules(fired: list[tuple[int, Mapping[str, Any]]], rules: list[Mappin
     owners = {c["id"]: c.get("owner") for c in pol.get("components") or []}
     owners["phase-transients"] = next((p.get("transients_owner") for p in pol.get("phases") or []
                                        if p["phase"] == led.phase), None)
+    # a component too small to be what fills the GPU names nothing, however much of a small gap it covers
+    floor = float(pol.get("owner_min_share_of_capacity", 0.0)) * (led.capacity_bytes or 0.0)
     found: dict[str, str] = {}
     for comp, cause in owners.items():
         share, source = ledger_mod.share(led, [comp])
-        if cause and share is not None and share >= owner_share and cause not in found:
+        held = sum(e.bytes for e in led.entries if e.id == comp)
+        if cause and share is not None and share >= owner_share and cause not in found and held >= floor:
             found[cause] = source or "estimate"
     out = []
     for cause, source in found.items():
