@@ -487,6 +487,8 @@ _SUMMARY = re.compile(r"<summary>(.*?)</summary>", re.IGNORECASE | re.DOTALL)
 _ASIDE_LEVEL = 7  # below every Markdown heading: an alert or a collapsed section ends with its own block
 # a line that opens on a rejection mark (cross, ballot x, no-entry signs)
 _REJECT_MARK = re.compile(r"[\s*_>]*(?:\u274c|\u2717|\u2718|\U0001f6ab|\u26d4)")
+# a checklist item marked done ("✅ --workers 80 --partitions 4", "☑ 已做对照：..."): the run as it is, not advice
+_DONE_MARK = re.compile(r"[\s*_>]*(?:\u2705|\u2611\ufe0f?|\u2714\ufe0f?)")
 # a verdict cell that makes its row conditional: "only if ...", "采纳（模型大时）", "yes (if PP > 1)"
 _ONLY_IF = re.compile(r"(?i)only\s+(?:if|when)\b|仅当|只有在|只有当|只在"
                       r"|[（(][^）)\n]{1,12}时[）)]|\((?:when|if)\b[^)\n]{0,30}\)")
@@ -1746,6 +1748,10 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
         score = None if unit.code else _SCORE.match(unit.text)
         if score and int(score.group(1)) <= _LOW_SCORE:
             kind, primary = "avoid", False  # "(1/10) Memory knobs (expandable_segments, ...) — would not help"
+        done = None if unit.code else _DONE_MARK.match(unit.text)
+        if done and not grading.order.first_action.match(unit.text[done.end():].lstrip(" *_")):
+            # "✅ expandable_segments already set": what the run has, not advice ("✅ 先按步记录..." still advises)
+            kind, primary = "neutral", False
         if not unit.code and _REJECT_MARK.match(unit.text):
             kind, primary = "avoid", False  # "❌ micro-batch, selective/full recompute — nothing has run forward yet"
         replaced = grading.replaced_spans(unit.text)

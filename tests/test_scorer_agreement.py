@@ -162,7 +162,11 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # head-to-head comparison closed by "Verdict:"), 120 answers, 54 in Chinese, came in at 63.8 / 49.2 / 86.7 %; learned
 # (tests/test_scorer_writers_cn_cs.py) they read 68.1 / 55.8 / 90.0 %, and the whole set of 2609 the floors below (no
 # earlier answer fell).
-FLOORS = {"first_fix_verdict": 0.7881, "violations": 0.9199, "first_fix_id": 0.721}
+# Writers cz / da (a memo to the team), db / dc (a hypothesis list) and de / df (an on-call checklist with marks),
+# 120 answers, 54 in Chinese, the session's final unseen batch, came in at 64.6 / 60.8 / 95.0 %; learned
+# (tests/test_scorer_writers_cn_cs.py) they read 68.7 / 64.2 / 95.0 %, and the whole set of 2729 the floors below (no
+# earlier answer fell).
+FLOORS = {"first_fix_verdict": 0.7849, "violations": 0.9212, "first_fix_id": 0.7189}
 
 
 @pytest.fixture(scope="module")

@@ -96,3 +96,28 @@ def test_a_review_comment_that_adds_to_the_last_is_an_add_on(scorer):
     text = ("建议： 打开 packing（--packing true），让长短样本拼成定长序列。\n\n"
             "建议： 同时在环境变量里加上 PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True'，减少碎片。\n")
     assert scorer.read_markdown(text).first_fix == "sequence-packing"
+
+
+# Writers cz / da (an email or memo to the team), db / dc (a hypothesis list H1 / H2 / H3) and de / df (an on-call
+# checklist with status marks), 120 answers, 54 in Chinese, the session's final unseen batch, first read
+# 64.6 / 60.8 / 95.0 % on 2e98422.
+
+def test_a_checklist_item_marked_done_is_the_run_as_it_is(scorer):
+    # de-007 (writer de): "✅ --workers 80 --partitions 4" says what the user ran; "✅ 先按步记录…" (kk-001) advises
+    text = ("✅ --workers 80 --partitions 4, 43 GB input\n\n⬜ Lower --workers to 16 and rerun the preprocessing.\n")
+    answer = scorer.read_markdown(text)
+    assert "shard-preprocessing" not in answer.recommended
+    text = "✅ 先按步记录 vLLM sleep 之后的残留显存，看是不是逐步上涨。\n\n❌ expandable_segments：不是碎片。\n"
+    assert scorer.read_markdown(text).first_fix == "track-memory-per-step"
+
+
+def test_the_words_the_final_batch_named_fixes_in(scorer):
+    cases = [
+        ("在 4.4.2 的命令里显式加上 --vit_gradient_checkpointing true", "full-recompute"),  # cz-008
+        # da-019
+        ("第一步：把视频相关的环境变量同样加到 rollout 服务上，并确认服务端真的用上了。", "confirm-setting-applied"),
+        ("Test: a memory snapshot around step 1 (below).", "track-memory-per-step"),  # db-005
+        ("训练配置里写同一个 tokenized_path，直接从磁盘加载已经分好词的数据。", "shard-preprocessing"),  # dc-017
+    ]
+    for text, fix in cases:
+        assert scorer.read_markdown(text).first_fix == fix, text
