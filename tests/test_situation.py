@@ -2297,3 +2297,15 @@ def test_a_run_that_fits_at_a_shorter_length_holds_activations(question, kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert "larger-input-fails" in flat["question.topics"]
     assert diag.causes[0].id == "capacity-activations"
+
+
+def test_vllms_sleep_mode_allocator_failing_is_the_colocated_engine(kb):
+    # TideDra/lmm-r1#42 (set issue-24-s67): the user retypes vLLM's cumem_allocator failure, in another case, in the
+    # question itself (a log that alone names the allocator is not read for the process yet)
+    question = ("训练Qwen2-VL 7B的模型出现OOM。报错：Runtime Error: Cuda error: out of memory at "
+                "/workspace/csrc/cumem_allocator.cpp: 62 这是怎么回事，要怎么改？")
+    log = ["Runtime Error: Cuda error: out of memory at /workspace/csrc/cumem_allocator.cpp: 62"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
+    assert flat["situation.process"] == "colocated-engine"
+    assert diag.fixes[0].id == "shrink-colocated-engine"
+    assert "expandable-segments" not in {f.id for f in diag.fixes}
