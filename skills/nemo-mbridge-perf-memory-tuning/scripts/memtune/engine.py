@@ -562,11 +562,11 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
     optimizer_step = led is not None and led.phase == "optimizer"
     # when no simulated fix fits alone, the savings do not decide: the top cause's most confident rule says what the
     # evidence calls for first (a bound such as "no layout of these GPUs holds the model state" outranks re-layouts)
-    lead_rule = _lead_rule(diag, kb) if not any(s.fits for s in sims.values() if s is not None) else None
+    named_rule = _lead_rule(diag, kb)
+    lead_rule = named_rule if not any(s.fits for s in sims.values() if s is not None) else None
     lead_order = {f: i for i, f in enumerate(kb.get("rules", lead_rule).get("fixes") or [])} if lead_rule else {}
     # the rule that named the top cause's mechanism puts a free fix first (TORCH_NCCL_AVOID_RECORD_STREAMS for cache
     # held by collectives): free, it leads before the other owning causes' free fixes
-    named_rule = _lead_rule(diag, kb)
     named_first = (kb.get("rules", named_rule).get("fixes") or [None])[0] if named_rule else None
     avoid = list(diag.avoid)
     avoided = {a.id for a in avoid}

@@ -4,8 +4,8 @@ A layout given without every setting is estimated on assumptions: the Bridge rec
 filled in (``TrainingConfig.assumed``) and the settings it leaves off because nothing names them
 (knowledge/estimator.yaml ``sensitivity-unstated``: FP8 parameter gather, the fused cross entropy).  Each is
 estimated the other way; those that move the peak by more than ``sensitivity-share`` of it are reported with the
-peak they give ("assumed use_distributed_optimizer on; off: +38.1 GiB").  The other way is only a probe: a value the
-layout cannot take (the estimator refuses it) is left out, not reported.
+peak they give ("Assumed use_distributed_optimizer on; off, the peak would be 102.06 (+25.38)").  The other way is
+only a probe: a value the layout cannot take (the estimator refuses it) is left out, not reported.
 """
 
 from __future__ import annotations
