@@ -223,7 +223,8 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
         sit.trend = None
     sit.gpu_memory_fine = bool(words.gpu_memory_fine.search(text))
     sit.process = (_stated(stated.process, "process")
-                   or _process_from_words(clauses, said, words, sit.gpu_memory_fine))
+                   or _process_from_words(clauses, said, words, sit.gpu_memory_fine)
+                   or _process_from_log(facts, table))
     # the user's words first; else the keys of the config they passed ("micro_train_batch_size=1" is OpenRLHF's),
     # only where they name one framework
     sit.framework = (_stated(stated.framework, "framework")
@@ -1262,6 +1263,16 @@ def _trainer(framework: Reading | None, table: Mapping[str, Any], text: str, wor
         return str(row["trainer"])
     # DeepSpeed ZeRO named and Megatron not ("ZeRO2 on 8 GPUs runs out of memory", zero_stage=3): a DeepSpeed trainer
     return "deepspeed" if words.deepspeed is not None and words.deepspeed.search(text) else None
+
+
+def _process_from_log(facts: Facts, table: Mapping[str, Any]) -> Reading | None:
+    """What shares the GPU, where the log's own failure says it (situation.yaml processes ``signatures``: vLLM's
+    sleep-mode allocator failing is the colocated engine at a wake-up), when the user's words say nothing."""
+    found = set(facts.log.signatures or ())
+    row = next((p for p in table.get("processes") or [] if found & set(p.get("signatures") or ())), None)
+    if row is None:
+        return None
+    return Reading(row["id"], [Clue(f"\u201c{sorted(found & set(row['signatures']))[0]}\u201d", "log")])
 
 
 def _default_process(framework: Reading, table: Mapping[str, Any], only: str | None = None) -> Reading | None:
