@@ -338,6 +338,8 @@ def test_question_layout_reads_no_statement_into_questions_and_other_engines(tex
     ("显存从 60G 涨到 79G 然后 OOM", [(60e9, "peak"), (79e9, "peak")], None),
     ("the estimate says 55 GB but it OOMs", [(55e9, "peak")], None),
     ("a 7B model with 500M tokens", [], None),  # parameter and token counts are not memory
+    # the failed request with a measure word between the verb and the size (ms-swift#9882): not in use at the OOM
+    ("第一个训练 step 就 OOM，报错是申请一块 5.72 GiB 的显存失败", [(5.72 * GIB, "request")], None),
 ])
 def test_question_memory_roles_and_card_sizes(text, figures, nominal, vkb):
     q = parse_question(text, vkb)
@@ -354,7 +356,7 @@ def test_question_failure_figure_ignores_the_card_size(vkb):
 @pytest.mark.parametrize("text, name", [
     ("8xA100-40GB", "A100 40GB"), ("16xH100", "H100 80GB"), ("2x8H800", "H800"), ("40GB A100s", "A100 40GB"),
     ("A100(40G)*4", "A100 40GB"), ("4*A100 ... in all 16 A100-40G cards", "A100 40GB"), ("GB200 NVL72", "GB200"),
-    ("8 x V100 32GB", None), ("RTX 4090", "RTX 4090"), ("2*8*h20", "H20"), ("4*4090", "RTX 4090"),
+    ("8 x V100 32GB", "V100 32GB"), ("RTX 4090", "RTX 4090"), ("2*8*h20", "H20"), ("4*4090", "RTX 4090"),
 ])
 def test_question_gpu_names(text, name, vkb):
     assert parse_question(text, vkb).gpu_name == name
@@ -406,8 +408,11 @@ def test_lookup_gpu_facts(vkb):
     ("2x8 H100", "H100 80GB", 79.11, 16),
     ("8张A800", "A800", 79.2, 8),
     ("H100 SXM5 80GB HBM3", "H100 80GB", 79.11, None),
-    ("4x V100 (128G total)", "V100 (128G total)", 31.7, 4),  # a size typed as all the cards together
-    ("4张 V100 一共128G", "V100 一共128G", 31.7, 4),
+    ("4x V100 (128G total)", "V100 32GB", 31.7, 4),  # a size typed as all the cards together agrees with the name
+    ("4张 V100 一共128G", "V100 32GB", 31.7, 4),
+    ("8卡V100 32G", "V100 32GB", 31.75, 8), ("Tesla V100-SXM2-16GB", "V100 16GB", 15.78, None),
+    ("4x A10G", "A10G", 22.2, 4), ("L20 8卡", "L20", 44.53, 8), ("2x RTX A6000", "RTX A6000", 47.54, 2),
+    ("2080ti", "RTX 2080 Ti", 10.76, None),
     ("L40S 48GB, 512GB RAM", "L40S", 44.4, None),  # the host's RAM beside the card's size is not the card's
     ("RTX 6000 48GB, host RAM 1TB", "RTX 6000 48GB, host RAM 1TB", 47.5, None),
     # nodes times the cards of each, a comma between them or not (NVIDIA-NeMo/RL#279's "1 node, 8 GPUs")

@@ -196,10 +196,11 @@ def _typed_size_gib(text: str) -> float | None:
 
 
 def _usable_share(kb: Any) -> float:
-    """Median usable/nominal capacity of the GPUs gpus.yaml has both figures for (cudaMemGetInfo sits below the
-    card's size: the driver and ECC keep some)."""
+    """Median usable/nominal capacity of the HBM GPUs gpus.yaml has both figures for (cudaMemGetInfo sits below the
+    card's size: the driver keeps some). GDDR cards with ECC on keep far more (L20: 44.53 of 48), so they would drag
+    the share an unlisted "80GB" or "96GB" card, almost always an HBM one here, is given."""
     shares = sorted(e["capacity_gib"] / e["nominal_gb"] for e in _entries(kb)
-                    if e.get("capacity_gib") and e.get("nominal_gb"))
+                    if e.get("capacity_gib") and e.get("nominal_gb") and e.get("memory", "hbm") == "hbm")
     return shares[len(shares) // 2] if shares else 1.0
 
 
@@ -208,7 +209,7 @@ def _capacity_note(name: str, size_gb: float, typed: bool, kb: Any) -> str:
     said = f"the size as typed, {size_gb:g} GB" if typed else f"its nominal {size_gb:g} GB (no OOM message " \
         "with its capacity is on record)"
     return (f"GPU {name}: about {size_gb * share:.1f} GiB usable, from {said} x{share:.3f} "
-            "(the median usable share of the GPUs in knowledge/gpus.yaml)")
+            "(the median usable share of the HBM GPUs in knowledge/gpus.yaml)")
 
 
 def gpu_from_capacity(capacity_bytes: float, kb: Knowledge) -> GpuFacts:
