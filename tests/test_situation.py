@@ -2310,3 +2310,49 @@ def test_vllms_sleep_mode_allocator_failing_is_the_colocated_engine(kb):
         assert flat["situation.process"] == "colocated-engine"
         assert diag.fixes[0].id == "shrink-colocated-engine"
     assert "expandable-segments" not in {f.id for f in diag.fixes}
+
+
+@pytest.mark.parametrize("question, first_fix", [
+    # slime's FSDP notes (set issue-24-s68): the same run fits at 8k responses; raised to 16k, one sample is too long
+    ("slime 里做 GRPO，4 张 B200。response_length = 8k 的时候都能跑，把 max response length 提到 16k 之后两个后端都 "
+     "OOM 了。micro batch 已经是按 token 动态打包的（max_tokens_per_gpu）。", "increase-cp"),
+    # verl#2159 (set issue-24-s68): the OOM comes and goes with the longest completions, micro-batches hold samples
+    ("两台机器上跑 GRPO。偶尔会 OOM，原因是某些 completion 特别长，有时是在 backward 的时候 OOM。", "sequence-packing"),
+    ("Our GRPO run OOMs occasionally because some completions are very long, sometimes in backward.",
+     "sequence-packing"),
+])
+def test_a_failure_that_follows_the_sample_length_holds_activations(question, first_fix, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert "larger-input-fails" in flat["question.topics"]
+    assert diag.causes[0].id == "capacity-activations" and diag.fixes[0].id == first_fix
+
+
+def test_a_length_lowered_without_effect_is_no_larger_input(kb):
+    # verl#3124: lowering the lengths did not help, which says nothing about longer inputs failing
+    question = ("I have tried to reduce data.max_prompt_length to 1024 and data.max_response_length to 2048, it "
+                "still reproduces the OOM error.")
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert "larger-input-fails" not in flat["question.topics"]
+
+
+@pytest.mark.parametrize("question", [
+    # NVIDIA/NeMo#7833 (set issue-24-s68): a second trainer.fit in the same process needs more than the first
+    "在同一个进程里连续调用两次 trainer.fit，打印 torch.cuda.memory_allocated()，"
+    "第二次 fit 的显存明显比第一次高，模型稍大一点第二次就容易 OOM。",
+    "Calling trainer.fit twice in one process: the second fit uses noticeably more memory than the first and OOMs.",
+])
+def test_a_repeat_that_needs_more_than_the_first_holds_memory(question, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.trend"] == "grows"
+    assert diag.causes[0].id == "memory-growth"
+
+
+def test_a_hang_with_no_memory_failure_is_not_an_oom(kb):
+    # huggingface/trl#3858 (set issue-24-s68): stuck at step 0, no OOM said or logged - slow generation, not memory
+    question = ("when use GRPO + deepspeed_zero3 + ds3_gather_for_generation=False, stuck in the training stage, step "
+                "is still 0 after an hour. Is this a deadlock / hang?")
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert diag.causes[0].id == "not-an-oom" and diag.fixes[0].id == "find-first-failing-rank"
+    # the same stall beside an OOM the user names is a memory failure to read first
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question + " One rank printed CUDA out of memory."), kb)
+    assert diag.causes[0].id != "not-an-oom"
