@@ -2356,3 +2356,18 @@ def test_a_hang_with_no_memory_failure_is_not_an_oom(kb):
     # the same stall beside an OOM the user names is a memory failure to read first
     _, _, diag = pipeline.run(pipeline.Inputs(question=question + " One rank printed CUDA out of memory."), kb)
     assert diag.causes[0].id != "not-an-oom"
+
+
+def test_a_clause_weighing_an_action_names_no_phase_and_a_suspicion_rules_nothing_out(kb):
+    # the OpenRLHF SGLang-backend log (set issue-24-s68): "should I del / empty_cache after the weight update?" is an
+    # action weighed, not where it failed; "is SGLang leaking?" is a suspicion, checked first, which has not yet
+    # made a smaller micro-batch useless (the OOM there was the training batch)
+    question = ("换成 SGLang 之后整个 training pipeline 会 OOM，用 vLLM 就没事。是不是 SGLang 这边内存泄漏了？"
+                "要不要在更新权重后手动 del、empty_cache？")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.phase"] is None and flat["situation.suspected_trend"] == "grows"
+    assert diag.fixes[0].id == "track-memory-per-step"
+    assert "reduce-micro-batch" not in {a.id for a in diag.avoid}
+    # seen, not suspected, growth does rule it out
+    _, _, diag = pipeline.run(pipeline.Inputs(question="显存每一步都在涨，跑到第 300 步 OOM。"), kb)
+    assert "reduce-micro-batch" in {a.id for a in diag.avoid}

@@ -516,9 +516,12 @@ def _situation_rules(fired: list[tuple[int, Mapping[str, Any]]], rules: list[Map
             continue
         own = cause_fixes(cause["id"], kb)
         named = [f for f in flat.get("question.mentioned_fixes") or [] if f in own]  # what the user asks about
+        # a cause the user only suspects ("is SGLang leaking?") leads to its check; the check has not spoken, so
+        # the fixes the cause would make useless are not ruled out yet
+        seen = evaluate(cause["situation"]["supports"], {**flat, "situation.suspected_trend": None})
         out.append((len(rules), {"id": f"situation-{cause['id']}", "cause": cause["id"], "confidence": strength,
                                  "fixes": list(dict.fromkeys([*named, *own])),
-                                 "avoid": cause["situation"].get("avoid", []),
+                                 "avoid": cause["situation"].get("avoid", []) if seen else [],
                                  "when": {"all": []}, "evidence_source": source}))
     return out
 
