@@ -519,3 +519,15 @@ def test_moving_the_optimizer_state_to_the_cpu_names_optimizer_offload(kb):
     question = "Adam 的优化器状态占了不少显存，想把一部分优化器状态放到 CPU 上。"
     _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
     assert "optimizer-cpu-offload" in flat["question.mentioned_fixes"]
+
+
+@pytest.mark.parametrize("text, peft, lora", [
+    # NVIDIA/NeMo-Aligner#225: what a task supports is no setting of the run, which is full-parameter
+    ("SFT 支持 LoRA，但 reward model 训练不支持 LoRA，能不能也支持一下？"
+     "我用 Llama-2-7B 全参训练，结果直接 OOM。", None, False),
+    ("LoRA with TP is not supported in this version, so I run full fine-tuning", None, False),
+    ("we use LoRA since Megatron supports it, and it OOMs", "lora", True),  # the user is in the clause
+])
+def test_a_capability_named_is_not_what_the_run_uses(text, peft, lora, kb):
+    q = parse_question(text, kb)  # the clause words live in situation.yaml
+    assert q.layout.get("peft") == peft and ("lora" in q.topics) == lora

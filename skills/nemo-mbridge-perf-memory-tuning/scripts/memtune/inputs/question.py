@@ -395,21 +395,27 @@ _CLAUSE = re.compile(r"[^.,;!?\n\u3002\uff0c\uff1b\uff01\uff1f]+")
 def without_small(text: str, kb: Any) -> str:
     """The question without its clauses that say what they name is small ("so weights and optimizer state are
     small", knowledge/situation.yaml small_words): a topic named only to be ruled out is not the question's; nor
-    is one named in a question asking whether it is supported ("Is DPO + LoRA supported?": support_asked_words), or
-    in a clause saying the user is considering it ("we're thinking about switching to LoRA": considered_words)."""
+    is one named in a question asking whether it is supported ("Is DPO + LoRA supported?": support_asked_words), in
+    a clause saying what something supports with the user not in it ("reward model training does not support LoRA":
+    capability_words, first_person_words), or in a clause saying the user is considering it ("we're thinking about
+    switching to LoRA": considered_words)."""
     table = kb.tables.get("situation") or {}
-    small = [w.lower() for lang in (table.get("small_words") or {}).values() for w in lang or []]
-    support = [w.lower() for lang in (table.get("support_asked_words") or {}).values() for w in lang or []]
-    considered = [w.lower() for lang in (table.get("considered_words") or {}).values() for w in lang or []]
+
+    def words(key: str) -> list[str]:
+        return [w.lower() for lang in (table.get(key) or {}).values() for w in lang or []]
+
+    small, support, considered = words("small_words"), words("support_asked_words"), words("considered_words")
+    capability, person = words("capability_words"), words("first_person_words")
     low = text.lower()
-    if not any(w in low for w in (*small, *considered)) and not any(w in low for w in support):
+    if not any(w in low for w in (*small, *considered, *support, *capability)):
         return text
 
     def dropped(m: re.Match[str]) -> bool:
         clause = m.group().lower()
         asked = text[m.end():m.end() + 1] in ("?", "\uff1f")
         return (any(w in clause for w in (*small, *considered))
-                or asked and any(_word_in(w, clause) for w in support))
+                or asked and any(_word_in(w, clause) for w in support)
+                or any(_word_in(w, clause) for w in capability) and not any(_word_in(w, clause) for w in person))
 
     return _CLAUSE.sub(lambda m: " " * len(m.group()) if dropped(m) else m.group(), text)  # offsets kept
 
