@@ -1904,9 +1904,15 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
 
 def _removed(cue: re.Pattern[str], text: str, start: int) -> bool:
     """A verb right before the mention takes the setting out ("去掉 --recompute-activations"); an English one only
-    before a flag ("drop --recompute-activations"), since "drop MBS to 1" lowers a value."""
+    before a flag ("drop --recompute-activations"), since "drop MBS to 1" lowers a value - as does a flag given a new
+    value ("drop --micro_train_batch_size from 16 to 8")."""
     hit = cue.search(text, max(0, start - 12), start)
-    return bool(hit) and (bool(_CJK.match(hit.group())) or text.startswith("-", start))
+    if not hit:
+        return False
+    return bool(_CJK.match(hit.group())) or text.startswith("-", start) and not _NEW_VALUE.match(text, start)
+
+
+_NEW_VALUE = re.compile(r"[\w.`-]+\s+(?:from\s+\d[\w.]*\s+)?to\s+\d")  # "--flag from 16 to 8", "--flag to 8"
 
 
 def _span(text: str, start: int, end: int, context: int = 50) -> str:

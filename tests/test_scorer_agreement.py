@@ -166,7 +166,12 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # 120 answers, 54 in Chinese, the session's final unseen batch, came in at 64.6 / 60.8 / 95.0 %; learned
 # (tests/test_scorer_writers_cn_cs.py) they read 68.7 / 64.2 / 95.0 %, and the whole set of 2729 the floors below (no
 # earlier answer fell).
-FLOORS = {"first_fix_verdict": 0.7849, "violations": 0.9212, "first_fix_id": 0.7189}
+# Writers dg / dh (meeting minutes), di / dj (the user's plan graded, then "Corrected plan:") and dk / dl (TODO / FIXME
+# tags with struck-through options), 120 answers, 54 in Chinese, came in at 59.8 / 50.0 / 80.0 %; learned
+# (tests/test_scorer_writers_dg_dl.py) they read 88.7 / 79.2 / 92.5 %, and the whole set of 2849 the floors below
+# (the 2729 before them rose from 78.5 / 71.9 / 92.1 % to 80.2 / 73.0 / 92.3 %: 65 earlier answers read better, 26
+# worse, most of those where an earlier writer named DeepSpeed ZeRO-3 without labelling it the sharding fix).
+FLOORS = {"first_fix_verdict": 0.8054, "violations": 0.9235, "first_fix_id": 0.7322}
 
 
 @pytest.fixture(scope="module")
