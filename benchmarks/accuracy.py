@@ -462,9 +462,11 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
     families = sorted({r["family"] for r in rows})
     sizes = [s for s in ("≥ 10 GiB", "< 10 GiB") if any(size_class(r["measured_bytes"]) == s for r in rows)]
+    kinds = sorted({r["model_class"] for r in rows if r.get("model_class")})  # dense / moe / lora, across families
     return {
         "families": {fam: block([r for r in rows if r["family"] == fam]) for fam in families},
         "sizes": {s: block([r for r in rows if size_class(r["measured_bytes"]) == s]) for s in sizes},
+        "kinds": {k: block([r for r in rows if r.get("model_class") == k]) for k in kinds},
         "overall": block(rows),
         "error_bands": error_bands(rows),
     }
@@ -558,6 +560,19 @@ def render_markdown(report: dict[str, Any]) -> str:
         worst = "—" if s["ours_max_abs_err_pct"] is None else f"{s['ours_max_abs_err_pct']:.1f} %"
         out.append(
             f"| {size} | {s['scored']}/{s['cases']} | {s['sources']} | {_mape_s(s['ours_mape'])} | {worst} | "
+            f"{_mape_s(s['bridge_mape'])} ({s['bridge_cases']}) | {_mape_s(s['ours_mape_on_bridge_cases'])} |"
+        )
+    out += [
+        "",
+        "## By model kind (all families)",
+        "",
+        "| kind | scored | sources | ours | worst | bridge (cases) | ours on bridge cases |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for kind, s in report["summary"].get("kinds", {}).items():
+        worst = "—" if s["ours_max_abs_err_pct"] is None else f"{s['ours_max_abs_err_pct']:.1f} %"
+        out.append(
+            f"| {kind} | {s['scored']}/{s['cases']} | {s['sources']} | {_mape_s(s['ours_mape'])} | {worst} | "
             f"{_mape_s(s['bridge_mape'])} ({s['bridge_cases']}) | {_mape_s(s['ours_mape_on_bridge_cases'])} |"
         )
     return "\n".join(out) + "\n"
