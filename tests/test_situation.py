@@ -2371,3 +2371,40 @@ def test_a_clause_weighing_an_action_names_no_phase_and_a_suspicion_rules_nothin
     # seen, not suspected, growth does rule it out
     _, _, diag = pipeline.run(pipeline.Inputs(question="显存每一步都在涨，跑到第 300 步 OOM。"), kb)
     assert "reduce-micro-batch" in {a.id for a in diag.avoid}
+
+
+def test_a_comment_inside_a_continued_launch_command_cuts_it(kb):
+    # modelscope/ms-swift#3504 (set issue-24-s69): the env assignments above the comment never reach `swift sft`
+    from memtune.inputs.shell_lines import cut_by_comment
+
+    script = ["CUDA_VISIBLE_DEVICES=0,1,2,3 \\", "NPROC_PER_NODE=4 \\", "VIDEO_MAX_PIXELS=16384 \\",
+              "# VIDEO_TOTAL_PIXELS=14112000 \\", "swift sft \\", "    --model Qwen/Qwen2.5-VL-7B-Instruct \\",
+              "    --train_type full"]
+    assert cut_by_comment(script) == "# VIDEO_TOTAL_PIXELS=14112000 \\"
+    # a comment above the block, or one that closes it with nothing after, cuts nothing
+    assert cut_by_comment(["# launch", "NPROC_PER_NODE=4 \\", "swift sft --train_type full"]) is None
+    assert cut_by_comment(["swift sft \\", "    --train_type full \\", "# --freeze_vit true"]) is None
+    _, _, diag = pipeline.run(pipeline.Inputs(question="同样的设置在 llama factory 可以训练，但是 swift 爆显存。",
+                                              log=script), kb)
+    assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
+
+
+@pytest.mark.parametrize("text, reads, not_reads", [
+    # InternLM/xtuner#755 (set issue-24-s69): a sequence-parallel size is Ulysses, which splits the sequence
+    ("sequence_parallel_size=4，OOM；sequence_parallel_size=7，8GPU跑不了", "context-parallel", "sequence-parallel"),
+    ("verl: ulysses_sequence_parallel_size=2 and it still OOMs", "context-parallel", "sequence-parallel"),
+    ("TP4 with SP on, and it OOMs in backward", "sequence-parallel", "context-parallel"),  # Megatron's switch
+])
+def test_a_sequence_parallel_size_is_ulysses_not_megatrons_switch(text, reads, not_reads, kb):
+    topics = parse_question(text, kb).topics
+    assert reads in topics and not_reads not in topics
+
+
+def test_host_memory_growing_with_the_ranks_at_start_is_a_copy_per_rank(kb):
+    # deepspeedai/DeepSpeed#5290 (set issue-24-s69): 4 ranks each built Llama-2-70B on the CPU outside zero.Init
+    question = ("单机 4 张 A100 80G，用 DeepSpeed ZeRO-3 对 Llama-2-70B 做 SFT。"
+                "还没等显存出问题，CPU 内存就先爆了，进程被杀。"
+                "而且用的 GPU 越多，DeepSpeed 占的 CPU 内存越多，ZeRO-3 不是应该把模型切开吗？")
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "convert-sharded"
+    assert "optimizer-cpu-offload" in {a.id for a in diag.avoid}

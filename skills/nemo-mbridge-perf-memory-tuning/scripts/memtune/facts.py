@@ -117,6 +117,7 @@ class LogFacts:
     snapshot_path: str | None = None  # memory snapshot Bridge dumped on OOM
     frames: list[str] = field(default_factory=list)  # traceback of the primary failure: "function code-line"
     entry_script: str | None = None  # the program that traceback starts in (its '<module>' frame's file)
+    cut_continuation: str | None = None  # a comment line that ends a pasted backslash-continued launch command
     report_series: list[tuple[int, float]] = field(default_factory=list)  # (iteration, allocated) of one rank
 
 

@@ -53,6 +53,14 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
         from .inputs.oom_log import parse_log
 
         log = parse_log(inputs.log, kb)
+    for pasted in ((pasted_log_text(inputs.log) or "").splitlines(), (inputs.question or "").splitlines()):
+        if any(line.rstrip().endswith("\\") for line in pasted):  # a continued launch command was pasted
+            from .inputs.shell_lines import cut_by_comment
+
+            cut = cut_by_comment(pasted)
+            if cut:
+                log = replace(log, cut_continuation=cut)
+                break
 
     if inputs.overrides and not (question.model_name or question.model_size_b):
         from .inputs.question import model_in_settings  # the checkpoint path a setting names ("pretrain=...")

@@ -1386,7 +1386,9 @@ _ENV_NAME = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
 
 
 # a release number, or a commit hash beside the word "commit" ("on commit 3e5481fd", "after commit e3af337")
+# a quantity is no version: "7.81 GiB", "1.5x", "0.9 s" (an OOM message's figures beside the word "torch")
 _VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+|rc\d+)?)(?![\w.])"
+                      r"(?!\s*(?:[KMGT]i?B\b|[KMGT]\b|%|x\b|\u00d7|s\b|ms\b|ns\b))"
                       r"|\bcommits?\s+([0-9a-f]{7,40})\b", re.I)
 
 
