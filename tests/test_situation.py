@@ -2408,3 +2408,15 @@ def test_host_memory_growing_with_the_ranks_at_start_is_a_copy_per_rank(kb):
     _, _, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "convert-sharded"
     assert "optimizer-cpu-offload" in {a.id for a in diag.avoid}
+
+
+def test_fine_without_the_engine_names_the_engines_share(kb):
+    # huggingface/trl#2688 (set issue-24-s69): "works fine not using vLLM"; not "runs fine without errors"
+    question = ("Model is 8B. Works fine not using vLLM w/deepspeed, when enabling vLLM and using deepspeed I get oom "
+                "on the vLLM device when the model is loading.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.worked_with"] == ["shrink-colocated-engine"]
+    assert diag.fixes[0].id == "shrink-colocated-engine"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="With expandable segments on, the code runs fine without "
+                                                       "errors."), kb)
+    assert "shrink-colocated-engine" not in (flat["situation.worked_with"] or [])
