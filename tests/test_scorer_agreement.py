@@ -171,7 +171,11 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # (tests/test_scorer_writers_dg_dl.py) they read 88.7 / 79.2 / 92.5 %, and the whole set of 2849 the floors below
 # (the 2729 before them rose from 78.5 / 71.9 / 92.1 % to 80.2 / 73.0 / 92.3 %: 65 earlier answers read better, 26
 # worse, most of those where an earlier writer named DeepSpeed ZeRO-3 without labelling it the sharding fix).
-FLOORS = {"first_fix_verdict": 0.8054, "violations": 0.9235, "first_fix_id": 0.7322}
+# Writers dm (a vendor knowledge-base article), dn ("Short answer / Long answer / If you only do one thing") and do (an
+# issue ticket closed with Resolution / Root cause / Fix / Won't do / Follow-up fields), 60 answers, 27 in Chinese, the
+# session's final unseen batch, came in at 65.4 / 56.7 / 91.7 %; learned (tests/test_scorer_writers_dm_do.py) they read
+# 75.0 / 68.3 / 91.7 %, and the whole set of 2909 the floors below (no earlier answer fell; one rose).
+FLOORS = {"first_fix_verdict": 0.8042, "violations": 0.9233, "first_fix_id": 0.7315}
 
 
 @pytest.fixture(scope="module")
