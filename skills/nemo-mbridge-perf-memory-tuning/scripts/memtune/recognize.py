@@ -94,6 +94,9 @@ def _lowered(text: str) -> str | None:
     return text.lower()
 
 
+_HEAD = 3  # characters of a needle's head (Recognizer._by_head)
+
+
 class Recognizer:
     """Maps text to ids; overlapping hits keep the longest, so specific phrases win."""
 
@@ -108,6 +111,13 @@ class Recognizer:
         for i, (_, cue) in enumerate(self._cues):
             for needle in cue.needles or ():
                 self._gated.setdefault(needle, []).append(i)
+        # the needles by their first three characters: a text is only tested for those whose head it holds (hundreds
+        # of needles, a few candidates per line); shorter needles are always tested
+        self._by_head: dict[str, list[str]] = {}
+        self._short = [n for n in self._gated if len(n) < _HEAD]
+        for needle in self._gated:
+            if len(needle) >= _HEAD:
+                self._by_head.setdefault(needle[:_HEAD], []).append(needle)
 
     @property
     def ids(self) -> list[str]:
@@ -152,7 +162,11 @@ class Recognizer:
 
     def _scan(self, text: str) -> list[Match]:
         low = _lowered(text)  # a pattern none of whose needles is in the text cannot match it
-        held = [n for n in self._gated if (n in low if low is not None else _unfolded(n, text))]
+        if low is None:
+            held = [n for n in self._gated if _unfolded(n, text)]
+        else:
+            heads = {low[i:i + _HEAD] for i in range(len(low) - _HEAD + 1)} & self._by_head.keys()
+            held = [n for n in (*self._short, *(n for h in heads for n in self._by_head[h])) if n in low]
         chosen = sorted({*self._always, *(i for n in held for i in self._gated[n])})
         hits = [
             Match(ident, m.start(), m.end())
