@@ -2420,3 +2420,14 @@ def test_fine_without_the_engine_names_the_engines_share(kb):
     _, flat, _ = pipeline.run(pipeline.Inputs(question="With expandable segments on, the code runs fine without "
                                                        "errors."), kb)
     assert "shrink-colocated-engine" not in (flat["situation.worked_with"] or [])
+
+
+def test_a_setting_on_that_behaves_as_if_off_did_not_apply(kb):
+    # pytorch/pytorch#183387 (set issue-24-s69): PYTORCH_ALLOC_CONF set, the OOM "as if expandable segments were off"
+    question = ("On PyTorch 2.9.1 I switched my launcher to PYTORCH_ALLOC_CONF=expandable_segments:True. Since "
+                "then the same config goes OOM, and the OOM message shows about 1.91 GiB reserved by PyTorch but "
+                "unallocated, as if expandable segments were off. Is the new variable name not honoured?")
+    env = ["PYTORCH_ALLOC_CONF=expandable_segments:True"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, env=env), kb)
+    assert flat["situation.not_applied_said"] is True
+    assert diag.fixes[0].id == "confirm-setting-applied"
