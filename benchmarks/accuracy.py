@@ -517,6 +517,20 @@ def _mape_s(value: float | None) -> str:
     return "—" if value is None else f"{value:.1f} %"
 
 
+def _grouped_table(title: str, label: str, groups: dict[str, dict[str, Any]]) -> list[str]:
+    """One summary table over groups of runs (measured-peak size, model kind) that cut across the families."""
+    out = ["", f"## {title}", "",
+           f"| {label} | scored | sources | ours | worst | bridge (cases) | ours on bridge cases |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
+    for name, s in groups.items():
+        worst = "—" if s["ours_max_abs_err_pct"] is None else f"{s['ours_max_abs_err_pct']:.1f} %"
+        out.append(
+            f"| {name} | {s['scored']}/{s['cases']} | {s['sources']} | {_mape_s(s['ours_mape'])} | {worst} | "
+            f"{_mape_s(s['bridge_mape'])} ({s['bridge_cases']}) | {_mape_s(s['ours_mape_on_bridge_cases'])} |"
+        )
+    return out
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     out = ["# Estimator accuracy (memory in GiB, error = (estimate − measured) / measured)", ""]
     for fam in report["summary"]["families"]:
@@ -549,32 +563,8 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{_mape_s(s['bridge_mape'])} ({s['bridge_cases']}) | {_mape_s(s['ours_mape_on_bridge_cases'])} | "
             f"{s['failed']} | {', '.join(fitted.get(fam, [])) or '—'} |"
         )
-    out += [
-        "",
-        "## By measured peak (all families)",
-        "",
-        "| peak | scored | sources | ours | worst | bridge (cases) | ours on bridge cases |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for size, s in report["summary"].get("sizes", {}).items():
-        worst = "—" if s["ours_max_abs_err_pct"] is None else f"{s['ours_max_abs_err_pct']:.1f} %"
-        out.append(
-            f"| {size} | {s['scored']}/{s['cases']} | {s['sources']} | {_mape_s(s['ours_mape'])} | {worst} | "
-            f"{_mape_s(s['bridge_mape'])} ({s['bridge_cases']}) | {_mape_s(s['ours_mape_on_bridge_cases'])} |"
-        )
-    out += [
-        "",
-        "## By model kind (all families)",
-        "",
-        "| kind | scored | sources | ours | worst | bridge (cases) | ours on bridge cases |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for kind, s in report["summary"].get("kinds", {}).items():
-        worst = "—" if s["ours_max_abs_err_pct"] is None else f"{s['ours_max_abs_err_pct']:.1f} %"
-        out.append(
-            f"| {kind} | {s['scored']}/{s['cases']} | {s['sources']} | {_mape_s(s['ours_mape'])} | {worst} | "
-            f"{_mape_s(s['bridge_mape'])} ({s['bridge_cases']}) | {_mape_s(s['ours_mape_on_bridge_cases'])} |"
-        )
+    out += _grouped_table("By measured peak (all families)", "peak", report["summary"].get("sizes", {}))
+    out += _grouped_table("By model kind (all families)", "kind", report["summary"].get("kinds", {}))
     return "\n".join(out) + "\n"
 
 
