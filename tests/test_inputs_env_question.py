@@ -367,6 +367,13 @@ def test_question_gpu_names(text, name, vkb):
     ("DeepSeek-V3-16B on 8 GPUs", None, 16),  # a different size after the name is another model
     ("Qwen2.5-14B-Instruct", None, 14), ("Yi34B", None, 34), ("a 350M model", None, 0.35),
     ("Qwen3-VL-8B", None, 8), ("active 3B of the 30B-A3B", None, 3), ("15T tokens, 8 B200", None, None),
+    # the model that ran is named first; one offered later as an alternative is not it (pytorch/torchtitan#620)
+    ("training Llama3-8B still OOMs. Or is there a config for a smaller model such as Llama-3.2-1B?", "Llama 3 8B",
+     None),
+    # ... unless the clause that says it failed names the other one
+    ("Llama-3.1-8B trains fine, but Llama-3.1-70B OOMs at the first step", "Llama 3.1 70B", None),
+    # a role word before an organisation prefix still names an auxiliary model (ms-swift#6413: the student trains)
+    ("学生模型 Llama3.1-8B 全参，teacher 是 Meta-Llama-3.1-70B-Instruct", "Llama 3.1 8B", None),
 ])
 def test_question_model_names_and_sizes(text, model, size, vkb):
     q = parse_question(text, vkb)

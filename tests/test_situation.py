@@ -192,6 +192,15 @@ def test_an_engine_said_not_to_share_the_gpus_is_separate(text, process, kb):
     assert "trainer-side" in q.topics
 
 
+@pytest.mark.parametrize("text", [
+    # ms-swift / TRL server mode: vLLM is a process of its own on other GPUs (ms-swift#6413)
+    "GKD OOMs while loading the teacher; use_vllm=true vllm_mode=server",
+    "teacher 加载时 OOM，vLLM 走 server 模式。",
+])
+def test_an_engine_in_server_mode_does_not_share_the_trainers_gpus(text, kb):
+    assert read_situation(_facts(question=parse_question(text, kb)), kb).process.value == "separate-engine"
+
+
 def test_a_setting_names_the_pass_it_configures_not_the_one_that_failed(kb):
     """A pasted parameter list ("log_prob_micro_batch_size_per_gpu=8") configures the log-prob pass; it does not
     say that pass failed. The same words as a statement still do."""

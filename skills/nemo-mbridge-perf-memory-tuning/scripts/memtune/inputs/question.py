@@ -304,11 +304,13 @@ def model_in_settings(settings: list[str], kb: Knowledge) -> tuple[str | None, f
 
 
 def _model(text: str, vocab: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The vocabulary model named by the longest mention; a mention followed by another size is not it.  A model
-    named in an auxiliary role ("the reward model is Llama-3-8B", or the same in Chinese) is the trained one only
-    if no other model or size is named (then the other one, read by ``_model_size``, is)."""
+    """The vocabulary model the user trains: of its mentions, one in a clause that says it failed, else the first
+    (the longest mention where several start together: "Llama 3" inside "Llama 3 8B").  A model named later as an
+    alternative ("or a smaller model such as Llama-3.2-1B?") is not the one that ran; a mention followed by another
+    size is not it.  A model named in an auxiliary role ("the reward model is Llama-3-8B", or the same in Chinese)
+    is the trained one only if no other model or size is named (then the other one, read by ``_model_size``, is)."""
     suffix = vocab.get("model_size_suffix")
-    best: dict[bool, tuple[int, Mapping[str, Any]]] = {}  # auxiliary role? -> (length, model)
+    found: dict[bool, list[tuple[int, int, Mapping[str, Any]]]] = {}  # auxiliary role? -> (start, -length, model)
     spans: list[tuple[int, int]] = []  # where the auxiliary models are named
     for model in vocab.get("models") or []:
         for pattern in model.get("patterns") or []:
@@ -320,12 +322,13 @@ def _model(text: str, vocab: Mapping[str, Any]) -> Mapping[str, Any] | None:
                 role = _auxiliary(text, m.start(), vocab)
                 if role:
                     spans.append((m.start(), m.end()))
-                if role not in best or m.end() - m.start() > best[role][0]:
-                    best[role] = (m.end() - m.start(), model)
-    if False in best:
-        return best[False][1]
-    if True in best and _model_size(text, vocab, trained_only=True, besides=spans) is None:
-        return best[True][1]
+                found.setdefault(role, []).append((m.start(), m.start() - m.end(), model))
+    if False in found:
+        mentions = sorted(found[False], key=lambda f: (f[0], f[1]))
+        failing = [f for f in mentions if _in_failing_clause(text, f[0], vocab)]
+        return (failing or mentions)[0][2]
+    if True in found and _model_size(text, vocab, trained_only=True, besides=spans) is None:
+        return min(found[True], key=lambda f: (f[0], f[1]))[2]
     return None
 
 
@@ -350,17 +353,22 @@ def _model_size(text: str, vocab: Mapping[str, Any], trained_only: bool = False,
     if trained_only or trained:
         found = trained
     if len(found) > 1:
-        clause = _rx((vocab.get("memory") or {}).get("clause_break", r"$^"))
-        bounds = sorted({0, len(text), *(b.end() for b in (*_SENTENCE_END.finditer(text), *clause.finditer(text)))})
-        failing = _rx("|".join([*(w for t in vocab.get("topics") or [] if t["id"] == "oom"
-                                  for lang in ("en", "zh") for w in (t.get("keywords") or {}).get(lang) or []),
-                                vocab.get("failure_words") or r"$^"]))
         for start, size in found:
-            lo = max(b for b in bounds if b <= start)
-            hi = min((b for b in bounds if b > start), default=len(text))
-            if failing.search(text, lo, hi):
+            if _in_failing_clause(text, start, vocab):
                 return size
     return found[0][1] if found else None
+
+
+def _in_failing_clause(text: str, start: int, vocab: Mapping[str, Any]) -> bool:
+    """The sentence (or clause) around ``start`` says something failed: an OOM word or a failure word."""
+    clause = _rx((vocab.get("memory") or {}).get("clause_break", r"$^"))
+    bounds = sorted({0, len(text), *(b.end() for b in (*_SENTENCE_END.finditer(text), *clause.finditer(text)))})
+    failing = _rx("|".join([*(w for t in vocab.get("topics") or [] if t["id"] == "oom"
+                              for lang in ("en", "zh") for w in (t.get("keywords") or {}).get(lang) or []),
+                            vocab.get("failure_words") or r"$^"]))
+    lo = max(b for b in bounds if b <= start)
+    hi = min((b for b in bounds if b > start), default=len(text))
+    return bool(failing.search(text, lo, hi))
 
 
 def _sizes(text: str, vocab: Mapping[str, Any]) -> list[tuple[int, float]]:
