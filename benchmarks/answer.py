@@ -534,6 +534,13 @@ def _is_tree(block: str) -> bool:
 # leaf; the steps before it restate the user's situation
 _PATH_STEP = re.compile(r"\s(?:\u2192|->|=>)\s")
 # "User:", "用户：", "提问者：" opening a turn of a pasted exchange
+# a user's turn that reports the advice carried out: "User: Done.", "User: Ran it - ...", "用户：跑了，结果…"
+_DONE_REPORT = re.compile(r"[\s*_>]*(?:user|human|\u7528\u6237|\u63d0\u95ee\u8005)[*_]*\s*[:\uff1a]\s*[*_]*(?:"
+                          r"(?:done|did (?:it|that|so)|i did|ran it|i ran|(?:ok|okay),? (?:i )?(?:ran|did|tried)|"
+                          r"tried (?:it|that)|here(?:'s| is| are) the (?:result|output|number)s?|results?:)\b|"
+                          r"\u597d\u4e86|\u505a\u4e86|\u8dd1\u4e86|\u8bd5\u4e86|\u52a0\u4e86|\u6253\u4e86|"
+                          r"\u7167\u505a|\u5df2\u7ecf(?:\u6309|\u7167|\u52a0|\u8dd1|\u8bd5|\u6253|\u6539)|"
+                          r"\u7ed3\u679c)", re.IGNORECASE)
 _USER_TURN = re.compile(r"[\s*_>]*(?:user|human|\u7528\u6237|\u63d0\u95ee\u8005)[*_]*\s*[:\uff1a]", re.IGNORECASE)
 _STRUCK = re.compile(r"~~.+?~~", re.DOTALL)  # struck-through text (_inline_text keeps the markers)
 _BUT = re.compile(r"(?i)\bbut\b|\bhowever\b|但是?|不过")  # a contrast: what follows it is not what preceded it
@@ -618,6 +625,7 @@ class _Unit:
     diff: bool = False  # a unified diff: its context lines restate the user's script
     filed: bool = False  # kind and primary set by the report's own structure (a linter finding), not by its label
     own: int | None = None  # a code block's own length: what follows is derived ("lower KEY", "a.b=1" lines)
+    done: bool = False  # in a pasted chat, advice the user then reports having carried out: no longer first
 
     def on_context_line(self, pos: int) -> bool:
         """In a diff, the line holding ``pos`` is context (" --offload-train \\"): it restates, it does not change."""
@@ -979,11 +987,33 @@ def _units(markdown: str, grading: Grading) -> list[_Unit]:
     for unit in units:
         if not unit.code and _USER_TURN.match(unit.text):
             unit.kind, unit.primary = "neutral", False
+    # "User: Done. Allocated is flat; reserved climbs.": what the agent advised before that turn has been carried
+    # out, so the final advice - the first thing still to do - is what comes after it
+    reported = [i for i, u in enumerate(units) if not u.code and _DONE_REPORT.match(u.text)]
+    for unit in units[:reported[-1] if reported else 0]:
+        unit.done = True
     turns = [u for u in units if not u.code and _SPEAKER.match(u.text)]
     if len({_SPEAKER.match(u.text).group().strip(" *_>:\uff1a") for u in turns}) >= _THREAD_TURNS:
         for unit in turns:
             unit.kind, unit.primary = "neutral", False
+    for unit in units:
+        derived = "" if unit.code else _arrow_lowered(unit.text)
+        if derived:
+            unit.own, unit.text = len(unit.text), unit.text + derived
     return units
+
+
+# a value changed in prose, as a changelog or a review writes it: "`micro_train_batch_size_per_gpu` `2` -> `1`",
+# "policy.train_micro_batch_size: 4 → 2"
+_VALUE_ARROW = re.compile(r"`?([A-Za-z_][\w.-]*\w)`?\s*[:\uff1a=]?\s*`?(\d+(?:\.\d+)?)`?\s*"
+                          r"(?:->|=>|\u2192|\u21d2|\u27f6)\s*`?(\d+(?:\.\d+)?)(?![\w.])")
+
+
+def _arrow_lowered(text: str) -> str:
+    """A sentence that lowers a number with an arrow says so in words, as ``_lowered`` does for a block: "lower KEY"
+    lines after the text, which ``_anchor`` places where KEY is written."""
+    keys = [m.group(1) for m in _VALUE_ARROW.finditer(text) if float(m.group(3)) < float(m.group(2))]
+    return "".join(f"\nlower {key}" for key in dict.fromkeys(keys))
 
 
 # a verdict cell that opens on a bare no ("no - would not help", "**No** — nothing was allocated", "否：...")
@@ -1535,6 +1565,12 @@ def _inspects(text: str, start: int) -> bool:
     return bool(opened) and text.count("(", opened[-1], start) + 1 > text.count(")", opened[-1], start)
 
 
+def _called(text: str, end: int) -> bool:
+    """The mention is a call ("torch.cuda.memory_allocated()" inside a print): the block measures with it, it reads
+    no setting."""
+    return text[:end].endswith(")") or text[end:end + 1] == "("
+
+
 _COMMAND_BEFORE = re.compile(r"(?:\bexport|\bsetenv|\benv|-E|--env)\s+$")
 
 
@@ -1836,7 +1872,7 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
                 continue  # kept as it is, or named as what caused the OOM: neither advice for nor against
             if not against and unit.code and m.ident in settings and _writes_otherwise(unit.text, *settings[m.ident]):
                 continue  # the block sets this fix's own key to another fix's value
-            if unit.code and _inspects(unit.text, m.start):
+            if unit.code and _inspects(unit.text, m.start) and not _called(unit.text, m.end):
                 continue  # print("cpu_offloading =", cfg.model.cpu_offloading): reads the setting, does not write it
             if not against and unit.code and current and (
                     m.ident in kept_ids and _line_restates(unit.text, m.start, current)
@@ -1866,7 +1902,8 @@ def from_markdown(markdown: str, fixes: Recognizer, causes: Recognizer, grading:
                     # NCCL_GRAPH_REGISTER=0 the expandable segments can actually be remapped")
                     continue
                 # a mention said to be the next step ranks after every other recommendation
-                later = len(_STRENGTH) if (fallback_block or later_option or cues.later_after.match(unit.text, m.end)
+                later = len(_STRENGTH) if (unit.done or fallback_block or later_option
+                                           or cues.later_after.match(unit.text, m.end)
                                            or cues.later_before.search(unit.text, max(0, m.start - 24), m.start)
                                            or grading.fallback_before(unit.text, m.start)) else 0
                 recommended.append((_STRENGTH[place] + later, order, m.ident, unit.code))

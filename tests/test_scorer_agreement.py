@@ -175,7 +175,14 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # issue ticket closed with Resolution / Root cause / Fix / Won't do / Follow-up fields), 60 answers, 27 in Chinese, the
 # session's final unseen batch, came in at 65.4 / 56.7 / 91.7 %; learned (tests/test_scorer_writers_dm_do.py) they read
 # 75.0 / 68.3 / 91.7 %, and the whole set of 2909 the floors below (no earlier answer fell; one rose).
-FLOORS = {"first_fix_verdict": 0.8042, "violations": 0.9233, "first_fix_id": 0.7315}
+# Writers dp (a coding agent's changelog: Changed / Added / Not changed (on purpose)), dq (a pasted chat whose advice
+# moves over the turns) and dr (a backlog by priority: P0 / P1 / P2 / Rejected / Investigate), 60 answers, 27 in
+# Chinese, the session's final unseen batch, came in at 69.8 / 50.0 / 81.7 %; learned
+# (tests/test_scorer_writers_dp_dr.py) they read 84.9 / 78.3 / 85.0 %, and the whole set of 2969 the floors below
+# (the 2909 before them rose from 80.4 / 73.2 / 92.3 % to 81.2 / 73.9 / 92.3 %: 58 readings better, 16 worse, most
+# of those a print of the allocator's counters beside another fix that the writer labelled first; the violations
+# floor falls with the new answers' misses).
+FLOORS = {"first_fix_verdict": 0.8132, "violations": 0.9219, "first_fix_id": 0.7403}
 
 
 @pytest.fixture(scope="module")
