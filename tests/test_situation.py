@@ -647,6 +647,24 @@ def test_two_versions_one_that_worked_is_the_stack_moving(kb):
     assert not _said("TP 2 and PP 4 with 3.5 GB free; it worked before.", kb).changed
 
 
+@pytest.mark.parametrize("text", [
+    # vllm-project/vllm#15228 (set issue-24-s70): a version at the end of a sentence is still a version
+    "Out of Memory error for Qwen2.5 in 0.8.0 and 0.8.1. Worked fine in the previous versions.",
+    "With version 0.7.2 the service starts up fine; with 0.8.0 and 0.8.1 the same command runs out of memory.",
+    # pytorch/pytorch#97712: the same script measured on two versions, the newer taking more
+    "nvidia-smi shows memory usage difference: PyTorch 1.13.1+cu117: 5515MiB, 2.0.0+cu118: 6802MiB",
+])
+def test_the_previous_version_that_ran_is_the_stack_moving(text, kb):
+    sit = _said(text, kb)
+    assert sit.worked_before and [r.value for r in sit.changed] == ["stack"]
+
+
+def test_a_newer_version_that_takes_less_memory_moved_nothing_the_user_blames(kb):
+    assert not _said("PyTorch 2.1 uses 20 GB, PyTorch 2.3 uses 18 GB.", kb).changed
+    # figures are no versions: "1.5 GiB free, 2.3 GiB reserved" names no software at all
+    assert not _said("On torch, GPU 0 has 1.5 GiB free and 2.3 GiB reserved, then 4.1 GiB.", kb).changed
+
+
 def test_the_model_state_floor_sizes_add_gpus_and_the_fix_shows_its_own_lines_first(kb):
     """70B on one H100: ~1.2 TB of state needs whole nodes, not twice one GPU; an offload shown in two lines shows the
     offload itself, not the distributed optimizer it needs beside it."""
@@ -2395,6 +2413,20 @@ def test_a_comment_inside_a_continued_launch_command_cuts_it(kb):
     assert cut_by_comment(["swift sft \\", "    --train_type full \\", "# --freeze_vit true"]) is None
     _, _, diag = pipeline.run(pipeline.Inputs(question="同样的设置在 llama factory 可以训练，但是 swift 爆显存。",
                                               log=script), kb)
+    assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
+
+
+def test_an_empty_line_inside_a_continued_launch_command_cuts_it(kb):
+    # modelscope/ms-swift#3453 (set issue-24-s70): the backslash joins the empty line, which ends the command, so
+    # swift sft starts without NPROC_PER_NODE - one process, one GPU full
+    from memtune.inputs.shell_lines import cut_by_comment
+
+    script = ["CUDA_VISIBLE_DEVICES=0,1 \\", "NPROC_PER_NODE=2 \\", "", "swift sft \\", "    --train_type lora"]
+    assert cut_by_comment(script) == "(empty line) after NPROC_PER_NODE=2 \\"
+    # empty lines between commands, or after the last continued line, cut nothing
+    assert cut_by_comment(["export A=1", "", "swift sft \\", "    --train_type lora", ""]) is None
+    assert cut_by_comment(["swift sft \\", "    --train_type lora \\", ""]) is None
+    _, _, diag = pipeline.run(pipeline.Inputs(question="两张卡只用了一张，另一张只占 3 GB，然后 OOM。", log=script), kb)
     assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
 
 

@@ -269,6 +269,11 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
         "number" if facts.log.reserved_unallocated_bytes is not None else "words")
     sit.capacity_bytes = facts.log.capacity_bytes or facts.gpu.capacity_bytes
     sit.worked_before = bool(words.worked_before.search(text))
+    if not sit.worked_before and words.versions.search(text):
+        moved = _more_memory_on_newer(text)  # "1.13.1: 5515MiB, 2.0.0: 6802MiB": the same run, measured on both
+        if moved:
+            sit.worked_before = True
+            sit.changed.append(moved)
     if sit.worked_before and not any(r.value == "stack" for r in sit.changed):
         sit.changed.extend(_two_versions(text, words))
     if sit.worked_before and not sit.changed and words.regressed.search(text):
@@ -1385,9 +1390,10 @@ def _merge(first: list[Reading], then: list[Reading]) -> list[Reading]:
 _ENV_NAME = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
 
 
-# a release number, or a commit hash beside the word "commit" ("on commit 3e5481fd", "after commit e3af337")
+# a release number (a sentence may end right after it: "OOMs in 0.8.1."), or a commit hash beside the word "commit"
+# ("on commit 3e5481fd", "after commit e3af337")
 # a quantity is no version: "7.81 GiB", "1.5x", "0.9 s" (an OOM message's figures beside the word "torch")
-_VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+|rc\d+)?)(?![\w.])"
+_VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+|rc\d+)?)(?!\w|\.\w)"
                       r"(?!\s*(?:[KMGT]i?B\b|[KMGT]\b|%|x\b|\u00d7|s\b|ms\b|ns\b))"
                       r"|\bcommits?\s+([0-9a-f]{7,40})\b", re.I)
 
@@ -1413,6 +1419,28 @@ def _two_versions(text: str, words: _Words) -> list[Reading]:
     if len(found) < 2 or not words.versions.search(text):
         return []
     return [Reading("stack", [Clue(f"\u201c{found[0]}\u201d / \u201c{found[1]}\u201d", "words")])]
+
+
+# a release number and the memory figure written right after it ("2.0.0+cu118: 6802MiB", "torch 2.0 uses 7gb VRAM")
+_VERSION_FIGURE = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)?)(?!\w|\.\w)(?!\s*[KMGT]i?B\b)"
+                             r"[^\n]{0,30}?(?<![\w.])(\d+(?:\.\d+)?)\s*(MiB|GiB|MB|GB)\b", re.I)
+_NEWER_USES_MORE = 1.05  # a figure this much above the older version's is more memory, not a rounding
+
+
+def _more_memory_on_newer(text: str) -> Reading | None:
+    """Two versions of the software, each beside the memory the same run took on it, the newer taking more: the stack
+    moved under a setup that fit (pytorch#97712: "1.13.1+cu117: 5515MiB, 2.0.0+cu118: 6802MiB")."""
+    unit = {"mib": 2**20, "gib": 2**30, "mb": 1e6, "gb": 1e9}
+    figures: dict[tuple[int, ...], float] = {}
+    for m in _VERSION_FIGURE.finditer(text):
+        figures.setdefault(tuple(int(x) for x in m.group(1).split(".")), float(m.group(2)) * unit[m.group(3).lower()])
+    if len(figures) < 2:
+        return None
+    oldest, newest = min(figures), max(figures)
+    if figures[newest] < figures[oldest] * _NEWER_USES_MORE:
+        return None
+    names = [".".join(map(str, v)) for v in (oldest, newest)]
+    return Reading("stack", [Clue(f"\u201c{names[0]}\u201d / \u201c{names[1]}\u201d", "words")])
 
 
 QUOTE_AROUND = 32  # characters of the user's sentence kept on each side of the words that were read
