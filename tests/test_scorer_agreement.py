@@ -182,7 +182,11 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # (the 2909 before them rose from 80.4 / 73.2 / 92.3 % to 81.2 / 73.9 / 92.3 %: 58 readings better, 16 worse, most
 # of those a print of the allocator's counters beside another fix that the writer labelled first; the violations
 # floor falls with the new answers' misses).
-FLOORS = {"first_fix_verdict": 0.8132, "violations": 0.9219, "first_fix_id": 0.7403}
+# Writer ds (8 answers, 4 in Chinese, mixed voices) answered the package-build, DataParallel, fewer-GPUs and
+# empty-line cases of set s70, the first with limit-build-jobs (new that day) in its ids; first read 50.0 / 62.5 /
+# 62.5 %, learned ("check that the log shows", 核对, --max-num-seqs) 75.0 / 87.5 / 62.5 %; the whole set of 2977 the
+# floors below (the violations floor falls with ds-004 and ds-005, whose kills and flags the writer labelled apart).
+FLOORS = {"first_fix_verdict": 0.8168, "violations": 0.9211, "first_fix_id": 0.7434}
 
 
 @pytest.fixture(scope="module")

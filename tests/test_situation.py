@@ -2472,3 +2472,60 @@ def test_a_setting_on_that_behaves_as_if_off_did_not_apply(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question, env=env), kb)
     assert flat["situation.not_applied_said"] is True
     assert diag.fixes[0].id == "confirm-setting-applied"
+
+
+@pytest.mark.parametrize("text", [
+    # NVIDIA/TransformerEngine#978 and #873 (set issue-24-s70): compile jobs on the CPU, before any training
+    "pip install git+https://github.com/NVIDIA/TransformerEngine.git@stable fails: 'Building wheel for "
+    "transformer_engine (setup.py)... error', nvcc Killed. Is this a CUDA problem?",
+    "每次到 build_wheel 这一步电脑就崩了，桌面会话直接被关掉；编译过程中显存一点都没涨。",
+])
+def test_a_failure_while_a_package_builds_is_host_ram_of_the_compile_jobs(text, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.phase"] == "package-build"
+    assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "limit-build-jobs"
+    assert {"reduce-micro-batch", "expandable-segments"} <= {a.id for a in diag.avoid}
+
+
+def test_building_the_model_is_no_package_build(kb):
+    sit = _said("It OOMs while building the model, before the first step.", kb)
+    assert sit.phase is None or sit.phase.value != "package-build"
+
+
+@pytest.mark.parametrize("text", [
+    # ByteDance-Seed/VeOmni#159 (set issue-24-s70): a count of GPUs said in words
+    "单卡训练的时候是可以正常训练的，相同参数的情况下多卡出现了OOM，单卡训练时有20GB的显存是盈余的。",
+    "Single-GPU training works fine; multi-GPU OOMs with the same settings.",
+])
+def test_fits_on_one_gpu_fails_on_several_is_the_multi_gpu_path(text, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.fewer_gpus_fit"]
+    assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
+    # the other way round is a run that needs more GPUs, not a path that misbehaves
+    assert not _said("One GPU runs out of memory; with multiple GPUs it works.", kb).fewer_gpus_fit
+
+
+def test_dataparallel_in_the_log_is_a_run_spread_over_every_visible_gpu(kb):
+    # zai-org/GLM-4#324 (set issue-24-s70): a "single-GPU" fine-tune gathered on GPU 0 of two A40s
+    log = ["site-packages/torch/nn/parallel/_functions.py:68: UserWarning: Was asked to gather along dimension 0, but "
+           "all input tensors were scalars; will instead unsqueeze and return a vector.",
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 108.00 MiB. GPU 0 has a total capacity of "
+           "44.35 GiB of which 20.56 MiB is free."]
+    _, _, diag = pipeline.run(pipeline.Inputs(question="单卡微调，另一张卡也被用上了，然后 OOM。", log=log), kb)
+    assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
+
+
+@pytest.mark.parametrize("text", [
+    # NVIDIA-NeMo/Megatron-Bridge#5291 (set issue-24-s70): an OOM named to say there was none, a scheduler's kill
+    "训练跑完了，但之后整个作业就卡住不退出，一直挂到 Slurm 的 time limit 才被杀掉。没有看到 OOM 报错。",
+    "The job hangs after the final eval until Slurm's time limit kills it. No OOM error was printed.",
+])
+def test_a_hang_killed_at_the_time_limit_with_no_oom_is_no_memory_failure(text, kb):
+    sit = _said(text, kb)
+    assert not sit.oom_said and (sit.process is None or sit.process.value != "host")
+
+
+def test_a_variable_added_to_see_more_states_no_setting(kb):
+    # THUDM/slime#1305: "加了 NCCL_DEBUG=INFO 也看不出什么" is a look, not a setting whose effect is in question
+    assert not _said("Cuda failure 999，没看到 OOM，加了 NCCL_DEBUG=INFO 也看不出什么。", kb).setting_stated
+    assert _said("加了 NCCL_SHM_DISABLE=1 以后报错就没了。", kb).setting_stated

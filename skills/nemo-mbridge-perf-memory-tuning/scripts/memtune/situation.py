@@ -298,7 +298,8 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
                          for c in sentences)
     sit.gpu_memory_failed = any(_says_gpu_failed(c, words) for c in clauses)
     sit.failure_said = any(words.failure.search(c) for c in said)
-    sit.oom_said = "oom" in facts.question.topics and any(names_topic(c, kb, "oom") for c in said)
+    sit.oom_said = "oom" in facts.question.topics and any(names_topic(c, kb, "oom") and not words.oom_denied.search(c)
+                                                          for c in said)
     sit.oom_asked = ("oom" in facts.question.topics and not sit.oom_said and not sit.gpu_memory_failed
                      and not facts.log.has_memory_failure and not facts.log.host_oom)
     sit.grows_per_step = sit.trend is not None and sit.trend.value == "grows" and (
@@ -846,6 +847,9 @@ class _Words:
     failure: _Literals
     gpu_memory: _Literals
     gpu_memory_fine: _Literals
+    time_limit: _Literals  # "killed at the Slurm time limit": a kill that says nothing of memory
+    oom_denied: _Literals  # "no OOM error was printed" (and its Chinese): the OOM named only to say there was none
+    diagnostic_env: re.Pattern[str]  # NCCL_DEBUG=INFO, CUDA_LAUNCH_BLOCKING=1: added to see more, they change nothing
     engine_names: frozenset[str]  # words naming an engine, not where it runs (situation.yaml engine_names)
     changed: _Literals
     tried: _Literals
@@ -859,6 +863,8 @@ class _Words:
     regressed: _Literals
     expected_release: _Literals
     fits_on: _Literals
+    one_gpu: _Literals  # "on a single GPU" (and its Chinese): a count of one said in words
+    several_gpus: _Literals  # "multi-GPU" (and its Chinese): more than one, said in words
     kept: _Literals
     unchanged: _Literals
     forward_only: _Literals
@@ -955,6 +961,9 @@ def _compile(kb: Knowledge) -> _Words:
     later = table.get("not_this_phase") or {}
     return _Words(lists, frames, scripts, tuple(order), log_phase, _Literals(_both(table.get("failure_words"))),
                   _Literals(_both(table.get("gpu_memory_words"))), _Literals(_both(table.get("gpu_memory_fine_words"))),
+                  _Literals(_both(table.get("time_limit_words"))),
+                  _Literals(_both(table.get("oom_denied_words"))),
+                  _env_names_rx(table.get("diagnostic_env") or []),
                   frozenset(_normal(w).strip() for w in _both(table.get("engine_names"))),
                   _Literals(_both(changes.get("changed"))),
                   _Literals(_both(changes.get("tried"))),
@@ -967,6 +976,7 @@ def _compile(kb: Knowledge) -> _Words:
                   _Literals(_both(changes.get("regressed"))),
                   _Literals(_both(changes.get("expected_release"))),
                   _Literals(_both(changes.get("fits_on"))),
+                  _Literals(_both(changes.get("one_gpu"))), _Literals(_both(changes.get("several_gpus"))),
                   _Literals(_both(changes.get("kept"))),
                   _Literals(_both(changes.get("unchanged"))),
                   _Literals(_both(changes.get("forward_only"))), _Literals(_both(changes.get("more_than_expected"))),
@@ -1003,6 +1013,12 @@ def _compile(kb: Knowledge) -> _Words:
                   step_number=_step_number_rx(_both((table.get("step_number") or {}).get("units"))),
                   step_interval=tuple(_both((table.get("step_number") or {}).get("interval"))),
                   step_after=tuple(_both((table.get("step_number") or {}).get("after"))))
+
+
+def _env_names_rx(names: list[str]) -> re.Pattern[str]:
+    """These environment variables, with the value written after them ("NCCL_DEBUG=INFO")."""
+    alternation = "|".join(map(re.escape, names)) or "$^"
+    return re.compile(rf"\b(?:{alternation})\b(?:\s*=\s*\S+)?")
 
 
 _ORDINAL = "\u7b2c"  # the Chinese ordinal prefix: di 30 bu, the 30th step
@@ -1301,6 +1317,10 @@ def _process_from_words(clauses: list[str], said: list[str], words: _Words, gpu_
     An engine said to run on GPUs of its own ("non-colocated: vLLM runs on a separate cluster") outranks the
     engine's name, wherever each is said; host memory named where the user says the GPU's memory is fine outranks
     the engine that shares the GPU."""
+    # a job killed at its time limit was killed by the scheduler, not for memory ("hung until Slurm's time limit
+    # killed it"): that clause names no memory at all
+    clauses = [c for c in clauses if not words.time_limit.search(c)]
+    said = [c for c in said if not words.time_limit.search(c)]
     separate = next(((v, w) for c in clauses for v, w in _hits("processes", c, words) if v == "separate-engine"), None)
     if separate:
         return Reading(separate[0], [Clue(f"\u201c{separate[1]}\u201d", "words")])
@@ -1404,8 +1424,9 @@ def _fewer_gpus_fit(clauses: list[str], words: _Words, kb: Knowledge) -> bool:
     both ("0.5B on one card runs, 7B on 8 cards fails" compares two models, not two GPU counts)."""
     fail_clauses = [c for c in clauses if words.failure.search(c)]
     fit_clauses = [c for c in clauses if not words.failure.search(c) and words.fits_on.search(c)]
-    failing = [n for c in fail_clauses for n in gpu_counts_in(c, kb)]
-    working = [n for c in fit_clauses for n in gpu_counts_in(c, kb)]
+    # a count said in words: "single-GPU training works, multi-GPU OOMs" (one, and more than one)
+    failing = [n for c in fail_clauses for n in [*gpu_counts_in(c, kb), *([2] if words.several_gpus.search(c) else [])]]
+    working = [n for c in fit_clauses for n in [*gpu_counts_in(c, kb), *([1] if words.one_gpu.search(c) else [])]]
     sizes = [set().union(*(model_sizes_in(c, kb) for c in group)) for group in (fit_clauses, fail_clauses)]
     if sizes[0] and sizes[1] and sizes[0] != sizes[1]:
         return False
@@ -1545,6 +1566,7 @@ def _setting_stated(sentences: list[str], words: _Words, sit: Situation) -> tupl
     stated = any(r.value != "stack" for r in [*sit.changed, *sit.tried, *sit.worked_with])
     texts: list[str] = []
     for clause in sentences:
+        clause = words.diagnostic_env.sub(" ", clause)  # "added NCCL_DEBUG=INFO, still nothing": a look, no setting
         set_word = bool(words.configured.search(clause))
         changed = any(rx.search(clause) for rx in (words.changed, words.tried, words.worked, words.no_effect))
         if set_word or (changed and (_SETTING_TOKEN.search(clause) or _SETTING.search(clause))):
