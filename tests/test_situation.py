@@ -2529,3 +2529,24 @@ def test_a_variable_added_to_see_more_states_no_setting(kb):
     # THUDM/slime#1305: "加了 NCCL_DEBUG=INFO 也看不出什么" is a look, not a setting whose effect is in question
     assert not _said("Cuda failure 999，没看到 OOM，加了 NCCL_DEBUG=INFO 也看不出什么。", kb).setting_stated
     assert _said("加了 NCCL_SHM_DISABLE=1 以后报错就没了。", kb).setting_stated
+
+
+@pytest.mark.parametrize("text", [
+    # pytorch/pytorch#49481 and zai-org/ChatGLM-6B#789 (set issue-24-s70): the job's own ranks on GPU 0
+    "nvidia-smi 看到 GPU 0 上除了自己的训练进程，还挂着另外 7 个进程，每个 871MiB。",
+    "Multi-GPU training: there are 3 extra processes on GPU 0, each about 800 MiB, and GPU 0 runs out of memory.",
+])
+def test_the_jobs_own_processes_on_gpu_0_are_contexts_of_other_ranks(text, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.device_zero_crowded"] and diag.causes[0].id == "foreign-process"
+    assert "kill-stale-processes" in {a.id for a in diag.avoid}
+    assert diag.fixes[0].id == "confirm-setting-applied"
+
+
+def test_restoring_the_optimizer_state_that_peaks_on_one_gpu_is_the_load(kb):
+    # huggingface/accelerate#296 (set issue-24-s70): no OOM word, the peak comes with optimizer.load_state_dict
+    text = ("When I load optimizer state with optimizer.load_state_dict on resume, 66GB is used on the first GPU and "
+            "20 on others. With 8 processes the code crashes. It does not happen if I don't load the optimizer state.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.phase"] == "checkpoint-load"
+    assert diag.causes[0].id == "checkpoint-load" and diag.fixes[0].id == "memory-efficient-optimizer-load"

@@ -90,6 +90,7 @@ class Situation:
     kept: list[str] = field(default_factory=list)  # components the user says stay on the GPU ("optimizer still on it")
     forward_only: bool = False  # the user says the model or pass that holds the memory only runs forward (no update)
     more_than_expected: bool = False  # the user says it holds more than it should (more than its weights)
+    device_zero_crowded: bool = False  # other processes of the job sit on GPU 0 beside its own (each rank's context)
     not_applied_said: bool = False  # the user says a setting never reached the run (ignored, not applied)
     made_worse: bool = False  # a change the user made made memory worse: it reached the run
     after_phase: str | None = None  # a phase said to be over when it failed ("after every checkpoint save")
@@ -128,6 +129,7 @@ class Situation:
         out["situation.kept"] = list(self.kept)
         out["situation.forward_only"] = self.forward_only
         out["situation.more_than_expected"] = self.more_than_expected
+        out["situation.device_zero_crowded"] = self.device_zero_crowded
         out["situation.not_applied_said"] = self.not_applied_said
         out["situation.made_worse"] = self.made_worse
         out["situation.after_phase"] = self.after_phase
@@ -293,6 +295,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
         sit.trend = Reading("held", [Clue(f"\u201c{words.kept.spans(kept[0][0])[0][2].strip()}\u201d", "words")])
     sit.forward_only = bool(words.forward_only.search(text))
     sit.more_than_expected = bool(words.more_than_expected.search(text))
+    sit.device_zero_crowded = bool(words.device_zero_crowded.search(text))
     sit.not_applied_said = any(words.not_applied.search(c) for c in said)
     sit.made_worse = any(words.worse.search(c) and (words.changed.search(c) or words.tried.search(c))
                          for c in sentences)
@@ -869,6 +872,7 @@ class _Words:
     unchanged: _Literals
     forward_only: _Literals
     more_than_expected: _Literals
+    device_zero_crowded: _Literals
     not_applied: _Literals  # situation.yaml changes.not_applied: the setting never reached the run
     worse: _Literals
     versions: _Literals
@@ -980,6 +984,7 @@ def _compile(kb: Knowledge) -> _Words:
                   _Literals(_both(changes.get("kept"))),
                   _Literals(_both(changes.get("unchanged"))),
                   _Literals(_both(changes.get("forward_only"))), _Literals(_both(changes.get("more_than_expected"))),
+                  _Literals(_both(changes.get("device_zero_crowded"))),
                   _Literals(_both(changes.get("not_applied"))),
                   _Literals(_both(changes.get("worse"))),
                   _Literals(_both(changes.get("versions"))), _Literals(_both(changes.get("settings"))),
