@@ -22,6 +22,8 @@ PUBLISHED = {
     "nemotron-3-nano": (31.6, None), "glm45": (355.0, None), "glm45-air": (106.0, None),
     # Llama 2 (Touvron et al. 2023, and the Hugging Face model cards): 6.74B, 13.0B, 69.0B
     "llama2-7b": (6.74, None), "llama2-13b": (13.0, None), "llama2-70b": (69.0, None),
+    # Qwen2.5 model card: 3.09B parameters (2.77B without embeddings; the embedding is tied)
+    "qwen25-3b": (3.09, None),
 }
 
 
