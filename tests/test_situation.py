@@ -2550,3 +2550,24 @@ def test_restoring_the_optimizer_state_that_peaks_on_one_gpu_is_the_load(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
     assert flat["situation.phase"] == "checkpoint-load"
     assert diag.causes[0].id == "checkpoint-load" and diag.fixes[0].id == "memory-efficient-optimizer-load"
+
+
+def test_an_oom_device_far_smaller_than_the_named_gpu_is_another_device(kb):
+    # zai-org/VisualGLM-6B#57 (set issue-24-s71): an 80 GB card named, a 3.82 GiB device in the message
+    log = ["torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 4; 3.82 GiB total "
+           "capacity; 2.94 GiB already allocated; 6.62 MiB free; 3.06 GiB reserved in total by PyTorch)"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question="我显卡的显存明明是80GB，为什么却提示只有很少？", log=log,
+                                                 gpu="80GB"), kb)
+    assert flat["situation.capacity_mismatch"]
+    assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
+    assert {"expandable-segments", "add-gpus"} <= {a.id for a in diag.avoid}
+    # the card the message names is the one the user named: nothing to reconcile
+    same = log[0].replace("3.82 GiB total", "79.11 GiB total")
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="OOM on my 80GB card", log=[same], gpu="80GB"), kb)
+    assert not flat["situation.capacity_mismatch"]
+
+
+def test_building_flash_attention_from_source_is_a_package_build(kb):
+    # NVIDIA/TransformerEngine#346 (set issue-24-s71)
+    sit = _said("我从源码装 TransformerEngine，结果安装过程在编译 flash-attention 的时候报内存不足，进程直接挂掉。", kb)
+    assert sit.phase is not None and sit.phase.value == "package-build"

@@ -91,6 +91,7 @@ class Situation:
     forward_only: bool = False  # the user says the model or pass that holds the memory only runs forward (no update)
     more_than_expected: bool = False  # the user says it holds more than it should (more than its weights)
     device_zero_crowded: bool = False  # other processes of the job sit on GPU 0 beside its own (each rank's context)
+    capacity_mismatch: bool = False  # the OOM message's device is far smaller than the GPU the user names
     not_applied_said: bool = False  # the user says a setting never reached the run (ignored, not applied)
     made_worse: bool = False  # a change the user made made memory worse: it reached the run
     after_phase: str | None = None  # a phase said to be over when it failed ("after every checkpoint save")
@@ -130,6 +131,7 @@ class Situation:
         out["situation.forward_only"] = self.forward_only
         out["situation.more_than_expected"] = self.more_than_expected
         out["situation.device_zero_crowded"] = self.device_zero_crowded
+        out["situation.capacity_mismatch"] = self.capacity_mismatch
         out["situation.not_applied_said"] = self.not_applied_said
         out["situation.made_worse"] = self.made_worse
         out["situation.after_phase"] = self.after_phase
@@ -270,6 +272,10 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.waste_source = None if sit.waste_bytes is None else (
         "number" if facts.log.reserved_unallocated_bytes is not None else "words")
     sit.capacity_bytes = facts.log.capacity_bytes or facts.gpu.capacity_bytes
+    # "my card has 80 GB, why does it say 3.82 GiB total?": the process is not on the card the user means
+    named = facts.gpu.capacity_bytes if facts.gpu.inferred_from in ("name", "typed-size") else None
+    sit.capacity_mismatch = bool(facts.log.capacity_bytes and named
+                                 and facts.log.capacity_bytes < _OTHER_DEVICE_SHARE * named)
     sit.worked_before = bool(words.worked_before.search(text))
     if not sit.worked_before and words.versions.search(text):
         moved = _more_memory_on_newer(text)  # "1.13.1: 5515MiB, 2.0.0: 6802MiB": the same run, measured on both
@@ -1445,6 +1451,9 @@ def _two_versions(text: str, words: _Words) -> list[Reading]:
     if len(found) < 2 or not words.versions.search(text):
         return []
     return [Reading("stack", [Clue(f"\u201c{found[0]}\u201d / \u201c{found[1]}\u201d", "words")])]
+
+
+_OTHER_DEVICE_SHARE = 0.8  # an OOM device this much smaller than the named GPU is another device (or a MIG slice)
 
 
 # a release number and the memory figure written right after it ("2.0.0+cu118: 6802MiB", "torch 2.0 uses 7gb VRAM")
