@@ -2571,3 +2571,10 @@ def test_building_flash_attention_from_source_is_a_package_build(kb):
     # NVIDIA/TransformerEngine#346 (set issue-24-s71)
     sit = _said("我从源码装 TransformerEngine，结果安装过程在编译 flash-attention 的时候报内存不足，进程直接挂掉。", kb)
     assert sit.phase is not None and sit.phase.value == "package-build"
+
+
+def test_a_colocated_failure_on_long_samples_is_the_trainers_not_the_engines_share(kb):
+    # the dev case capacity-long-context-64k-no-cp: the engine's share is the same for every sample
+    q = parse_question("PPO on a 4B dense model, colocated, full recompute, max length 65536. It OOMs on long "
+                       "samples, and dynamic batching does not help.", kb)
+    assert "larger-input-fails" in q.topics
