@@ -2578,3 +2578,15 @@ def test_a_colocated_failure_on_long_samples_is_the_trainers_not_the_engines_sha
     q = parse_question("PPO on a 4B dense model, colocated, full recompute, max length 65536. It OOMs on long "
                        "samples, and dynamic batching does not help.", kb)
     assert "larger-input-fails" in q.topics
+
+
+def test_loading_pretrained_weights_reads_no_optimizer_state(kb):
+    # NVIDIA-NeMo/Automodel#2350 (set issue-24-s71): a fine-tune's start, not a resume
+    text = ("Fine-tuning from a Hugging Face checkpoint that is FP8 (dequantize=True) with force_hf on: it OOMs while "
+            "loading the checkpoint, before any training step, on every rank.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert diag.causes[0].id == "checkpoint-load" and diag.fixes[0].id == "convert-sharded"
+    # restoring a run's own optimizer state is the resume case
+    resume = "Resuming from my checkpoint OOMs while loading the optimizer state, before the first step."
+    _, _, diag = pipeline.run(pipeline.Inputs(question=resume), kb)
+    assert diag.fixes[0].id == "memory-efficient-optimizer-load"
