@@ -2590,3 +2590,13 @@ def test_loading_pretrained_weights_reads_no_optimizer_state(kb):
     resume = "Resuming from my checkpoint OOMs while loading the optimizer state, before the first step."
     _, _, diag = pipeline.run(pipeline.Inputs(question=resume), kb)
     assert diag.fixes[0].id == "memory-efficient-optimizer-load"
+
+
+def test_an_oom_named_as_what_a_setting_prevents_is_no_oom(kb):
+    # vllm-project/vllm#42609 (set issue-24-s71): the crash is a CUDA error, the OOM only why the setting is there
+    text = ("With expandable_segments:True, DP=2 TP=2 crashes with custom_all_reduce 'invalid argument'. We set "
+            "expandable_segments globally to avoid fragmentation OOMs.")
+    log = ["Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:455 'invalid argument'"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text, log=log), kb)
+    assert not flat["situation.oom_said"] and "cuda-error-message-not-oom" in flat["log.signatures"]
+    assert diag.causes[0].id == "not-an-oom"
