@@ -534,11 +534,14 @@ def _is_tree(block: str) -> bool:
 # leaf; the steps before it restate the user's situation
 _PATH_STEP = re.compile(r"\s(?:\u2192|->|=>)\s")
 # "User:", "用户：", "提问者：" opening a turn of a pasted exchange
-# a user's turn that reports the advice carried out: "User: Done.", "User: Ran it - ...", "用户：跑了，结果…"
+# a user's turn that reports the advice carried out: "User: Done.", "User: Ran it - ...", "用户：跑了，结果…",
+# "用户：看了，是 training_step 的 backward" (looked: the check was done)
 _DONE_REPORT = re.compile(r"[\s*_>]*(?:user|human|\u7528\u6237|\u63d0\u95ee\u8005)[*_]*\s*[:\uff1a]\s*[*_]*(?:"
                           r"(?:done|did (?:it|that|so)|i did|ran it|i ran|(?:ok|okay),? (?:i )?(?:ran|did|tried)|"
+                          r"checked|looked|confirmed|measured it|logged it|"
                           r"tried (?:it|that)|here(?:'s| is| are) the (?:result|output|number)s?|results?:)\b|"
                           r"\u597d\u4e86|\u505a\u4e86|\u8dd1\u4e86|\u8bd5\u4e86|\u52a0\u4e86|\u6253\u4e86|"
+                          r"\u770b\u4e86|\u67e5\u4e86|\u8bb0\u4e86|\u786e\u8ba4\u4e86|\u6d4b\u4e86|"
                           r"\u7167\u505a|\u5df2\u7ecf(?:\u6309|\u7167|\u52a0|\u8dd1|\u8bd5|\u6253|\u6539)|"
                           r"\u7ed3\u679c)", re.IGNORECASE)
 _USER_TURN = re.compile(r"[\s*_>]*(?:user|human|\u7528\u6237|\u63d0\u95ee\u8005)[*_]*\s*[:\uff1a]", re.IGNORECASE)

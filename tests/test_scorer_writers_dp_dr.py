@@ -81,3 +81,12 @@ def test_in_a_pasted_chat_advice_the_user_reports_done_is_not_first(scorer):
     # a question from the user reports nothing done: the first advice still leads
     asked = text.replace("**User:** Done. Allocated", "**User:** Should I worry that allocated")
     assert scorer.read_markdown(asked).first_fix == "track-memory-per-step"
+
+
+def test_the_run_restated_and_a_setting_kept_on_are_no_advice(scorer):
+    # dq-006 and dq-013 (writer dq): "你现在 ... ZeRO-3" restates the run; "zero3_offload 也不用关" keeps it on
+    restated = scorer.read_markdown("你现在 --micro_train_batch_size 16、ZeRO-3、actor 和 ref 共卡，"
+                                    "一张 80G 卡上本来就紧。\n")
+    assert "megatron-fsdp" not in restated.recommended
+    kept = scorer.read_markdown("不能，这些都是显存手段，对主机侧泄漏无效。zero3_offload 也不用关。直接升级。\n")
+    assert "optimizer-cpu-offload" not in kept.recommended
