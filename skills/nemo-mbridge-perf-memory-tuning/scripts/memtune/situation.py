@@ -274,11 +274,13 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.capacity_bytes = facts.log.capacity_bytes or facts.gpu.capacity_bytes
     # "my card has 80 GB, why does it say 3.82 GiB total?": the process is not on the card the user means
     named = facts.gpu.capacity_bytes if facts.gpu.inferred_from in ("name", "typed-size") else None
+    compare = (kb.tables.get("situation") or {})["comparisons"]
     sit.capacity_mismatch = bool(facts.log.capacity_bytes and named
-                                 and facts.log.capacity_bytes < _OTHER_DEVICE_SHARE * named)
+                                 and facts.log.capacity_bytes < compare["other_device_share"] * named)
     sit.worked_before = bool(words.worked_before.search(text))
     if not sit.worked_before and words.versions.search(text):
-        moved = _more_memory_on_newer(text)  # "1.13.1: 5515MiB, 2.0.0: 6802MiB": the same run, measured on both
+        # "1.13.1: 5515MiB, 2.0.0: 6802MiB": the same run, measured on both
+        moved = _more_memory_on_newer(text, compare["newer_version_more"])
         if moved:
             sit.worked_before = True
             sit.changed.append(moved)
@@ -1453,16 +1455,12 @@ def _two_versions(text: str, words: _Words) -> list[Reading]:
     return [Reading("stack", [Clue(f"\u201c{found[0]}\u201d / \u201c{found[1]}\u201d", "words")])]
 
 
-_OTHER_DEVICE_SHARE = 0.8  # an OOM device this much smaller than the named GPU is another device (or a MIG slice)
-
-
 # a release number and the memory figure written right after it ("2.0.0+cu118: 6802MiB", "torch 2.0 uses 7gb VRAM")
 _VERSION_FIGURE = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)?)(?!\w|\.\w)(?!\s*[KMGT]i?B\b)"
                              r"[^\n]{0,30}?(?<![\w.])(\d+(?:\.\d+)?)\s*(MiB|GiB|MB|GB)\b", re.I)
-_NEWER_USES_MORE = 1.05  # a figure this much above the older version's is more memory, not a rounding
 
 
-def _more_memory_on_newer(text: str) -> Reading | None:
+def _more_memory_on_newer(text: str, more: float) -> Reading | None:
     """Two versions of the software, each beside the memory the same run took on it, the newer taking more: the stack
     moved under a setup that fit (pytorch#97712: "1.13.1+cu117: 5515MiB, 2.0.0+cu118: 6802MiB")."""
     unit = {"mib": 2**20, "gib": 2**30, "mb": 1e6, "gb": 1e9}
@@ -1472,7 +1470,7 @@ def _more_memory_on_newer(text: str) -> Reading | None:
     if len(figures) < 2:
         return None
     oldest, newest = min(figures), max(figures)
-    if figures[newest] < figures[oldest] * _NEWER_USES_MORE:
+    if figures[newest] < figures[oldest] * more:
         return None
     names = [".".join(map(str, v)) for v in (oldest, newest)]
     return Reading("stack", [Clue(f"\u201c{names[0]}\u201d / \u201c{names[1]}\u201d", "words")])

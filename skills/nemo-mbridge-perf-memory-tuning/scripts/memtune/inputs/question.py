@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -325,7 +325,8 @@ def _model(text: str, vocab: Mapping[str, Any]) -> Mapping[str, Any] | None:
                 found.setdefault(role, []).append((m.start(), m.start() - m.end(), model))
     if False in found:
         mentions = sorted(found[False], key=lambda f: (f[0], f[1]))
-        failing = [f for f in mentions if _in_failing_clause(text, f[0], vocab)]
+        says_failed = _failing_clause(text, vocab)
+        failing = [f for f in mentions if says_failed(f[0])]
         return (failing or mentions)[0][2]
     if True in found and _model_size(text, vocab, trained_only=True, besides=spans) is None:
         return min(found[True], key=lambda f: (f[0], f[1]))[2]
@@ -353,22 +354,28 @@ def _model_size(text: str, vocab: Mapping[str, Any], trained_only: bool = False,
     if trained_only or trained:
         found = trained
     if len(found) > 1:
+        says_failed = _failing_clause(text, vocab)
         for start, size in found:
-            if _in_failing_clause(text, start, vocab):
+            if says_failed(start):
                 return size
     return found[0][1] if found else None
 
 
-def _in_failing_clause(text: str, start: int, vocab: Mapping[str, Any]) -> bool:
-    """The sentence (or clause) around ``start`` says something failed: an OOM word or a failure word."""
+def _failing_clause(text: str, vocab: Mapping[str, Any]) -> Callable[[int], bool]:
+    """Whether the sentence (or clause) of ``text`` around a position says something failed (an OOM word or a
+    failure word): the clause bounds and the words are found once per text, then asked for each mention."""
     clause = _rx((vocab.get("memory") or {}).get("clause_break", r"$^"))
     bounds = sorted({0, len(text), *(b.end() for b in (*_SENTENCE_END.finditer(text), *clause.finditer(text)))})
     failing = _rx("|".join([*(w for t in vocab.get("topics") or [] if t["id"] == "oom"
                               for lang in ("en", "zh") for w in (t.get("keywords") or {}).get(lang) or []),
                             vocab.get("failure_words") or r"$^"]))
-    lo = max(b for b in bounds if b <= start)
-    hi = min((b for b in bounds if b > start), default=len(text))
-    return bool(failing.search(text, lo, hi))
+
+    def says_failed(start: int) -> bool:
+        lo = max(b for b in bounds if b <= start)
+        hi = min((b for b in bounds if b > start), default=len(text))
+        return bool(failing.search(text, lo, hi))
+
+    return says_failed
 
 
 def _sizes(text: str, vocab: Mapping[str, Any]) -> list[tuple[int, float]]:
