@@ -2479,6 +2479,8 @@ def test_a_setting_on_that_behaves_as_if_off_did_not_apply(kb):
     "pip install git+https://github.com/NVIDIA/TransformerEngine.git@stable fails: 'Building wheel for "
     "transformer_engine (setup.py)... error', nvcc Killed. Is this a CUDA problem?",
     "每次到 build_wheel 这一步电脑就崩了，桌面会话直接被关掉；编译过程中显存一点都没涨。",
+    # NVIDIA/TransformerEngine#1249 (set issue-24-s72): an install that dies with no error of its own
+    "TransformerEngine install fails with no clear cause on WSL. What is killing the build?",
 ])
 def test_a_failure_while_a_package_builds_is_host_ram_of_the_compile_jobs(text, kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
@@ -2600,3 +2602,55 @@ def test_an_oom_named_as_what_a_setting_prevents_is_no_oom(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=text, log=log), kb)
     assert not flat["situation.oom_said"] and "cuda-error-message-not-oom" in flat["log.signatures"]
     assert diag.causes[0].id == "not-an-oom"
+
+
+def test_a_family_named_with_another_size_is_not_that_preset(kb):
+    # pytorch/torchtitan#1789 (set issue-24-s72): "DeepSeek-V3-16B" is a 16B model, not the 671B preset, even where a
+    # folder path names the family ("models/deepseek_v3/train_configs") without a size
+    question = ("With DeepSeek-V3-16B (torchtitan/models/deepseek_v3/train_configs/deepseek_v3_16b.toml) we run into "
+                "OOM on 8 x H100 80GB.")
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat.get("config.model_name") != "deepseek-v3"
+
+
+def test_an_oom_while_the_engine_reserves_its_kv_cache_is_the_engines_share(kb):
+    # TRL GRPO with a colocated vLLM (set issue-24-s72): the traceback ends in the engine's KV-cache initialisation,
+    # which outranks the user's "loading the model": the engine claims its share at start-up
+    log = [
+        'File "/opt/trl/trainer/grpo_trainer.py", line 421, in __init__',
+        "    self.llm = LLM(",
+        'File "/opt/vllm/engine/llm_engine.py", line 276, in __init__',
+        "    self._initialize_kv_caches()",
+        'File "/opt/vllm/engine/llm_engine.py", line 416, in _initialize_kv_caches',
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 780.00 MiB. GPU 3 has a total capacity of "
+        "23.68 GiB of which 698.94 MiB is free.",
+    ]
+    question = "用 TRL 的 GRPO 训练，use_vllm 同卡，加载这个 7b 模型的时候就 OOM 了。"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
+    assert flat["situation.phase"] == "rl-rollout"
+    assert diag.fixes[0].id == "shrink-colocated-engine"
+
+
+def test_memory_that_rises_after_every_micro_batch_grows(kb):
+    # Fast-LLM PR #486 (set issue-24-s72): ~164 MiB more after every micro-batch, never given back until the step ends
+    question = ("Watching allocated memory per micro-batch, it goes up by roughly 164 MiB after every micro-batch and "
+                "never comes back down until the step ends; we OOM once depth_first_micro_batches >= 128.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.trend"] == "grows" and diag.causes[0].id == "memory-growth"
+
+
+def test_graphs_the_user_measured_as_large_are_the_graph_memory(kb):
+    # NVIDIA/Megatron-LM PR #6618 (set issue-24-s72): the memory report shows the CUDA graphs alone above 20 GB
+    question = ("CUDA graphs on: the memory report shows the CUDA graphs alone taking more than 20 GB per GPU. "
+                "Why are the graphs this big?")
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert diag.causes[0].id == "cuda-graph-memory"
+    assert diag.fixes[0].id in {"narrow-cuda-graph-scope", "disable-cuda-graphs"}
+
+
+def test_an_oom_at_save_pretrained_is_the_save(kb):
+    # pytorch/pytorch#111900 (set issue-24-s72): a LoRA run that trained fine OOMs at model.save_pretrained
+    question = ("After training 34B-codellama2 with LoRA and FSDP (the training went on well), I got an OOM error when "
+                "model.save_pretrained.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.phase"] == "checkpoint-save" and diag.fixes[0].id == "checkpoint-save-memory"

@@ -313,16 +313,15 @@ def _model(text: str, vocab: Mapping[str, Any]) -> Mapping[str, Any] | None:
     found: dict[bool, list[tuple[int, int, Mapping[str, Any]]]] = {}  # auxiliary role? -> (start, -length, model)
     spans: list[tuple[int, int]] = []  # where the auxiliary models are named
     for model in vocab.get("models") or []:
-        for pattern in model.get("patterns") or []:
-            for m in _rx(pattern).finditer(text):
-                if suffix and model.get("size_b") is not None:
-                    stated = _rx(suffix).match(text[m.end():m.end() + 24])
-                    if stated and float(stated.group("b")) != float(model["size_b"]):
-                        continue
-                role = _auxiliary(text, m.start(), vocab)
-                if role:
-                    spans.append((m.start(), m.end()))
-                found.setdefault(role, []).append((m.start(), m.start() - m.end(), model))
+        matches = [m for pattern in model.get("patterns") or [] for m in _rx(pattern).finditer(text)]
+        if suffix and model.get("size_b") is not None and any(
+                _other_size(_rx(suffix).match(text[m.end():m.end() + 24]), model["size_b"]) for m in matches):
+            continue  # the family named with another size ("DeepSeek-V3-16B"): none of its mentions is this preset
+        for m in matches:
+            role = _auxiliary(text, m.start(), vocab)
+            if role:
+                spans.append((m.start(), m.end()))
+            found.setdefault(role, []).append((m.start(), m.start() - m.end(), model))
     if False in found:
         mentions = sorted(found[False], key=lambda f: (f[0], f[1]))
         says_failed = _failing_clause(text, vocab)
@@ -331,6 +330,11 @@ def _model(text: str, vocab: Mapping[str, Any]) -> Mapping[str, Any] | None:
     if True in found and _model_size(text, vocab, trained_only=True, besides=spans) is None:
         return min(found[True], key=lambda f: (f[0], f[1]))[2]
     return None
+
+
+def _other_size(stated: re.Match | None, size_b: float) -> bool:
+    """A size written right after a model's name that is not the preset's ("DeepSeek-V3-16B")."""
+    return stated is not None and float(stated.group("b")) != float(size_b)
 
 
 _ROLE_WINDOW = 24  # characters before a model's name in which a role word names its role
