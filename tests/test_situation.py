@@ -2654,3 +2654,38 @@ def test_an_oom_at_save_pretrained_is_the_save(kb):
                 "model.save_pretrained.")
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert flat["situation.phase"] == "checkpoint-save" and diag.fixes[0].id == "checkpoint-save-memory"
+
+
+def test_rl_keys_in_the_launch_command_size_the_logprob_pass(kb):
+    # verl-project/verl#2450 (set issue-24-s72): the question names no key; the pasted command sets a log-prob
+    # micro-batch of 20 over 1k + 2k tokens: 20 x 3,072 x 151,936 x 2 B = 18.7 GB of logits before the FP32 upcast
+    log = ["data.max_prompt_length=1024 \\", "data.max_response_length=2048 \\",
+           "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=20 \\", "trainer.n_gpus_per_node=8"]
+    question = "Qwen/Qwen2.5-VL-3B-Instruct 用 lora 跑 grpo 时会出现 OOM，算力：8*a100(80g)。"
+    facts, _, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
+    assert facts.question.rl_batch == {"logprob_micro_batch": 20, "prompt_length": 1024, "response_length": 2048}
+    assert diag.causes[0].id == "logits-loss-memory" and diag.fixes[0].id == "reduce-micro-batch"
+
+
+@pytest.mark.parametrize("text", [
+    # OpenRLHF/OpenRLHF#901 (set issue-24-s72): a batch named loosely in a clause that says it did nothing
+    "OpenRLHF 做 GRPO，一直 OOM。改 batch size 也解决不了。",
+    "OpenRLHF GRPO keeps running out of memory. Changing the batch size didn't help.",
+])
+def test_a_batch_size_said_to_change_nothing_is_the_micro_batch(text, kb):
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert "reduce-micro-batch" in flat["situation.no_effect"]
+
+
+def test_changing_the_global_batch_is_not_the_micro_batch(kb):
+    question = "Lowering the global batch size didn't help, it still OOMs."
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert "reduce-micro-batch" not in (flat.get("situation.no_effect") or [])
+
+
+def test_host_memory_said_against_a_gpu_oom_is_the_host(kb):
+    # verl-project/verl#4120: "the issue is a system RAM OOM, not a GPU VRAM OOM ... could this be a memory leak?"
+    question = ("Training a 7B model with GRPO. The issue is a system RAM OOM, not a GPU VRAM OOM. "
+                "Could this be a memory leak issue?")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.process"] == "host" and diag.fixes[0].id == "track-memory-per-step"

@@ -62,6 +62,11 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
                 log = replace(log, cut_continuation=cut)
                 break
 
+    if inputs.overrides or inputs.log:  # RL keys set in --set or a pasted launch command size the log-prob pass too
+        from .inputs.question import rl_batch_in
+
+        pasted = "\n".join([*inputs.overrides, pasted_log_text(inputs.log) or ""])
+        question.rl_batch = {**rl_batch_in(pasted, kb.tables.get("vocabulary") or {}), **question.rl_batch}
     if inputs.overrides and not (question.model_name or question.model_size_b):
         from .inputs.question import model_in_settings  # the checkpoint path a setting names ("pretrain=...")
 

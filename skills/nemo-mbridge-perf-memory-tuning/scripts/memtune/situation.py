@@ -901,6 +901,7 @@ class _Words:
     absent_before: tuple[str, ...]  # "no", "without", meiyou kai: just before a setting, it is not on
     absent_after: tuple[str, ...]  # "isn't set", "is off": just after a setting
     absent_generic: tuple[tuple[str, re.Pattern[str]], ...]  # (fix, its words) for settings no recognizer maps alone
+    tried_generic: tuple[tuple[str, re.Pattern[str]], ...]  # (fix, its words) for a setting tried, named loosely
     configured: _Literals  # "already sets", "configured", shezhi le: the verb says a setting is named
     alternative: _Literals  # situation.yaml asking.alternative: a choice question ("shi A haishi B?") asks throughout
     # (phase, exception types, words): an exception of those types whose message states a rule the settings broke
@@ -1013,6 +1014,7 @@ def _compile(kb: Knowledge) -> _Words:
                   _endings(_both(changes.get("absent_before")), latin_space=True),
                   _endings(_both(changes.get("absent_after"))),
                   tuple((g["id"], _word_rx(_both(g.get("words")))) for g in changes.get("absent_generic") or []),
+                  tuple((g["id"], _word_rx(_both(g.get("words")))) for g in changes.get("tried_generic") or []),
                   _Literals(_both(changes.get("configured"))),
                   _Literals(list((table.get("asking") or {}).get("alternative") or [])),
                   tuple((pid, frozenset(phases[pid]["refusal"]["types"]), _Literals(phases[pid]["refusal"]["words"]))
@@ -1402,8 +1404,12 @@ def _says_gpu_failed(clause: str, words: _Words) -> bool:
     norm = _normal(clause)
     if _asks(clause, words):
         return False  # "is it GPU memory?" asks; it does not say so
-    return any(not norm[:start].rstrip().endswith(words.negations)
+    return any(not _ARTICLE_END.sub("", norm[:start].rstrip()).rstrip().endswith(words.negations)
                for start, _, _ in words.gpu_memory.spans(clause))
+
+
+# "not a GPU VRAM OOM": between the negation and the memory's name may stand an article and the device's name
+_ARTICLE_END = re.compile(r"(?i)(?:(?<![\w-])(?:an?|the|gpu|cuda|device)\s*)+$")
 
 
 def _all(key: str, clauses: list[str], words: _Words) -> list[Reading]:
@@ -1500,6 +1506,7 @@ def _quote(clause: str, start: int, end: int) -> str:
 
 _NUMBER_AFTER = re.compile(r"\W{0,3}(?:\w{1,3}\W{0,2})?\d")  # "X=2", "X to 2", "X shezhi wei 2": a value set
 _UNCHANGED_AFTER = 24  # characters after a setting's name where "we used before" says it kept its value
+_GLOBAL_BATCH = re.compile(r"(?i)global|\u5168\u5c40")  # "global batch size", quanju: not the batch one GPU runs
 
 
 def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = False
@@ -1532,6 +1539,9 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
             from .names import fixes_named  # ("set micro_train_batch_size to 2: OOM")
 
             spans = [sp for sp in fixes_named(clause, kb) if _NUMBER_AFTER.match(clause, sp[2])]
+        if not spans and (is_try or useless) and not took_out:  # "changing the batch size didn't help"
+            spans = [(fix_id, m.start(), m.end()) for fix_id, rx in words.tried_generic for m in rx.finditer(clause)
+                     if not _GLOBAL_BATCH.search(clause, max(0, m.start() - 8), m.start())]
         if is_change and not (is_try or useless or took_out or fits):  # "the X we used before": X did not change
             spans = [sp for sp in spans if not words.unchanged.search(clause[sp[2]:sp[2] + _UNCHANGED_AFTER])]
         for fix_id in dict.fromkeys(f for f, _, _ in spans):
