@@ -516,3 +516,19 @@ def test_megatron_turns_sequence_parallel_off_at_tp_1(vkb):
     cfg = read_megatron_args("pretrain_gpt.py --num-layers 2 --hidden-size 64 --num-attention-heads 4 "
                              "--tensor-model-parallel-size 2 --sequence-parallel", kb=vkb)
     assert cfg.sequence_parallel is True
+
+
+@pytest.mark.parametrize(("overrides", "expected"), [
+    # the DeepSpeed config's own keys (EleutherAI/gpt-neox#1354, set issue-24-s73)
+    (["zero_optimization.stage=3", "zero_optimization.offload_optimizer.device=cpu"],
+     {"use_torch_fsdp2": True, "optimizer_cpu_offload": True, "optimizer_offload_fraction": 1.0}),
+    # DeepSpeed-Chat / OpenRLHF flags (01-ai/Yi#125) and the ms-swift / LLaMA-Factory presets (ms-swift#3559)
+    (["zero_stage=2", "offload=true"], {"use_distributed_optimizer": True, "optimizer_cpu_offload": True}),
+    (["adam_offload=true"], {"optimizer_cpu_offload": True}),
+    (["deepspeed=zero3_offload"], {"use_torch_fsdp2": True, "optimizer_cpu_offload": True}),
+    (["deepspeed=zero2"], {"use_distributed_optimizer": True, "optimizer_cpu_offload": None}),
+    (["zero_optimization.offload_optimizer.device=none"], {"optimizer_cpu_offload": None}),
+])
+def test_deepspeed_zero_keys_are_the_sharding_and_offload_they_stand_for(overrides, expected, vkb):
+    cfg = apply_overrides(cfgmod.TrainingConfig(), overrides, kb=vkb)
+    assert {k: getattr(cfg, k) for k in expected} == expected

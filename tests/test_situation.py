@@ -2689,3 +2689,30 @@ def test_host_memory_said_against_a_gpu_oom_is_the_host(kb):
                 "Could this be a memory leak issue?")
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert flat["situation.process"] == "host" and diag.fixes[0].id == "track-memory-per-step"
+
+
+def test_a_whole_model_copied_on_every_gpu_is_sharded_not_batched(kb):
+    # hiyouga/LLaMA-Factory#2379 (set issue-24-s73): Mixtral-8x7B LoRA under accelerate MULTI_GPU (DDP) keeps the
+    # whole FP16 model (~93 GB) on each 80 GB A800: only sharding or splitting the weights helps
+    question = ("Mixtral-8x7B 单机8卡 8xA800，用 accelerate launch 跑 LLaMA-Factory 的 sft，finetuning_type lora，"
+                "per_device_train_batch_size 2，accelerate 配置是 MULTI_GPU、num_processes 8，出现了 OOM。")
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question, overrides=["finetuning_type=lora"]), kb)
+    assert diag.causes[0].id == "capacity-model-state" and diag.fixes[0].id == "megatron-fsdp"
+    assert {"reduce-micro-batch", "add-gpus"} <= {a.id for a in diag.avoid}
+
+
+def test_the_program_line_of_a_pasted_command_names_the_framework(kb):
+    # modelscope/ms-swift#2715 (set issue-24-s73): the question names no framework; the pasted command is `swift sft`
+    log = ["CUDA_VISIBLE_DEVICES=0,1 \\", "swift sft \\", "    --model /models/Qwen2.5-14B-Instruct \\",
+           "    --max_length 1024"]
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="双4090微调qwen2.5-14B成功，多机多卡就 CUDA out of memory。",
+                                              log=log, overrides=["train_type=lora"]), kb)
+    assert flat["situation.framework"] == "ms-swift" and flat["config.peft"] == "lora"
+
+
+def test_a_flag_of_another_tool_names_no_framework(kb):
+    # vime (set issue-24-s56): "--actor-num-gpus-per-node" reads like OpenRLHF's key, but the program is train.py
+    log = ["python train.py \\", "  --train-backend megatron \\", "  --actor-num-gpus-per-node 4 \\",
+           "  --rollout-num-gpus 4"]
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="Trainer rank 0 sits 10 GiB above the others.", log=log), kb)
+    assert flat.get("situation.framework") != "openrlhf"

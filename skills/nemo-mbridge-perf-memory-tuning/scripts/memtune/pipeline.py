@@ -373,6 +373,14 @@ def _request_simulations(fix_ids: list[str], flat: dict[str, Any], led: Any, kb:
 PASTED_LOG_BYTES = 256 * 1024
 
 
+def _command_lines(text: str | None) -> list[str]:
+    """The program lines of a launch command pasted in a log ("swift sft \\", "llamafactory-cli train \\"): lines
+    continued with a backslash that are not one of its --flags (another tool's flags can look like a framework's
+    keys) - and not its tracebacks and messages, whose file paths name every library on the stack."""
+    return [line for line in (text or "").splitlines()
+            if line.rstrip().endswith("\\") and not line.lstrip().startswith("-")]
+
+
 def pasted_log_text(log: Any) -> str | None:
     """The text of a small uncompressed log file or list of lines (what users paste), else None."""
     if isinstance(log, (list, tuple)) and all(isinstance(line, str) for line in log):
@@ -416,7 +424,11 @@ def run(inputs: Inputs, kb: Knowledge) -> tuple[Facts, dict[str, Any], Diagnosis
     from .situation import read_situation
 
     facts = collect_facts(inputs, kb)
-    situation = read_situation(facts, kb, inputs.stated, pasted_log_text(inputs.log), "\n".join(inputs.overrides))
+    pasted = pasted_log_text(inputs.log)
+    # the settings, and the launch command a pasted log holds ("swift sft ...", "openrlhf.cli.train_ppo_ray"), name the
+    # framework that runs where the user's words do not
+    settings = "\n".join([*inputs.overrides, *_command_lines(pasted)])
+    situation = read_situation(facts, kb, inputs.stated, pasted, settings)
     if not situation.oom_said and "oom" in facts.question.topics:  # "is this an OOM?" asks; it says none happened
         facts = replace(facts, question=replace(facts.question,
                                                 topics=[t for t in facts.question.topics if t != "oom"]))

@@ -602,10 +602,39 @@ FRAMEWORK_KEYS = {
     # verl (verl/trainer/config/ppo_megatron_trainer.yaml): the actor's per-GPU micro-batch
     "ppo_micro_batch_size_per_gpu": "micro_batch_size",
     # OpenRLHF (openrlhf/cli/train_ppo_ray.py, train_sft.py): per-GPU micro-batch; DeepSpeed CPU Adam
-    "micro_train_batch_size": "micro_batch_size", "adam_offload": "optimizer_cpu_offload",
+    "micro_train_batch_size": "micro_batch_size",
     # ms-swift / HF Trainer arguments: the per-device micro-batch
     "per_device_train_batch_size": "micro_batch_size",
 }
+
+
+def _deepspeed_fields(parts: list[str], value: Any) -> dict[str, Any]:
+    """The Megatron fields DeepSpeed's ZeRO keys stand for, as fine-tuning frameworks pass them: ZeRO-1/2 shard the
+    optimizer state over data parallel (the distributed optimizer), ZeRO-3 shards weights and gradients too (as torch
+    FSDP does), and an optimizer offloaded to CPU or NVMe is all of it (fraction 1.0).  Keys: the DeepSpeed config's
+    zero_optimization.stage and offload_optimizer.device, OpenRLHF / DeepSpeed-Chat --zero_stage and --offload /
+    --adam_offload, ms-swift and LLaMA-Factory's deepspeed=zero3_offload presets."""
+    name, text = parts[-1], str(value).strip().lower()
+    stage = None
+    offload = False
+    if name == "zero_stage" or (name == "stage" and "zero_optimization" in parts):
+        stage = int(text) if text.isdigit() else None
+    elif name == "device" and len(parts) > 1 and parts[-2] == "offload_optimizer":
+        offload = text in ("cpu", "nvme")
+    elif name in ("offload", "adam_offload"):
+        offload = text in ("true", "1", "yes", "")
+    elif name == "deepspeed" and (m := re.search(r"zero[_-]?([123])(?:[_-]?(offload))?", text)):
+        stage, offload = int(m.group(1)), bool(m.group(2))
+    fields: dict[str, Any] = {}
+    if stage in (1, 2):
+        fields["use_distributed_optimizer"] = True
+    elif stage == 3:
+        fields.update(use_distributed_optimizer=True, use_torch_fsdp2=True)
+    if offload:
+        fields.update(optimizer_cpu_offload=True, optimizer_offload_fraction=1.0)
+    return fields
+
+
 _OTHER_PROCESSES = frozenset({"rollout", "ref", "critic", "reward", "reward_model", "rm", "generation", "vllm_cfg",
                               "sglang_cfg", "inference", "teacher", "judge", "vllm", "sglang"})
 
@@ -615,6 +644,11 @@ def _framework_key(b: Builder, parts: list[str], value: Any, label: str) -> bool
     if any(p in _OTHER_PROCESSES or p.startswith(("vllm_", "sglang_", "rollout_")) for p in parts):
         return False
     name = parts[-1]
+    zero = _deepspeed_fields(parts, value) if value is not None else {}
+    for field, setting in zero.items():
+        b.set(field, setting, label)
+    if zero:
+        return True
     field = name if name in _PASSED_THROUGH else FRAMEWORK_KEYS.get(name)
     if field is None or value is None:
         return False
@@ -622,6 +656,7 @@ def _framework_key(b: Builder, parts: list[str], value: Any, label: str) -> bool
     return True
 
 
+_TUNING_TYPE_KEYS = frozenset({"train_type", "finetuning_type"})
 _OVERRIDE = re.compile(r"^(?P<op>\+\+|\+|~)?(?P<key>[A-Za-z_][\w.]*)(?:=(?P<value>.*))?$", re.S)
 
 
@@ -656,6 +691,12 @@ def apply_overrides(cfg: TrainingConfig, overrides: list[str], kb: Knowledge, hi
         parts = key.split(".")
         section = parts[0]
         if section not in BRIDGE_SECTIONS and _framework_key(b, parts, value, label):
+            continue
+        # ms-swift --train_type / LLaMA-Factory --finetuning_type name the PEFT scheme ("lora", "qlora"; "full" none)
+        if key in _TUNING_TYPE_KEYS and isinstance(value, str):
+            vocab = vocab if vocab is not None else _vocab(kb)
+            if value.strip().lower() in (vocab.get("peft_names") or {}):
+                _apply_peft_name(b, value, label, vocab)
             continue
         if len(parts) == 1:
             if section in ("mixed_precision", "peft") and isinstance(value, str):
