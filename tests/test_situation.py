@@ -2716,3 +2716,11 @@ def test_a_flag_of_another_tool_names_no_framework(kb):
            "  --rollout-num-gpus 4"]
     _, flat, _ = pipeline.run(pipeline.Inputs(question="Trainer rank 0 sits 10 GiB above the others.", log=log), kb)
     assert flat.get("situation.framework") != "openrlhf"
+
+
+def test_a_cards_memory_is_the_gpus_not_the_hosts(kb):
+    # modelscope/ms-swift#3405 (set issue-24-s73): "di yi zhang ka nei cun bu gou" - the first card's memory ran out
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="4090*4，第一张卡内存不够就直接报OOM了。"), kb)
+    assert flat.get("situation.process") != "host"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="训练时内存不够，被系统 kill 了。"), kb)
+    assert flat["situation.process"] == "host"
