@@ -2724,3 +2724,13 @@ def test_a_cards_memory_is_the_gpus_not_the_hosts(kb):
     assert flat.get("situation.process") != "host"
     _, flat, _ = pipeline.run(pipeline.Inputs(question="训练时内存不够，被系统 kill 了。"), kb)
     assert flat["situation.process"] == "host"
+
+
+def test_muon_is_never_told_to_switch_to_megatron_fsdp(kb):
+    # NVIDIA/Megatron-LM#4691 (set issue-24-s73): Megatron-LM asserts emerging optimizers run without FSDP; the
+    # layer-wise distributed optimizer is the sharding Muon has
+    question = ("When training GLM5 with 6 nodes + Muon optimizer + LoRA in Megatron-LM, it will OOM. "
+                "Is there a way to offload the optimizer states of Muon, or what else should I do?")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["config.optimizer"] == "muon"
+    assert "megatron-fsdp" not in [f.id for f in diag.fixes] and "megatron-fsdp" in [a.id for a in diag.avoid]
