@@ -2734,3 +2734,14 @@ def test_muon_is_never_told_to_switch_to_megatron_fsdp(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert flat["config.optimizer"] == "muon"
     assert "megatron-fsdp" not in [f.id for f in diag.fixes] and "megatron-fsdp" in [a.id for a in diag.avoid]
+
+
+def test_a_request_the_size_of_the_named_familys_logits_is_the_logits(kb):
+    # baichuan-inc/Baichuan2#370 (set issue-24-s73): no preset knows Baichuan2-13B, but its family's vocabulary
+    # (125,696) makes 1.92 GiB = 16 x 512 tokens x 125,696 x 2 B - the logits of the micro-batch
+    log = ["torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.92 GiB (GPU 0; 23.70 GiB total "
+           "capacity; 16.28 GiB already allocated; 1.74 GiB free; 20.85 GiB reserved in total by PyTorch)"]
+    question = "Baichuan2-13B-Chat LoRA on 3090s runs out of memory."
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question, log=log,
+                                              overrides=["train.micro_batch_size=16", "model.seq_length=512"]), kb)
+    assert flat["situation.failed"] == "logits"

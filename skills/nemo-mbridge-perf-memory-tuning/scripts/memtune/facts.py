@@ -309,6 +309,7 @@ class QuestionFacts:
     lang: str = "en"  # en | zh
     model_name: str | None = None
     model_size_b: float | None = None  # billions of parameters in a model name that is not a preset ("GPT-30B")
+    model_vocab: int | None = None  # the named model family's vocabulary (vocabulary.yaml family_vocab)
     topics: list[str] = field(default_factory=list)  # e.g. lora, sequence-parallel, fp8, checkpoint
     memory_bytes: float | None = None  # what was in use when it failed, as quoted ("OOMs at 58.8 GB")
     # every figure in order: {bytes, role, at}; role is request | reserved-unallocated | reserved | allocated |

@@ -552,6 +552,8 @@ def _logits_match(request: float, facts: Facts, tol: float, rounded_tol: float |
     stand_in = cfg.approximate_shape and (not cfg.from_preset or "vocab_size" in cfg.from_preset)
     known = None if stand_in else cfg.padded_vocab_size or cfg.vocab_size
     vocabs = {known: _Figure("")} if known else _stated_vocab(facts.question.text or "")
+    if not vocabs and facts.question.model_vocab:  # the family's released vocabulary ("Baichuan2-13B": 125,696)
+        vocabs = {facts.question.model_vocab: _Figure("the named model family's vocabulary")}
     counts = _token_counts(facts)
     if not vocabs or not counts:
         return None

@@ -82,6 +82,8 @@ def parse_question(text: str | None, kb: Knowledge) -> QuestionFacts:
         q.model_name = model["name"]
     else:
         q.model_size_b = (model or {}).get("size_b") or _model_size(text, vocab)
+    q.model_vocab = next((int(f["vocab"]) for f in vocab.get("family_vocab") or []
+                          if any(_rx(p).search(text) for p in f["patterns"])), None)
     q.topics = _topics(without_small(text, kb), vocab)
     q.memory_figures = _memory_figures(text, vocab, words)
     q.memory_bytes = _failure_figure(q.memory_figures, text, vocab)
