@@ -2745,3 +2745,19 @@ def test_a_request_the_size_of_the_named_familys_logits_is_the_logits(kb):
     _, flat, _ = pipeline.run(pipeline.Inputs(question=question, log=log,
                                               overrides=["train.micro_batch_size=16", "model.seq_length=512"]), kb)
     assert flat["situation.failed"] == "logits"
+
+
+def test_a_node_named_beside_memory_is_not_host_memory(kb):
+    # EleutherAI/gpt-neox#1123 (set issue-24-s73): "on a single node, and the memory stays flat" compares layouts
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="I tested on a single node, and the memory generally stays "
+                                                        "flat as I increase gradient_accumulation_steps."), kb)
+    assert flat.get("situation.process") != "host"
+
+
+def test_a_worker_dead_of_sigbus_is_shared_memory_not_a_kill(kb):
+    # deepspeedai/DeepSpeed#4002 (set issue-24-s73): the launcher's only line; Docker's 64 MB /dev/shm
+    log = ["[launch.py:315:sigkill_handler] ['/usr/bin/python', '-u', 'main.py', '--local_rank=3'] exits with "
+           "return code = -7"]
+    _, _, diag = pipeline.run(pipeline.Inputs(question="DeepSpeed-Chat step1 in docker on 4 GPUs just exits.", log=log),
+                              kb)
+    assert diag.causes[0].id == "not-an-oom" and "container-shared-memory-limit" in diag.causes[0].rules
