@@ -2761,3 +2761,13 @@ def test_a_worker_dead_of_sigbus_is_shared_memory_not_a_kill(kb):
     _, _, diag = pipeline.run(pipeline.Inputs(question="DeepSpeed-Chat step1 in docker on 4 GPUs just exits.", log=log),
                               kb)
     assert diag.causes[0].id == "not-an-oom" and "container-shared-memory-limit" in diag.causes[0].rules
+
+
+def test_a_colocated_trainer_whose_state_fills_the_gpus_offloads_before_shrinking_the_engine(kb):
+    # PeterGriffinJin/Search-R1#80 (set issue-24-s73): 14B full GRPO on 4x A800 80GB with verl's colocated vLLM:
+    # 14B x 18 B / 4 = 63 GB per GPU before the engine's weights and KV cache
+    question = ("Training a qwen-14b model using GRPO with verl on 4 A800-SXM4-80GB cards: even with "
+                "data.train_batch_size=1 I still get an out of memory error.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.process"] == "colocated-engine"
+    assert diag.causes[0].id == "capacity-model-state" and diag.fixes[0].id == "offload-trainer-states"
