@@ -2771,3 +2771,11 @@ def test_a_colocated_trainer_whose_state_fills_the_gpus_offloads_before_shrinkin
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert flat["situation.process"] == "colocated-engine"
     assert diag.causes[0].id == "capacity-model-state" and diag.fixes[0].id == "offload-trainer-states"
+
+
+def test_only_the_library_version_moved_is_the_stack_in_chinese(kb):
+    # NVIDIA/apex#475 (set issue-24-s73): "huan dao apex master ... pei zhi mei dong, zhi shi apex ban ben bian le"
+    question = "用 apex 的 commit 4a8c4ac 时能跑；换到 apex master 以后就 CUDA OOM。配置没动，只是 apex 版本变了。"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.changed"] == ["stack"] and flat["situation.worked_before"]
+    assert diag.causes[0].id == "version-regression"
