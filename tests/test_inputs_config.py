@@ -528,6 +528,10 @@ def test_megatron_turns_sequence_parallel_off_at_tp_1(vkb):
     (["deepspeed=zero3_offload"], {"use_torch_fsdp2": True, "optimizer_cpu_offload": True}),
     (["deepspeed=zero2"], {"use_distributed_optimizer": True, "optimizer_cpu_offload": None}),
     (["zero_optimization.offload_optimizer.device=none"], {"optimizer_cpu_offload": None}),
+    # Megatron-LM's own argument passed through a framework (radixark/miles#1482, set issue-24-s74): the whole
+    # optimizer, as --optimizer-offload-fraction defaults to 1.0 there; a stated fraction is kept
+    (["optimizer_cpu_offload=True"], {"optimizer_cpu_offload": True, "optimizer_offload_fraction": 1.0}),
+    (["optimizer_offload_fraction=0.5", "optimizer_cpu_offload=True"], {"optimizer_offload_fraction": 0.5}),
 ])
 def test_deepspeed_zero_keys_are_the_sharding_and_offload_they_stand_for(overrides, expected, vkb):
     cfg = apply_overrides(cfgmod.TrainingConfig(), overrides, kb=vkb)

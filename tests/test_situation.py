@@ -2481,6 +2481,8 @@ def test_a_setting_on_that_behaves_as_if_off_did_not_apply(kb):
     "每次到 build_wheel 这一步电脑就崩了，桌面会话直接被关掉；编译过程中显存一点都没涨。",
     # NVIDIA/TransformerEngine#1249 (set issue-24-s72): an install that dies with no error of its own
     "TransformerEngine install fails with no clear cause on WSL. What is killing the build?",
+    # NVIDIA/TransformerEngine#538 (set issue-24-s74): "an zhuang ... de shi hou bao OOM" - the install step
+    "安装 TransformerEngine 的时候报 OOM 挂掉了（还没开始训练，就是装包这一步）。",
 ])
 def test_a_failure_while_a_package_builds_is_host_ram_of_the_compile_jobs(text, kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)

@@ -653,6 +653,10 @@ def _framework_key(b: Builder, parts: list[str], value: Any, label: str) -> bool
     if field is None or value is None:
         return False
     b.set(field, value, label)
+    # a framework passes Megatron-LM's arguments through, where --optimizer-offload-fraction defaults to 1.0 (the
+    # whole optimizer), not Megatron-Core's 0.0: an offload switched on this way is all of it unless a fraction is set
+    if field == "optimizer_cpu_offload" and value is True and "optimizer_offload_fraction" not in b.values:
+        b.set("optimizer_offload_fraction", 1.0, label)
     return True
 
 
