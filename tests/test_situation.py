@@ -2781,3 +2781,14 @@ def test_only_the_library_version_moved_is_the_stack_in_chinese(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert flat["situation.changed"] == ["stack"] and flat["situation.worked_before"]
     assert diag.causes[0].id == "version-regression"
+
+
+@pytest.mark.parametrize("text", [
+    # PaddlePaddle/PaddleNLP#11031 (set issue-24-s74): the expert-load heat map drifts out of balance, then OOM
+    "DeepseekV3 结构的 MoE 模型，PP4 EP8，64 专家，热启后看专家访问量热力图，"
+    "均衡性越来越差，然后很快就因为 OOM 终止了。",
+    "MoE run with EP8: the expert load imbalance grows over training under the default aux loss, then it OOMs.",
+])
+def test_expert_load_drifting_out_of_balance_is_routing_not_stages(text, kb):
+    _, _, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert diag.causes[0].id == "moe-routing-imbalance" and diag.fixes[0].id == "moe-token-drop"
