@@ -630,3 +630,20 @@ def test_perf_script_short_flags_are_read_against_the_run_s_layout():
     answer = _real_scorer().read_markdown(text, inputs)
     assert "reduce-micro-batch" not in answer.recommended  # -mb 1 at MBS 1 repeats the layout
     assert answer.first_fix == "narrow-cuda-graph-scope"
+
+
+def test_the_benchmarks_markdown_is_what_diagnose_prints_as_markdown(diagnosed):
+    """diagnose_runs renders the Markdown from the JSON run's report instead of diagnosing twice: it must be the text
+    ``diagnose --format markdown`` prints for the same scenario (en and zh answers)."""
+    import tempfile
+    from pathlib import Path
+
+    from benchmarks.producers import _run_memtune, diagnose_argv
+    from benchmarks.scenario import load_scenarios
+
+    scenarios = load_scenarios()
+    picked = [s for s in scenarios if s.language == "zh"][:2] + [s for s in scenarios if s.language == "en"][:2]
+    for scen in picked:
+        with tempfile.TemporaryDirectory() as tmp:
+            printed = _run_memtune(diagnose_argv(scen, Path(tmp), "markdown"))
+        assert diagnosed(scen)[1][:2] == printed[:2], scen.id
