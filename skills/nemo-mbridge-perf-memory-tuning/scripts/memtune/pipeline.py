@@ -53,20 +53,21 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
         from .inputs.oom_log import parse_log
 
         log = parse_log(inputs.log, kb)
-    for pasted in ((pasted_log_text(inputs.log) or "").splitlines(), (inputs.question or "").splitlines()):
-        if any(line.rstrip().endswith("\\") for line in pasted):  # a continued launch command was pasted
+    log_text = pasted_log_text(inputs.log) or ""  # read once: a small pasted log's text, else nothing
+    for lines in (log_text.splitlines(), (inputs.question or "").splitlines()):
+        if any(line.rstrip().endswith("\\") for line in lines):  # a continued launch command was pasted
             from .inputs.shell_lines import cut_by_comment
 
-            cut = cut_by_comment(pasted)
+            cut = cut_by_comment(lines)
             if cut:
                 log = replace(log, cut_continuation=cut)
                 break
 
-    if inputs.overrides or inputs.log:  # RL keys set in --set or a pasted launch command size the log-prob pass too
+    if inputs.overrides or log_text:  # RL keys set in --set or a pasted launch command size the log-prob pass too
         from .inputs.question import rl_batch_in
 
-        pasted = "\n".join([*inputs.overrides, pasted_log_text(inputs.log) or ""])
-        question.rl_batch = {**rl_batch_in(pasted, kb.tables.get("vocabulary") or {}), **question.rl_batch}
+        settings = "\n".join([*inputs.overrides, log_text])
+        question.rl_batch = {**rl_batch_in(settings, kb.tables.get("vocabulary") or {}), **question.rl_batch}
     if inputs.overrides and not (question.model_name or question.model_size_b):
         from .inputs.question import model_in_settings  # the checkpoint path a setting names ("pretrain=...")
 
