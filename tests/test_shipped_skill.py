@@ -172,6 +172,16 @@ def test_the_helper_source_is_ascii():
             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if not line.isascii()]
     assert not wide, wide
 
+
+def test_schemas_and_templates_are_ascii():
+    """The same for the JSON schemas and the page templates (a Chinese word in a description is a \\u escape, a
+    middle dot an HTML entity): only the Chinese catalogs and SKILL.md's Chinese example are read the slow way."""
+    files = [*(SKILL / "knowledge" / "schema").glob("*.json"), *(SKILL / "scripts").rglob("*.j2")]
+    assert files
+    wide = [f"{path.relative_to(SKILL)}:{n}" for path in files
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if not line.isascii()]
+    assert not wide, wide
+
 # SkillSpector's reference resolver reads these in SKILL.md as local paths: a backticked or quoted name with a dot
 # and a short extension, and a bare word with a '/' in it.  One that names no file in the skill leaves the scan
 # 'partial' (not complete), so prose must not look like a path ("load or convert", not "load/convert").

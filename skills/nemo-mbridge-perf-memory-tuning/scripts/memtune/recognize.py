@@ -192,7 +192,7 @@ def required_literal(pattern: str) -> str | None:
 def required_any(pattern: str) -> tuple[str, ...] | None:
     """Lower-case texts of which every match of ``pattern`` holds at least one (from the parsed pattern: literals in
     sequence, inside groups and repeats that must match at least once, and one from each branch of an alternation:
-    "(reduc|lower|shrink)\\w* ..." holds "reduc", "lower" or "shrink"); each 3+ ASCII characters, or 2+ Chinese
+    "(reduc|lower|shrink)\\w* ..." holds "reduc", "lower" or "shrink"); each 2+ ASCII characters, or 1+ Chinese
     ones; None when there is no such set.  It is the needle of a pattern the knowledge base writes itself: a text
     holding none of them is not run through the pattern, and answers name a few of the hundreds of patterns."""
     try:
@@ -204,8 +204,9 @@ def required_any(pattern: str) -> tuple[str, ...] | None:
 
 
 def _usable(option: str) -> bool:
-    """Long enough to be worth a test: 3+ characters with any ASCII among them, 2+ Chinese ones."""
-    return len(option) >= 3 or (len(option) >= 2 and not any(c.isascii() for c in option))
+    """Long enough to rule a text out: 2+ characters with any ASCII among them ("pp" before "PP to 8"), any Chinese
+    one (a single character is rare enough in an English answer). An ``in`` test costs far less than a pattern."""
+    return len(option) >= 2 or (len(option) == 1 and not option.isascii())
 
 
 def _factor(items: list[Any]) -> frozenset[str] | None:
