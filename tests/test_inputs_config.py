@@ -536,3 +536,24 @@ def test_megatron_turns_sequence_parallel_off_at_tp_1(vkb):
 def test_deepspeed_zero_keys_are_the_sharding_and_offload_they_stand_for(overrides, expected, vkb):
     cfg = apply_overrides(cfgmod.TrainingConfig(), overrides, kb=vkb)
     assert {k: getattr(cfg, k) for k in expected} == expected
+
+
+@pytest.mark.parametrize(("overrides", "expected"), [
+    # pytorch/torchtitan#620 (set issue-24-s65): TorchTitan's per-rank batch and its activation-checkpointing mode
+    (["training.batch_size=1", "activation_checkpoint.mode=full"],
+     {"micro_batch_size": 1, "recompute_granularity": "full", "recompute_method": "uniform",
+      "recompute_num_layers": 1}),
+    (["training.local_batch_size=4", "activation_checkpoint.mode=selective"],
+     {"micro_batch_size": 4, "recompute_granularity": "selective", "recompute_method": None}),
+    (["activation_checkpoint.mode=none"], {"recompute_granularity": None}),
+    # the HF Trainer's gradient checkpointing reruns every decoder layer: full recompute, one layer at a time...
+    (["gradient_checkpointing=true"], {"recompute_granularity": "full", "recompute_num_layers": 1}),
+    (["gradient_checkpointing=false"], {"recompute_granularity": None}),
+    # ...but a Megatron backend reads its own recompute keys (NovaSky-AI/SkyRL#700: the flag, true by default, ignored)
+    (["trainer.strategy=megatron", "trainer.gradient_checkpointing=true"], {"recompute_granularity": None}),
+    # a batch key of another section is no micro-batch
+    (["data.batch_size=1"], {"micro_batch_size": None}),
+])
+def test_activation_checkpointing_keys_outside_megatron_are_the_recompute_they_run(overrides, expected, vkb):
+    cfg = apply_overrides(cfgmod.TrainingConfig(), overrides, kb=vkb)
+    assert {k: getattr(cfg, k) for k in expected} == expected

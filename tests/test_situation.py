@@ -2792,3 +2792,32 @@ def test_only_the_library_version_moved_is_the_stack_in_chinese(kb):
 def test_expert_load_drifting_out_of_balance_is_routing_not_stages(text, kb):
     _, _, diag = pipeline.run(pipeline.Inputs(question=text), kb)
     assert diag.causes[0].id == "moe-routing-imbalance" and diag.fixes[0].id == "moe-token-drop"
+
+
+def test_micro_batch_one_and_full_recompute_leave_the_model_state(kb):
+    # pytorch/torchtitan#620 (set issue-24-s65): Llama 3 8B OOMs at batch 1 with full activation checkpointing:
+    # activations are at their floor; TorchTitan already shards with FSDP2, so the optimizer goes to the host
+    question = ("TorchTitan Llama3-8B: I still get the same OOM with batch_size = 1 and activation checkpointing "
+                "mode = 'full'. Is there a way to offload training memory to DRAM?")
+    overrides = ["training.batch_size=1", "activation_checkpoint.mode=full"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, overrides=overrides), kb)
+    assert flat["situation.trainer"] == "dtensor"
+    assert diag.causes[0].id == "capacity-model-state" and "activations-at-their-floor" in diag.causes[0].rules
+    assert diag.fixes[0].id == "optimizer-cpu-offload"
+    assert {"reduce-micro-batch", "full-recompute"} <= {a.id for a in diag.avoid}
+    # a long sequence keeps activations in play at batch 1: the rule stays silent
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question + " Sequence length 64k.", overrides=overrides), kb)
+    assert flat["config.seq_length"] == 65536
+    assert "activations-at-their-floor" not in {r for c in diag.causes for r in c.rules}
+
+
+@pytest.mark.parametrize("question", [
+    # Code-LMs#21 (set issue-24-s65 style): a 2.7B model on one GPU at batch 1 with full recompute
+    "单卡训练 2.7B 的模型，micro batch size 1，已经开了全量重计算，还是 CUDA out of memory。",
+    "Training a 2.7B model on a single GPU with micro batch size 1 and full recompute still runs out of memory.",
+])
+def test_one_gpu_has_no_group_to_shard_over(question, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["config.world_size"] == 1
+    assert diag.causes[0].id == "capacity-model-state" and diag.fixes[0].id == "optimizer-cpu-offload"
+    assert "megatron-fsdp" in {a.id for a in diag.avoid}

@@ -605,7 +605,13 @@ FRAMEWORK_KEYS = {
     "micro_train_batch_size": "micro_batch_size",
     # ms-swift / HF Trainer arguments: the per-device micro-batch
     "per_device_train_batch_size": "micro_batch_size",
+    # TorchTitan's [training] local_batch_size and NeMo Automodel's step_scheduler.local_batch_size: the per-rank
+    # batch of one forward (the global batch is accumulated from it)
+    "local_batch_size": "micro_batch_size",
 }
+# TorchTitan's [activation_checkpoint] mode (full: every block rerun in backward; selective: op / layer SAC) and the
+# HF Trainer's gradient_checkpointing (each decoder layer rerun from its input: full recompute, one layer at a time)
+_CHECKPOINT_SECTIONS = frozenset({"activation_checkpoint", "activation_checkpointing"})
 
 
 def _deepspeed_fields(parts: list[str], value: Any) -> dict[str, Any]:
@@ -639,7 +645,7 @@ _OTHER_PROCESSES = frozenset({"rollout", "ref", "critic", "reward", "reward_mode
                               "sglang_cfg", "inference", "teacher", "judge", "vllm", "sglang"})
 
 
-def _framework_key(b: Builder, parts: list[str], value: Any, label: str) -> bool:
+def _framework_key(b: Builder, parts: list[str], value: Any, label: str, megatron: bool = False) -> bool:
     """Set the TrainingConfig field a framework's own key names (see FRAMEWORK_KEYS); False when it names none."""
     if any(p in _OTHER_PROCESSES or p.startswith(("vllm_", "sglang_", "rollout_")) for p in parts):
         return False
@@ -649,7 +655,11 @@ def _framework_key(b: Builder, parts: list[str], value: Any, label: str) -> bool
         b.set(field, setting, label)
     if zero:
         return True
+    if value is not None and _checkpoint_key(b, parts, value, label, megatron):
+        return True
     field = name if name in _PASSED_THROUGH else FRAMEWORK_KEYS.get(name)
+    if parts == ["training", "batch_size"]:  # TorchTitan before local_batch_size: the per-rank batch of one forward
+        field = "micro_batch_size"
     if field is None or value is None:
         return False
     b.set(field, value, label)
@@ -658,6 +668,28 @@ def _framework_key(b: Builder, parts: list[str], value: Any, label: str) -> bool
     if field == "optimizer_cpu_offload" and value is True and "optimizer_offload_fraction" not in b.values:
         b.set("optimizer_offload_fraction", 1.0, label)
     return True
+
+
+def _checkpoint_key(b: Builder, parts: list[str], value: Any, label: str, megatron: bool) -> bool:
+    """Set recompute_granularity from an activation-checkpointing key outside Megatron (see _CHECKPOINT_SECTIONS);
+    False when the key is none of them. A mode of none / off is no recompute, which is Megatron's default too.
+    ``megatron``: the overrides name a Megatron backend, whose recompute keys decide, not the trainer's
+    gradient_checkpointing flag (SkyRL#700: true by default and ignored by its Megatron worker)."""
+    text = str(value).strip().lower()
+    if parts[-1] == "mode" and len(parts) > 1 and parts[-2] in _CHECKPOINT_SECTIONS:
+        if text in ("full", "selective"):
+            b.set("recompute_granularity", text, label)
+        if text == "full":  # every block from its input, one at a time: Megatron's uniform method over 1 layer
+            b.set("recompute_method", "uniform", label)
+            b.set("recompute_num_layers", 1, label)
+        return True
+    if parts[-1] == "gradient_checkpointing" and not megatron:
+        if value is True or text in ("true", "1", "yes"):
+            b.set("recompute_granularity", "full", label)
+            b.set("recompute_method", "uniform", label)
+            b.set("recompute_num_layers", 1, label)
+        return True
+    return False
 
 
 _TUNING_TYPE_KEYS = frozenset({"train_type", "finetuning_type"})
@@ -674,6 +706,7 @@ def apply_overrides(cfg: TrainingConfig, overrides: list[str], kb: Knowledge, hi
         return cfg
     b = Builder("overrides", None, hints)
     vocab: dict[str, Any] | None = None
+    megatron = any("megatron" in raw.lower() for raw in overrides)  # a Megatron backend: its own recompute keys
     for raw in overrides:
         label = f"override {raw!r}"
         b.path = label
@@ -694,7 +727,7 @@ def apply_overrides(cfg: TrainingConfig, overrides: list[str], kb: Knowledge, hi
                 raise UserError(f"override {raw!r}: unbalanced brackets in the value")
         parts = key.split(".")
         section = parts[0]
-        if section not in BRIDGE_SECTIONS and _framework_key(b, parts, value, label):
+        if section not in BRIDGE_SECTIONS and _framework_key(b, parts, value, label, megatron):
             continue
         # ms-swift --train_type / LLaMA-Factory --finetuning_type name the PEFT scheme ("lora", "qlora"; "full" none)
         if key in _TUNING_TYPE_KEYS and isinstance(value, str):
