@@ -2821,3 +2821,16 @@ def test_one_gpu_has_no_group_to_shard_over(question, kb):
     assert flat["config.world_size"] == 1
     assert diag.causes[0].id == "capacity-model-state" and diag.fixes[0].id == "optimizer-cpu-offload"
     assert "megatron-fsdp" in {a.id for a in diag.avoid}
+
+
+@pytest.mark.parametrize("question", [
+    # huggingface/peft#1972 (a development case): the guide's ZeRO-3 is in the command, the load log shows no sharding
+    "Following the PEFT QLoRA + DeepSpeed ZeRO3 guide for Llama 3.1 405B, but ZeRO-3 doesn't seem to be enabled: "
+    "each GPU loads the whole model and runs out of memory.",
+    "按 PEFT 的 QLoRA + DeepSpeed ZeRO3 教程微调 Llama 3.1 405B，但 ZeRO-3 好像没开，"
+    "每张卡都加载了完整模型，然后显存不足。",
+])
+def test_a_setting_the_run_does_not_seem_to_have_is_confirmed_first(question, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.not_applied_said"]
+    assert diag.fixes[0].id == "confirm-setting-applied"
