@@ -1,8 +1,9 @@
 """Shortcuts that make the engine and the scorer faster must not change what they find.
 
 Each shortcut skips work it can prove useless: a layout pattern's lookbehinds run only where the rest of it can
-start, a word list is not searched in a clause that holds none of its words' first letters, a recognizer pattern
-is not run on a text without the literal every match of it holds, and a knowledge file is parsed once per process.
+start, a word list is not searched in a clause that holds none of its words' first letters (and only for the words
+whose first letters it holds), a recognizer or layout pattern is not run on a text without the literal every match
+of it holds, and a knowledge file is parsed once per process.
 Each test compares the shortcut with the plain way on the benchmark's real questions and answers.
 """
 
@@ -37,6 +38,15 @@ def test_guarded_layout_patterns_find_what_the_plain_ones_find(kb):
             guarded = question._layout_rx(pattern, words)
             assert ([(m.span(), m.groupdict()) for m in guarded.finditer(text)]
                     == [(m.span(), m.groupdict()) for m in plain.finditer(text)]), (pattern, text)
+
+
+def test_layout_and_gpu_count_patterns_skipped_by_their_needles_read_the_same(kb, monkeypatch):
+    vocab = kb.tables["vocabulary"]
+    words = {"gpu": question._any_gpu(kb, vocab), "num": question._num_pattern(vocab), "figure": question._FIGURE_MARK}
+    quick = [(question._layout(t, vocab), list(question._counts(t, vocab, kb, words))) for t in QUESTIONS]
+    monkeypatch.setattr(question, "_may_match", lambda rx, low: True)  # every pattern scans every text
+    assert quick == [(question._layout(t, vocab), list(question._counts(t, vocab, kb, words))) for t in QUESTIONS]
+    assert any(layout for layout, _ in quick) and any(counts for _, counts in quick)
 
 
 def test_word_lists_skipped_by_their_first_letters_find_the_same_spans(kb, monkeypatch):

@@ -86,7 +86,7 @@ def _unfolded(needle: str, text: str) -> bool:
     return needle in text or any(c.isascii() and c.isalpha() for c in needle)
 
 
-def _lowered(text: str) -> str | None:
+def lowered(text: str) -> str | None:
     """``text.lower()``, which holds every case-insensitive match of lower-case ASCII text in ``text``; None when
     a character of ``text`` outside ASCII could be part of such a match."""
     if not text.isascii() and any(_folds_to_ascii(c) for c in set(text) if not c.isascii()):
@@ -161,7 +161,7 @@ class Recognizer:
         return list(found)
 
     def _scan(self, text: str) -> list[Match]:
-        low = _lowered(text)  # a pattern none of whose needles is in the text cannot match it
+        low = lowered(text)  # a pattern none of whose needles is in the text cannot match it
         if low is None:
             held = [n for n in self._gated if _unfolded(n, text)]
         else:

@@ -1128,6 +1128,16 @@ class _Literals:
         # the first three characters of every word (all of a shorter one): a text holding none of them holds
         # none of the words, which is what almost every clause says of almost every list
         self.heads = frozenset(w[:3] for w in [*self.words, *(parts[0] for _, parts in self.gapped)])
+        # ...and, per head, the words that start with it, in the order above: a text is searched only for the words
+        # whose head it holds (a few of the hundreds in a list), in the order the whole list would give them
+        self._by_head: dict[str, list[str]] = {}
+        for w in self.words:
+            self._by_head.setdefault(w[:3], []).append(w)
+        self._gapped_by_head: dict[str, list[tuple[str, ...]]] = {}
+        for _, parts in self.gapped:
+            self._gapped_by_head.setdefault(parts[0][:3], []).append(parts)
+        self._rank = {w: i for i, w in enumerate(self.words)}
+        self._gapped_rank = {parts: i for i, (_, parts) in enumerate(self.gapped)}
 
     @staticmethod
     def _bounded(norm: str, start: int, end: int, word: str) -> bool:
@@ -1142,17 +1152,19 @@ class _Literals:
         """(start, end, word) of every match in ``_normal(text)``; a Latin word end must not run on into a letter
         or digit (an identifier's '_' became a space, so hf2mcore_qwen2.sh still names hf2mcore)."""
         norm = _normal(text)
-        if self.heads.isdisjoint(_heads(norm)):
+        held = self.heads & _heads(norm)
+        if not held:
             return []
         out = []
-        for word in self.words:
+        for word in sorted((w for h in held for w in self._by_head.get(h, ())), key=self._rank.__getitem__):
             start = norm.find(word)
             while start >= 0:
                 end = start + len(word)
                 if self._bounded(norm, start, end, word):
                     out.append((start, end, word))
                 start = norm.find(word, start + 1)
-        for _, parts in self.gapped:
+        gapped = (p for h in held for p in self._gapped_by_head.get(h, ()))
+        for parts in sorted(gapped, key=self._gapped_rank.__getitem__):
             out += self._gapped_spans(norm, parts)
         return out
 

@@ -21,6 +21,7 @@ from typing import Any
 from ..errors import UserError
 from ..facts import QuestionFacts, TrainingConfig
 from ..knowledge import Knowledge
+from ..recognize import lowered, required_any
 from .gpu import ALIAS_LEFT, find_gpus, gpu_pattern
 
 FLAGS = re.I | re.A
@@ -33,6 +34,19 @@ _SKIP = object()
 @lru_cache(maxsize=2048)
 def _rx(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern, FLAGS)
+
+
+@lru_cache(maxsize=1024)
+def _needles(rx: re.Pattern[str]) -> tuple[str, ...] | None:
+    """Lower-case texts one of which every match of ``rx`` holds (recognize.required_any), or None."""
+    return required_any(rx.pattern)
+
+
+def _may_match(rx: re.Pattern[str], low: str | None) -> bool:
+    """False when ``low`` (the text in lower case, None where case folding could hide a match) holds none of the
+    pattern's needles: a substring test instead of a scan with the pattern, which is what most patterns get."""
+    needles = _needles(rx)
+    return needles is None or low is None or any(n in low for n in needles)
 
 
 def _expand(pattern: str, words: Mapping[str, str]) -> str:
@@ -262,9 +276,13 @@ def _gpu_count(text: str, vocab: Mapping[str, Any], kb: Any, words: Mapping[str,
 def _counts(text: str, vocab: Mapping[str, Any], kb: Any, words: Mapping[str, str]) -> Iterator[int]:
     """Each GPU count the vocabulary's gpu_count patterns read, the strongest pattern group first."""
     text = _blank(text, (_expand(p, words) for p in vocab.get("gpu_count_ignore") or []))
+    low = lowered(text)
     for group in vocab.get("gpu_count") or []:
         for pattern in group.get("patterns") or []:
-            for m in _rx(_expand(pattern, words)).finditer(text):
+            rx = _rx(_expand(pattern, words))
+            if not _may_match(rx, low):
+                continue
+            for m in rx.finditer(text):
                 count = _count_of(m.groupdict(), vocab, kb)
                 if count:
                     yield count
@@ -583,12 +601,15 @@ def _layout(text: str, vocab: Mapping[str, Any]) -> dict[str, Any]:
     words = vocab.get("layout_words") or {}
     text = _blank(text, vocab.get("layout_ignore") or [])
     entries = vocab.get("layout") or []
+    low = lowered(text)
     vetoed: dict[str, list[tuple[int, int]]] = {}  # "would rather not turn on full recompute": no statement inside
     for entry in entries:
         if entry.get("kind") == "veto":
             spans = vetoed.setdefault(entry["field"], [])
             for pattern in entry.get("patterns") or []:
-                spans.extend(m.span() for m in _layout_rx(pattern, words).finditer(text))
+                rx = _layout_rx(pattern, words)
+                if _may_match(rx, low):
+                    spans.extend(m.span() for m in rx.finditer(text))
     found: dict[str, list[tuple[int, int, int, Any]]] = {}
     for rank, entry in enumerate(entries):
         if entry.get("kind") == "veto":
@@ -596,7 +617,10 @@ def _layout(text: str, vocab: Mapping[str, Any]) -> dict[str, Any]:
         spans = vetoed.get(entry["field"], ())
         hit = None
         for pattern in entry.get("patterns") or []:
-            for m in _layout_rx(pattern, words).finditer(text):
+            rx = _layout_rx(pattern, words)
+            if not _may_match(rx, low):
+                continue
+            for m in rx.finditer(text):
                 if any(s <= m.start() and m.end() <= e for s, e in spans):
                     continue
                 value = _layout_value(entry, m, words)
