@@ -2834,3 +2834,64 @@ def test_a_setting_the_run_does_not_seem_to_have_is_confirmed_first(question, kb
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert flat["situation.not_applied_said"]
     assert diag.fixes[0].id == "confirm-setting-applied"
+
+
+def test_a_library_put_back_to_the_version_that_fit_is_the_stack(kb):
+    # tatsu-lab/stanford_alpaca#278 (set issue-24-s75): transformers 4.28.1 -> 4.31.dev0 and back; the run's memory
+    # seen "through wandb" names no pipeline stage
+    question = ("A month ago I trained alpaca on 4 A100 80G with per_device_train_batch_size=4 and "
+                "transformers==4.28.1. Today, with the same hardware and the same code, it OOMs unless "
+                "per_device_train_batch_size=1. "
+                "Through wandb I found the transformers version is 4.31.dev0. When I change transformers back to "
+                "4.28.1, I can train with batch size 4 again.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert "pipeline-imbalance" not in flat["question.topics"]
+    assert flat["situation.changed"] == ["stack"] and diag.causes[0].id == "version-regression"
+
+
+def test_the_hf_trainer_named_by_its_classes_keeps_its_eval_outputs(kb):
+    # huggingface/transformers#13597 (set issue-24-s75): Seq2SeqTrainer fits training, OOMs in evaluation
+    question = ("I fine-tune t5-base with Seq2SeqTrainer on an A100 40GB. Training fits, but evaluation with "
+                "compute_metrics runs out of CUDA memory even at eval batch size 4.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.trainer"] == "hf" and flat["situation.phase"] == "eval"
+    assert "hf-trainer-eval-keeps-outputs" in {r for c in diag.causes for r in c.rules}
+
+
+def test_a_build_that_eats_the_nodes_ram_while_it_hangs_is_the_build_jobs(kb):
+    # NVIDIA/TransformerEngine#1996 (set issue-24-s75): ninja stalls at [11/45] while host RAM climbs to the limit
+    question = ("在 GB200 节点上从源码安装 TransformerEngine，ninja 编译到 [11/45] 就卡住不动。"
+                "设置了 NVTE_CUDA_ARCHS=100 还是一样：我手动看了内存，一直在涨，直到节点内存被吃光。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.phase"] == "package-build" and flat["situation.process"] == "host"
+    assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "limit-build-jobs"
+
+
+@pytest.mark.parametrize("question, phase", [
+    # shuxueslpi/chatGLM-6B-QLoRA (set issue-24-s75): "4bit/8bit jia zai mo xing" is how the weights are held
+    ("我用 peft 做 QLoRA 微调 chatglm2-6b（4bit/8bit 加载模型），batchsize=4 就占用 22G 显存，"
+     "为什么比 1 代高这么多？", None),
+    ("QLoRA on chatglm2-6b (load the model in 4-bit) uses 22G at batch size 4, twice the first generation.", None),
+    # transformer-lm#21 (set issue-24-s75): resuming from a checkpoint saved earlier loads it, the save is over
+    ("多卡 resume：从之前保存的 checkpoint 继续训练，一启动就 CUDA out of memory，堆栈停在 load_model() 里的 "
+     "optimizer.load_state_dict(torch.load(optimizer_path))。", "checkpoint-load"),
+])
+def test_how_a_model_or_checkpoint_was_stored_is_no_phase_it_failed_in(question, phase, kb):
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.phase"] == phase
+
+
+def test_one_process_started_for_several_gpus_never_got_the_gpu_count(kb):
+    # Lightning-AI/lit-gpt#506 (set issue-24-s75): devices=8, the banner says one process, GPU 0 holds 70B
+    question = "Fine-tuning Llama-2-70b with lit-gpt LoRA on 8 A100 (80G), devices set to 8, but it runs into OOM."
+    log = ["Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/1",
+           "All distributed processes registered. Starting with 1 processes",
+           "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.60 GiB (GPU 0; 79.15 GiB total "
+           "capacity; 78.60 GiB already allocated; 555.25 MiB free; 78.61 GiB reserved in total by PyTorch)"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
+    assert flat["situation.one_process"] and flat["config.world_size"] == 8
+    assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
+    # one GPU, one process: nothing was lost
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question.replace("8 A100", "1 A100").replace(
+        ", devices set to 8", ""), log=log), kb)
+    assert "one-process-for-several-gpus" not in {r for c in diag.causes for r in c.rules}

@@ -91,6 +91,7 @@ class Situation:
     forward_only: bool = False  # the user says the model or pass that holds the memory only runs forward (no update)
     more_than_expected: bool = False  # the user says it holds more than it should (more than its weights)
     device_zero_crowded: bool = False  # other processes of the job sit on GPU 0 beside its own (each rank's context)
+    one_process: bool = False  # the user or the launcher's banner says the run started one process
     capacity_mismatch: bool = False  # the OOM message's device is far smaller than the GPU the user names
     not_applied_said: bool = False  # the user says a setting never reached the run (ignored, not applied)
     made_worse: bool = False  # a change the user made made memory worse: it reached the run
@@ -131,6 +132,7 @@ class Situation:
         out["situation.forward_only"] = self.forward_only
         out["situation.more_than_expected"] = self.more_than_expected
         out["situation.device_zero_crowded"] = self.device_zero_crowded
+        out["situation.one_process"] = self.one_process
         out["situation.capacity_mismatch"] = self.capacity_mismatch
         out["situation.not_applied_said"] = self.not_applied_said
         out["situation.made_worse"] = self.made_worse
@@ -304,6 +306,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.forward_only = bool(words.forward_only.search(text))
     sit.more_than_expected = bool(words.more_than_expected.search(text))
     sit.device_zero_crowded = bool(words.device_zero_crowded.search(text))
+    sit.one_process = words.one_process is not None and bool(words.one_process.search(f"{text}\n{log_text or ''}"))
     sit.not_applied_said = any(words.not_applied.search(c) for c in said)
     sit.made_worse = any(words.worse.search(c) and (words.changed.search(c) or words.tried.search(c))
                          for c in sentences)
@@ -920,6 +923,8 @@ class _Words:
     # situation.yaml megatron_words: Megatron named, so a framework's non-Megatron default trainer is not the one used
     megatron: _Literals | None = None
     deepspeed: _Literals | None = None  # situation.yaml deepspeed_words: DeepSpeed ZeRO named
+    hf_trainer: _Literals | None = None  # situation.yaml hf_trainer_words: the Hugging Face Trainer named
+    one_process: _Literals | None = None  # situation.yaml one_process_words: one process started
     engine_off: _Literals | None = None  # situation.yaml changes.engine_off: "without vLLM it trains"
     # situation.yaml step_number: a step counted where it failed ("OOM at step 180"), its interval and after words
     step_number: re.Pattern[str] | None = None
@@ -1026,6 +1031,8 @@ def _compile(kb: Knowledge) -> _Words:
                   stages=_Literals(_both(table.get("stage_words"))),
                   megatron=_Literals(_both(table.get("megatron_words"))),
                   deepspeed=_Literals(_both(table.get("deepspeed_words"))),
+                  hf_trainer=_Literals(_both(table.get("hf_trainer_words"))),
+                  one_process=_Literals(_both(table.get("one_process_words"))),
                   engine_off=_Literals(_both(changes.get("engine_off"))),
                   step_number=_step_number_rx(_both((table.get("step_number") or {}).get("units"))),
                   step_interval=tuple(_both((table.get("step_number") or {}).get("interval"))),
@@ -1304,13 +1311,17 @@ def _framework_from_config(config_text: str | None, words: _Words) -> Reading | 
 
 
 def _trainer(framework: Reading | None, table: Mapping[str, Any], text: str, words: _Words) -> str | None:
-    """The trainer when it is not Megatron-Core: the framework's own (situation.yaml frameworks ``trainer``), or
-    DeepSpeed where the text names ZeRO (deepspeed_words); None where the text names Megatron (megatron_words)."""
+    """The trainer when it is not Megatron-Core: the framework's own (situation.yaml frameworks ``trainer``), the HF
+    Trainer where the text names it (hf_trainer_words), or DeepSpeed where the text names ZeRO (deepspeed_words);
+    None where the text names Megatron (megatron_words)."""
     if words.megatron is not None and words.megatron.search(text):
         return None
     row = next((f for f in table.get("frameworks") or [] if framework and f.get("id") == framework.value), None)
     if (row or {}).get("trainer"):
         return str(row["trainer"])
+    # the HF Trainer named (Seq2SeqTrainer, TrainingArguments, its eval keys): its loop, whatever it shards with
+    if words.hf_trainer is not None and words.hf_trainer.search(text):
+        return "hf"
     # DeepSpeed ZeRO named and Megatron not ("ZeRO2 on 8 GPUs runs out of memory", zero_stage=3): a DeepSpeed trainer
     return "deepspeed" if words.deepspeed is not None and words.deepspeed.search(text) else None
 
@@ -1446,7 +1457,7 @@ _ENV_NAME = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
 # a release number (a sentence may end right after it: "OOMs in 0.8.1."), or a commit hash beside the word "commit"
 # ("on commit 3e5481fd", "after commit e3af337")
 # a quantity is no version: "7.81 GiB", "1.5x", "0.9 s" (an OOM message's figures beside the word "torch")
-_VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+|rc\d+)?)(?!\w|\.\w)"
+_VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+|\.dev\d+|rc\d+)?)(?!\w|\.\w)"
                       r"(?!\s*(?:[KMGT]i?B\b|[KMGT]\b|%|x\b|\u00d7|s\b|ms\b|ns\b))"
                       r"|\bcommits?\s+([0-9a-f]{7,40})\b", re.I)
 
