@@ -2895,3 +2895,14 @@ def test_one_process_started_for_several_gpus_never_got_the_gpu_count(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question.replace("8 A100", "1 A100").replace(
         ", devices set to 8", ""), log=log), kb)
     assert "one-process-for-several-gpus" not in {r for c in diag.causes for r in c.rules}
+
+
+@pytest.mark.parametrize("question", [
+    # PaddlePaddle/PaddleNLP#1927 (set issue-24-s75): create_pretraining_data.py keeps every instance in host RAM
+    "用 create_pretraining_data.py 处理数据内存溢出，执行后内存不断升高，最后超过 16g 环境崩溃。",
+    "Running BERT's create_pretraining_data.py, host RAM keeps rising until the 16 GB machine is killed.",
+])
+def test_building_pretraining_data_offline_is_preprocessing(question, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.phase"] == "data-preprocess"
+    assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "shard-preprocessing"
