@@ -2906,3 +2906,13 @@ def test_building_pretraining_data_offline_is_preprocessing(question, kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert flat["situation.phase"] == "data-preprocess"
     assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "shard-preprocessing"
+
+
+def test_a_chinese_shells_killed_is_a_host_kill(kb):
+    # QwenLM/Qwen3-VL#1938 (set issue-24-s75): decoding a 10-minute video into host RAM, "nei cun 64g ... oom",
+    # and the zh_CN shell's word for Killed
+    question = "通过 process_vision_info 加载视频为什么内存会 oom？内存 64g。"
+    log = ["qwen-vl-utils using torchvision to read video.", "\u5df2\u6740\u6b7b"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
+    assert flat["log.host_oom"] and flat["situation.process"] == "host"
+    assert diag.causes[0].id == "host-oom"
