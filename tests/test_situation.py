@@ -2916,3 +2916,31 @@ def test_a_chinese_shells_killed_is_a_host_kill(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
     assert flat["log.host_oom"] and flat["situation.process"] == "host"
     assert diag.causes[0].id == "host-oom"
+
+
+def test_a_gpu_allocation_failure_in_the_log_outranks_nei_cun_in_words(kb):
+    # PaddlePaddle/PaddleNLP#8612 (set issue-24-s76): "dan ka sft nei cun yi chu" beside Paddle's GPU allocator error
+    question = "求助，chatglm2 单卡sft内存溢出。已经将batch改到最小，还能怎么办？"
+    log = ["ResourceExhaustedError:", "",
+           "Out of memory error on GPU 0. Cannot allocate 428.000000MB memory on GPU 0, 79.153320GB memory has been "
+           "allocated and available memory is only 175.562500MB."]
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
+    assert flat["log.oom_kind"] == "allocator" and flat["log.requested_bytes"]
+    assert flat["situation.process"] is None
+
+
+def test_deepspeeds_sub_group_step_is_the_optimizer_step(kb):
+    # OpenBMB/MiniCPM-V#588 (set issue-24-s76): ZeRO-3 fails preparing a sub-group's fp32 gradients at 0 %
+    log = ["Traceback (most recent call last):",
+           '  File "deepspeed/runtime/zero/stage3.py", line 2117, in _prepare_sub_group',
+           "    self._prepare_fp32_grad_for_sub_group(sub_group_id)",
+           '  File "deepspeed/runtime/zero/stage3.py", line 2073, in _prepare_fp32_grad_for_sub_group',
+           "    self.fp32_partitioned_groups_flat[sub_group_id].grad = single_grad_partition.to(",
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.74 GiB. GPU 0 has a total capacity of "
+           "21.99 GiB of which 943.06 MiB is free. Including non-PyTorch memory, this process has 21.05 GiB memory in "
+           "use. Of the allocated memory 17.98 GiB is allocated by PyTorch, and 2.59 GiB is reserved by PyTorch but "
+           "unallocated. If reserved but unallocated memory is large try setting "
+           "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation."]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question="Full fine-tuning on 4x 24GB GPUs OOMs at 0%.", log=log), kb)
+    assert flat["situation.phase"] == "optimizer-step"
+    assert diag.causes[0].id == "capacity-model-state"
