@@ -2944,3 +2944,20 @@ def test_deepspeeds_sub_group_step_is_the_optimizer_step(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question="Full fine-tuning on 4x 24GB GPUs OOMs at 0%.", log=log), kb)
     assert flat["situation.phase"] == "optimizer-step"
     assert diag.causes[0].id == "capacity-model-state"
+
+
+def test_a_source_build_that_stalls_is_its_compile_jobs(kb):
+    # NVIDIA/TransformerEngine#1077 (set issue-24-s76): pip stuck at "building wheel", never finishes
+    question = ("pip install git+https://github.com/NVIDIA/TransformerEngine.git@stable gets stuck at building wheel. "
+                "It never finishes. How do I get it installed?")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.phase"] == "package-build"
+    assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "limit-build-jobs"
+
+
+def test_a_process_said_to_use_only_gpu_0_of_two_never_got_the_second(kb):
+    # OpenRLHF/OpenRLHF#742 (set issue-24-s76): "I have 2 GPUs, but the process only uses GPU 0"
+    question = "OOM running PPO with Llama 3.2 3B. I have 2 GPUs, but the process only uses GPU 0. Why?"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.one_process"] and flat["config.world_size"] == 2
+    assert diag.fixes[0].id == "confirm-setting-applied"
