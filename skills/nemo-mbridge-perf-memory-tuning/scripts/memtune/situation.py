@@ -234,7 +234,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     # the log's own GPU allocation failure, with no host kill, outranks host memory read from words alone: Chinese
     # says nei cun (memory) of either ("dan ka sft nei cun yi chu" beside Paddle's "Out of memory error on GPU 0")
     if (sit.process is not None and sit.process.value == "host" and sit.process.source == "words"
-            and facts.log.oom_kind in _GPU_FAILURES and not facts.log.host_oom):
+            and facts.log.has_memory_failure and not facts.log.host_oom):
         sit.process = None
     # the user's words first; else the keys of the config they passed ("micro_train_batch_size=1" is OpenRLHF's),
     # only where they name one framework
@@ -1095,7 +1095,6 @@ def _both(words: Mapping[str, Iterable[str]] | None) -> list[str]:
     return [str(w) for lang in ("en", "zh") for w in (words or {}).get(lang) or []]
 
 
-_GPU_FAILURES = frozenset({"allocator", "cuda", "nccl", "cublas", "cudnn", "triton"})  # signatures.yaml kinds
 _SEPARATORS = re.compile(r"[\s_\-]+")
 _QUOTES = re.compile(r"[\"`\u2018\u2019\u201c\u201d]|'(?![a-z])|(?<![a-z])'")  # a quote sets no word apart: "'asleep'"
 _ARTICLES = re.compile(r" (?:a|an|the|its|my|our|this|that)(?= )")

@@ -606,8 +606,9 @@ FRAMEWORK_KEYS = {
     # ms-swift / HF Trainer arguments: the per-device micro-batch
     "per_device_train_batch_size": "micro_batch_size",
     # TorchTitan's [training] local_batch_size and NeMo Automodel's step_scheduler.local_batch_size: the per-rank
-    # batch of one forward (the global batch is accumulated from it)
+    # batch of one forward (the global batch is accumulated from it); TorchTitan's name for it before that
     "local_batch_size": "micro_batch_size",
+    "training.batch_size": "micro_batch_size",
 }
 # TorchTitan's [activation_checkpoint] mode (full: every block rerun in backward; selective: op / layer SAC) and the
 # HF Trainer's gradient_checkpointing (each decoder layer rerun from its input: full recompute, one layer at a time)
@@ -657,9 +658,8 @@ def _framework_key(b: Builder, parts: list[str], value: Any, label: str, megatro
         return True
     if value is not None and _checkpoint_key(b, parts, value, label, megatron):
         return True
-    field = name if name in _PASSED_THROUGH else FRAMEWORK_KEYS.get(name)
-    if parts == ["training", "batch_size"]:  # TorchTitan before local_batch_size: the per-rank batch of one forward
-        field = "micro_batch_size"
+    # a key the whole dotted name identifies ("training.batch_size"), else its last part
+    field = name if name in _PASSED_THROUGH else FRAMEWORK_KEYS.get(".".join(parts)) or FRAMEWORK_KEYS.get(name)
     if field is None or value is None:
         return False
     b.set(field, value, label)
@@ -677,19 +677,17 @@ def _checkpoint_key(b: Builder, parts: list[str], value: Any, label: str, megatr
     gradient_checkpointing flag (SkyRL#700: true by default and ignored by its Megatron worker)."""
     text = str(value).strip().lower()
     if parts[-1] == "mode" and len(parts) > 1 and parts[-2] in _CHECKPOINT_SECTIONS:
-        if text in ("full", "selective"):
-            b.set("recompute_granularity", text, label)
-        if text == "full":  # every block from its input, one at a time: Megatron's uniform method over 1 layer
-            b.set("recompute_method", "uniform", label)
-            b.set("recompute_num_layers", 1, label)
-        return True
-    if parts[-1] == "gradient_checkpointing" and not megatron:
-        if value is True or text in ("true", "1", "yes"):
-            b.set("recompute_granularity", "full", label)
-            b.set("recompute_method", "uniform", label)
-            b.set("recompute_num_layers", 1, label)
-        return True
-    return False
+        mode = text if text in ("full", "selective") else None
+    elif parts[-1] == "gradient_checkpointing" and not megatron:
+        mode = "full" if value is True or text in ("true", "1", "yes") else None
+    else:
+        return False
+    if mode:
+        b.set("recompute_granularity", mode, label)
+    if mode == "full":  # every block from its input, one at a time: Megatron's uniform method over 1 layer
+        b.set("recompute_method", "uniform", label)
+        b.set("recompute_num_layers", 1, label)
+    return True
 
 
 _TUNING_TYPE_KEYS = frozenset({"train_type", "finetuning_type"})
