@@ -2961,3 +2961,45 @@ def test_a_process_said_to_use_only_gpu_0_of_two_never_got_the_second(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert flat["situation.one_process"] and flat["config.world_size"] == 2
     assert diag.fixes[0].id == "confirm-setting-applied"
+
+
+def test_gpu_memory_outside_this_process_cache_is_another_program(kb):
+    # baichuan-inc/Baichuan2#208 (set issue-24-s77): a PyTorch < 2.1 message lists no processes; its own totals leave
+    # 23.69 - 4.14 - 0.01 = 19.5 GiB held outside this process's cache by a model already running on GPU 0
+    question = "两张3090，GPU 0 上已经跑着一个模型，微调 Baichuan2 报 OOM，怎么办？"
+    log = ["torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 22.00 MiB (GPU 0; 23.69 GiB total "
+           "capacity; 4.05 GiB already allocated; 13.00 MiB free; 4.14 GiB reserved in total by PyTorch)"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
+    assert 19.4 < flat["log.outside_cache_bytes"] / 2**30 < 19.6
+    assert diag.causes[0].id == "foreign-process" and diag.fixes[0].id == "kill-stale-processes"
+    assert {"reduce-micro-batch", "expandable-segments"} <= {a.id for a in diag.avoid}
+    # the same card filled by this process's own cache: nothing outside it
+    full = [log[0].replace("4.05 GiB already allocated", "23.05 GiB already allocated").replace(
+        "4.14 GiB reserved", "23.14 GiB reserved")]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=full), kb)
+    assert "gpu-held-outside-this-process-cache" not in {r for c in diag.causes for r in c.rules}
+
+
+def test_weights_larger_than_every_gpu_even_sharded_need_more_gpus(kb):
+    # hiyouga/LlamaFactory#9510 (set issue-24-s77): DeepSeek-R1 671B LoRA in BF16 under ZeRO-3 (ds_z3_config.json) on
+    # 8x A800: the weights split evenly over all eight GPUs are still more than twice a GPU
+    question = ("8卡 A800 80G 用 LLaMA-Factory 对 DeepSeek-R1-0528 做 LoRA 微调，deepspeed 用 ds_z3_config.json，"
+                "加载模型时 OOM。")
+    overrides = ["finetuning_type=lora", "deepspeed=examples/deepspeed/ds_z3_config.json"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, overrides=overrides), kb)
+    assert flat["config.use_torch_fsdp2"] and flat["derived.model_state_floor_ratio"] > 2
+    assert diag.causes[0].id == "capacity-model-state" and diag.fixes[0].id == "add-gpus"
+    assert {"reduce-micro-batch", "optimizer-cpu-offload"} <= {a.id for a in diag.avoid}
+    # a base loaded in 4 bits is a quarter of the BF16 floor: the bound no longer says anything
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question.replace("LoRA", "QLoRA"), overrides=overrides), kb)
+    assert "weights-alone-exceed-every-gpu" not in {r for c in diag.causes for r in c.rules}
+
+
+def test_lora_weights_a_small_share_of_the_gpu_are_not_what_filled_it(kb):
+    # hiyouga/LlamaFactory#9075 (set issue-24-s77): Qwen2.5-VL-3B LoRA under ZeRO-3 on 4x H100 - its frozen weights are
+    # a few percent of each GPU, so "LoRA still stores the base weights" is no reading of this OOM
+    question = "训练 qwen-vl-2.5-3b 出现 oom，用的是四卡 H100，LoRA 微调，请问还有什么措施可以降显存？"
+    overrides = ["finetuning_type=lora", "deepspeed=examples/deepspeed/ds_z3_offload_config.json"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, overrides=overrides), kb)
+    assert flat["derived.model_state_ratio"] < 0.1
+    assert "lora-frozen-base-weights" not in {r for c in diag.causes for r in c.rules}

@@ -113,7 +113,8 @@ _SOURCE_OF_PREFIX = (("stats.", "memory-stats"), ("snapshot.", "snapshot"), ("es
 _OOM_MESSAGE_FACTS = frozenset({
     "log.requested_bytes", "log.capacity_bytes", "log.free_bytes", "log.allocated_bytes", "log.reserved_bytes",
     "log.reserved_unallocated_bytes", "log.private_pool_bytes", "log.process_bytes", "log.other_process_bytes",
-    "log.other_process_count", "log.fragmentation_ratio", "log.non_pytorch_bytes", "log.graph_pool_ratio"})
+    "log.other_process_count", "log.fragmentation_ratio", "log.non_pytorch_bytes", "log.graph_pool_ratio",
+    "log.outside_cache_bytes"})
 
 
 def fact_source(name: str, flat: Mapping[str, Any]) -> str:

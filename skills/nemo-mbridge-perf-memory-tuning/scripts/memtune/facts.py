@@ -97,6 +97,7 @@ class LogFacts:
     # derived
     fragmentation_ratio: float | None = None  # reserved-unallocated / reserved
     non_pytorch_bytes: float | None = None  # process - reserved
+    outside_cache_bytes: float | None = None  # capacity - free - reserved: the CUDA context, non-PyTorch and others
     graph_pool_ratio: float | None = None  # private pools / allocated
     rank: int | None = None  # rank of the first memory failure
     ranks_failed: list[int] = field(default_factory=list)

@@ -154,6 +154,10 @@ def _model_state_floor(facts: Facts, kb: Knowledge) -> dict[str, Any]:
     total = stage.weights_bytes + stage.grads_bytes + stage.optimizer_bytes
     room = float(policy(kb).get("model_state_room_share", 0.3))
     floor = total / cfg.world_size
+    # the weights alone split evenly over every GPU: what full sharding (ZeRO-3, FSDP) holds at best, loading included
+    weights.update(weights_floor_bytes=stage.weights_bytes / cfg.world_size,
+                   weights_floor_ratio=stage.weights_bytes / cfg.world_size / capacity,
+                   weights_min_gpus=math.ceil(stage.weights_bytes / ((1 - room) * capacity)))
     return {**weights, "model_state_floor_bytes": floor, "model_state_floor_ratio": floor / capacity,
             "model_state_offload_floor_bytes": (stage.weights_bytes + stage.grads_bytes) / cfg.world_size,
             "model_state_offload_floor_ratio": (stage.weights_bytes + stage.grads_bytes) / cfg.world_size / capacity,

@@ -620,7 +620,8 @@ def _deepspeed_fields(parts: list[str], value: Any) -> dict[str, Any]:
     optimizer state over data parallel (the distributed optimizer), ZeRO-3 shards weights and gradients too (as torch
     FSDP does), and an optimizer offloaded to CPU or NVMe is all of it (fraction 1.0).  Keys: the DeepSpeed config's
     zero_optimization.stage and offload_optimizer.device, OpenRLHF / DeepSpeed-Chat --zero_stage and --offload /
-    --adam_offload, ms-swift and LLaMA-Factory's deepspeed=zero3_offload presets."""
+    --adam_offload, ms-swift's deepspeed=zero3_offload presets and LLaMA-Factory's examples/deepspeed/ds_z3_config.json
+    files."""
     name, text = parts[-1], str(value).strip().lower()
     stage = None
     offload = False
@@ -630,7 +631,7 @@ def _deepspeed_fields(parts: list[str], value: Any) -> dict[str, Any]:
         offload = text in ("cpu", "nvme")
     elif name in ("offload", "adam_offload"):
         offload = text in ("true", "1", "yes", "")
-    elif name == "deepspeed" and (m := re.search(r"zero[_-]?([123])(?:[_-]?(offload))?", text)):
+    elif name == "deepspeed" and (m := re.search(r"(?:zero[_-]?|\bds_z)([123])(?:[_-]?(offload))?", text)):
         stage, offload = int(m.group(1)), bool(m.group(2))
     fields: dict[str, Any] = {}
     if stage in (1, 2):

@@ -86,5 +86,9 @@ def _derive_log_numbers(facts: LogFacts) -> None:
     reserved = facts.reserved_bytes
     if facts.process_bytes is not None and reserved is not None:
         facts.non_pytorch_bytes = max(0.0, facts.process_bytes - reserved)
+    # in use on the GPU but not in this process's PyTorch cache: what the message's own totals leave over, also where
+    # it lists no processes (PyTorch < 2.1 prints only capacity, free and reserved)
+    if facts.capacity_bytes and facts.free_bytes is not None and reserved is not None:
+        facts.outside_cache_bytes = max(0.0, facts.capacity_bytes - facts.free_bytes - reserved)
     if facts.private_pool_bytes is not None and alloc:
         facts.graph_pool_ratio = facts.private_pool_bytes / alloc
