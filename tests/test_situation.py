@@ -3003,3 +3003,20 @@ def test_lora_weights_a_small_share_of_the_gpu_are_not_what_filled_it(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question, overrides=overrides), kb)
     assert flat["derived.model_state_ratio"] < 0.1
     assert "lora-frozen-base-weights" not in {r for c in diag.causes for r in c.rules}
+
+
+def test_adams_code_line_above_the_error_is_the_optimizer_step(kb):
+    # hiyouga/LlamaFactory#1221 (set issue-24-s77): the excerpt keeps no frame, only Adam's update line above the OOM;
+    # under the HF Trainer / DeepSpeed, Megatron's precision-aware optimizer is no setting to offer
+    question = "8卡V100 32G全量微调llama-7b OOM，batch size=1也OOM，用的是 deepspeed zero stage2 示例配置。"
+    log = ["    denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)",
+           "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.14 GiB (GPU 5; 31.75 GiB total "
+           "capacity; 28.28 GiB already allocated; 1.95 GiB free; 28.28 GiB reserved in total by PyTorch)"]
+    overrides = ["finetuning_type=full", "per_device_train_batch_size=1", "zero_optimization.stage=2"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log, overrides=overrides), kb)
+    assert flat["situation.phase"] == "optimizer-step" and flat["situation.trainer"] == "hf"
+    assert diag.causes[0].id == "capacity-model-state"
+    assert "precision-aware-optimizer" not in [f.id for f in diag.fixes]
+    # a line above the error that is no code of the step names no phase
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question, log=["loss = 1.23", log[1]], overrides=overrides), kb)
+    assert flat.get("situation.phase") != "optimizer-step"

@@ -700,10 +700,26 @@ def _phase_from_log(facts: Facts, words: _Words, log_text: str | None) -> Readin
     if by_log:
         return Reading(by_log, [Clue(f"traceback phase: {facts.log.phase}", "log")])
     if log_text and not frames:  # a pasted trace the parser could not read as one ("-> compute_log_probs")
-        hit = words.frame_phase("\n".join(_frame_names(log_text)), context=log_text)
+        # its frame names, and the code line printed right above the error (the call that failed, as in a frame)
+        hit = words.frame_phase("\n".join([*_frame_names(log_text), _code_line_before_error(log_text)]),
+                                context=log_text)
         if hit:
             return Reading(hit[0], [Clue(f"traceback: {hit[1]}", "log")])
     return None
+
+
+_MEMORY_ERROR_LINE = re.compile(r"OutOfMemoryError|out of memory", re.I)
+
+
+def _code_line_before_error(text: str) -> str:
+    """The last non-empty line above the first memory error of a pasted excerpt: in a Python traceback, the code of
+    the innermost frame ("denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)" is Adam's step)."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if _MEMORY_ERROR_LINE.search(line):
+            above = next((x.strip() for x in reversed(lines[:i]) if x.strip()), "")
+            return "" if above.startswith(("File ", "Traceback", "...")) else above
+    return ""
 
 
 # Where a pasted trace names a function: 'File "...", line N, in NAME', '-> NAME (file.py:12)', '  at NAME('.
