@@ -3020,3 +3020,23 @@ def test_adams_code_line_above_the_error_is_the_optimizer_step(kb):
     # a line above the error that is no code of the step names no phase
     _, flat, _ = pipeline.run(pipeline.Inputs(question=question, log=["loss = 1.23", log[1]], overrides=overrides), kb)
     assert flat.get("situation.phase") != "optimizer-step"
+
+
+@pytest.mark.parametrize("question", [
+    # OpenLMLab/collie#98 (set issue-24-s77), as asked and in English
+    "8张 V100 显卡，开启 Zero3，TP=1，PP=1，DP=8，LlamaForCausalLM.from_pretrained llama 70B 模型会出现 OOM "
+    "(内存不够，不是显存不够)，物理内存 512GB。这是为什么？需要多大内存？",
+    "8x V100 32GB with ZeRO-3, DP=8: from_pretrained of Llama 70B gets OOM-killed - host RAM, not GPU memory. "
+    "The node has 512 GB of RAM. Why, and how much do I need?",
+])
+def test_host_ram_below_a_whole_copy_per_rank_is_every_rank_loading(question, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.host_ram_bytes"] == 512e9 and flat["derived.host_load_bytes"] > 1e12
+    assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "convert-sharded"
+    assert "every-rank-loads-the-whole-model-into-host-ram" in diag.causes[0].rules
+    # the machine's RAM is no GPU figure: beside it, the figure the GPU failed at is still read
+    beside = parse_question("Memory peaks at 75 GB right before it OOMs; the node has 512 GB of RAM.", kb)
+    assert beside.memory_bytes == 75e9 and beside.figure("host-ram") == 512e9
+    # two terabytes hold eight copies: the rule says nothing
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question.replace("512", "2048")), kb)
+    assert "every-rank-loads-the-whole-model-into-host-ram" not in {r for c in diag.causes for r in c.rules}

@@ -142,6 +142,7 @@ def _model_state_floor(facts: Facts, kb: Knowledge) -> dict[str, Any]:
         return {}
     whole = replace(cfg, tensor_model_parallel_size=1, pipeline_model_parallel_size=1, context_parallel_size=1,
                     expert_model_parallel_size=1, virtual_pipeline_model_parallel_size=None, world_size=1,
+                    data_parallel_size=1,
                     seq_length=2, micro_batch_size=1, global_batch_size=1, sequence_parallel=False)
     try:
         stage = estimate(whole, gpu=facts.gpu, kb=kb, env=facts.env).stages[0]
@@ -154,8 +155,10 @@ def _model_state_floor(facts: Facts, kb: Knowledge) -> dict[str, Any]:
     total = stage.weights_bytes + stage.grads_bytes + stage.optimizer_bytes
     room = float(policy(kb).get("model_state_room_share", 0.3))
     floor = total / cfg.world_size
-    # the weights alone split evenly over every GPU: what full sharding (ZeRO-3, FSDP) holds at best, loading included
-    weights.update(weights_floor_bytes=stage.weights_bytes / cfg.world_size,
+    # the weights alone split evenly over every GPU: what full sharding (ZeRO-3, FSDP) holds at best, loading included;
+    # and a whole copy per process of one node, which a loader that reads the checkpoint on every rank puts in host RAM
+    weights.update(host_load_bytes=stage.weights_bytes * min(cfg.world_size, _gpus_per_node(facts.gpu.name, kb)),
+                   weights_floor_bytes=stage.weights_bytes / cfg.world_size,
                    weights_floor_ratio=stage.weights_bytes / cfg.world_size / capacity,
                    weights_min_gpus=math.ceil(stage.weights_bytes / ((1 - room) * capacity)))
     return {**weights, "model_state_floor_bytes": floor, "model_state_floor_ratio": floor / capacity,

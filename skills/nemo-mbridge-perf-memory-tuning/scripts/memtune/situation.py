@@ -110,6 +110,7 @@ class Situation:
     headroom_bytes: float | None = None  # free + reserved-but-unallocated at the failure: all an allocator could use
     shortfall_bytes: float | None = None  # the request beyond that headroom: what freeing something else must cover
     trainer: str | None = None  # the trainer when it is not Megatron-Core (situation.yaml frameworks trainer)
+    host_ram_bytes: float | None = None  # the machine's RAM as the user states it ("physical memory 512GB")
 
     def flatten(self) -> dict[str, Any]:
         """``situation.*`` facts for rule and cause conditions (knowledge/facts.yaml)."""
@@ -151,6 +152,7 @@ class Situation:
         out["situation.headroom_bytes"] = self.headroom_bytes
         out["situation.shortfall_bytes"] = self.shortfall_bytes
         out["situation.trainer"] = self.trainer
+        out["situation.host_ram_bytes"] = self.host_ram_bytes
         out["situation.components"] = [r.value for r in self.components]
         out["situation.changed"] = [r.value for r in self.changed]
         out["situation.tried"] = [r.value for r in self.tried]
@@ -336,6 +338,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
         sit.error = refusal.text.strip()[:ERROR_CHARS]
     sit.setting_stated, sit.env_named = _setting_stated(sentences, words, sit)
     sit.kernel_fault = any(names_topic(t, kb, "kernel-fault") for t in (text, sit.error) if t)
+    sit.host_ram_bytes = facts.question.figure("host-ram", last=True)
     log = facts.log
     if log.free_bytes is not None and log.reserved_unallocated_bytes is not None:
         sit.headroom_bytes = log.free_bytes + log.reserved_unallocated_bytes

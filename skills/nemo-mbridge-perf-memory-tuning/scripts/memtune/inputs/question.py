@@ -548,7 +548,7 @@ def _failure_figure(figures: list[dict[str, Any]], text: str, vocab: Mapping[str
     for fig in figures:
         if fig["role"] == "oom":
             return fig["bytes"]
-    usage = [f for f in figures if f["role"] != "capacity"]
+    usage = [f for f in figures if f["role"] not in ("capacity", "host-ram")]  # a card's size or the machine's RAM
     peaks = [f for f in usage if f["role"] == "peak"]
     oom_words = [p for r in (vocab.get("memory") or {}).get("roles") or [] if r["role"] == "oom"
                  for p in r.get("before") or []]
