@@ -3040,3 +3040,30 @@ def test_host_ram_below_a_whole_copy_per_rank_is_every_rank_loading(question, kb
     # two terabytes hold eight copies: the rule says nothing
     _, _, diag = pipeline.run(pipeline.Inputs(question=question.replace("512", "2048")), kb)
     assert "every-rank-loads-the-whole-model-into-host-ram" not in {r for c in diag.causes for r in c.rules}
+
+
+def test_a_hang_up_the_launcher_reports_is_no_memory_kill(kb):
+    # NVIDIA/Megatron-LM#228 (set issue-24-s77): torchrun got SIGHUP (the terminal closed), not the OOM killer's SIGKILL
+    question = "Megatron-LM 训练 GPT，程序跑着跑着就退出了，是不是内存/显存不够被杀了？该怎么排查？"
+    log = ["bash 0704_gpt_train.sh", "...",
+           "WARNING:torch.distributed.elastic.agent.server.api:Received 1 death signal, shutting down workers"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
+    assert "launcher-hangup-signal" in flat["log.signatures"] and flat["log.crash"]
+    assert diag.causes[0].id == "not-an-oom" and "host-oom" not in [c.id for c in diag.causes]
+    # a SIGKILL is what a kill for memory sends: no hang-up there
+    killed = [*log[:2], log[2].replace("1 death", "9 death")]
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question, log=killed), kb)
+    assert "launcher-hangup-signal" not in flat["log.signatures"]
+
+
+def test_a_bare_exception_line_ends_a_traceback_as_a_crash(kb):
+    # NVIDIA/NeMo#8359 (set issue-24-s77): Transformer Engine raises a plain Exception for an attention layout it does
+    # not support; "memory layout" in it is no memory failure
+    log = ["Traceback (most recent call last):",
+           '  File "/workspace/nemo/examples/tuning/megatron_gpt_peft_tuning.py", line 77, in main',
+           "    trainer.fit(model)",
+           "Exception: The provided qkv memory layout is not supported!"]
+    question = "Nemotron LoRA finetune error: 'The provided qkv memory layout is not supported'. Is it GPU memory?"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
+    assert flat["log.crash"] and not flat["log.has_memory_failure"]
+    assert diag.causes[0].id == "not-an-oom"
