@@ -3067,3 +3067,52 @@ def test_a_bare_exception_line_ends_a_traceback_as_a_crash(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
     assert flat["log.crash"] and not flat["log.has_memory_failure"]
     assert diag.causes[0].id == "not-an-oom"
+
+
+def test_an_image_pixel_cap_of_thousands_of_tokens_is_the_sequence(kb):
+    # hiyouga/LlamaFactory#9075 (set issue-24-s77): image_max_pixels 67108864 is about 85,600 tokens an image
+    question = ("训练 qwen-vl-2.5-3b 出现 oom，图片质量比较高，调低 cutoff_len 又会报 shape mismatch，四卡 H100，"
+                "还有什么措施可以降显存？")
+    overrides = ["finetuning_type=lora", "cutoff_len=24576", "image_max_pixels=67108864",
+                 "per_device_train_batch_size=1"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, overrides=overrides), kb)
+    assert flat["situation.image_max_pixels"] == 67108864 and 85000 < flat["situation.image_tokens"] < 86000
+    assert diag.causes[0].id == "capacity-activations" and diag.fixes[0].id == "cap-vision-tokens"
+    # LLaMA-Factory's default cap is a few hundred tokens an image: no reading of it
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question, overrides=[*overrides[:2], "image_max_pixels=589824"]),
+                              kb)
+    assert "image-tokens-over-the-sequence-budget" not in {r for c in diag.causes for r in c.rules}
+
+
+def test_one_request_of_a_quarter_gpu_in_a_vision_run_is_a_vision_sample(kb):
+    # modelscope/ms-swift#2753 (set issue-24-s77): Qwen2-VL-7B LoRA asks 34.83 GiB of a 44.55 GiB A6000
+    question = ("用 ms-swift 做 qwen2-vl-7b-instruct 的 LoRA 微调，4 张 A6000 48G，已经设了 MAX_PIXELS=602112，"
+                "一次要申请 34.83 GiB。")
+    log = ["[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 34.83 GiB. GPU 0 has a total "
+           "capacity of 44.55 GiB of which 22.25 GiB is free. Including non-PyTorch memory, this process has 22.29 GiB "
+           "memory in use. Of the allocated memory 21.66 GiB is allocated by PyTorch, and 128.77 MiB is reserved by "
+           "PyTorch but unallocated."]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
+    assert "vision-language" in flat["question.topics"] and flat["situation.image_max_pixels"] == 602112
+    assert diag.causes[0].id == "capacity-activations" and diag.fixes[0].id == "cap-vision-tokens"
+    assert "expandable-segments" in {a.id for a in diag.avoid}
+    # the same request in a text-only run says nothing of vision tokens
+    _, _, diag = pipeline.run(pipeline.Inputs(question="LoRA 微调 Qwen2-7B 一次要申请 34.83 GiB。", log=log), kb)
+    assert "one-request-is-a-vision-sample" not in {r for c in diag.causes for r in c.rules}
+
+
+@pytest.mark.parametrize("question", [
+    # ChenxinAn-fdu/POLARIS#33 (set issue-24-s77): the change is one sentence, "this solved it" the next
+    "复现 POLARIS 的 GRPO 训练（verl）时显存不足。改动后是 ulysses_sequence_parallel_size=2、"
+    "ppo_max_token_len_per_gpu=20480。这样确实解决了显存不够的问题。为什么这样就够了？",
+    "verl GRPO ran out of GPU memory. I changed ulysses_sequence_parallel_size=2 and ppo_max_token_len_per_gpu=20480. "
+    "That fixed the OOM. Why is that enough?",
+])
+def test_this_fixed_it_refers_to_the_change_named_before(question, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert {"increase-cp", "reduce-micro-batch"} <= set(flat["situation.worked_with"])
+    assert diag.fixes[0].id == "increase-cp"
+    # a sentence of its own that says nothing fixed it names nothing that worked
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question.replace("确实解决了显存不够的问题", "还是显存不够")
+                                              .replace("That fixed the OOM", "It still OOMs")), kb)
+    assert not flat["situation.worked_with"]

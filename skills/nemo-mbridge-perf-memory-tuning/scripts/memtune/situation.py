@@ -111,6 +111,7 @@ class Situation:
     shortfall_bytes: float | None = None  # the request beyond that headroom: what freeing something else must cover
     trainer: str | None = None  # the trainer when it is not Megatron-Core (situation.yaml frameworks trainer)
     host_ram_bytes: float | None = None  # the machine's RAM as the user states it ("physical memory 512GB")
+    image_max_pixels: int | None = None  # the largest image pixel cap stated (max_pixels, image_max_pixels, MAX_PIXELS)
 
     def flatten(self) -> dict[str, Any]:
         """``situation.*`` facts for rule and cause conditions (knowledge/facts.yaml)."""
@@ -153,6 +154,8 @@ class Situation:
         out["situation.shortfall_bytes"] = self.shortfall_bytes
         out["situation.trainer"] = self.trainer
         out["situation.host_ram_bytes"] = self.host_ram_bytes
+        out["situation.image_max_pixels"] = self.image_max_pixels
+        out["situation.image_tokens"] = self.image_max_pixels / _PIXELS_PER_TOKEN if self.image_max_pixels else None
         out["situation.components"] = [r.value for r in self.components]
         out["situation.changed"] = [r.value for r in self.changed]
         out["situation.tried"] = [r.value for r in self.tried]
@@ -339,6 +342,8 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.setting_stated, sit.env_named = _setting_stated(sentences, words, sit)
     sit.kernel_fault = any(names_topic(t, kb, "kernel-fault") for t in (text, sit.error) if t)
     sit.host_ram_bytes = facts.question.figure("host-ram", last=True)
+    sit.image_max_pixels = _image_pixel_cap([text, log_text or "", config_text or "",
+                                             *(f"{k}={v}" for k, v in facts.env.variables.items())])
     log = facts.log
     if log.free_bytes is not None and log.reserved_unallocated_bytes is not None:
         sit.headroom_bytes = log.free_bytes + log.reserved_unallocated_bytes
@@ -709,6 +714,18 @@ def _phase_from_log(facts: Facts, words: _Words, log_text: str | None) -> Readin
         if hit:
             return Reading(hit[0], [Clue(f"traceback: {hit[1]}", "log")])
     return None
+
+
+# An image pixel cap as it is set: a processor or trainer key (max_pixels, LLaMA-Factory's image_max_pixels) or
+# ms-swift's MAX_PIXELS environment variable; a video's per-frame cap (video_max_pixels) is not one image's
+_IMAGE_PIXEL_CAP = re.compile(r"(?<![\w-])-{0,2}(?:image_)?max_pixels['\"]?\s*[=:]?\s*['\"]?(\d{4,10})\b", re.I)
+_PIXELS_PER_TOKEN = 28 * 28  # Qwen2-VL / Qwen2.5-VL: 14 x 14 patches merged 2 x 2 into one LLM token
+
+
+def _image_pixel_cap(texts: list[str]) -> int | None:
+    """The largest image pixel cap any of the texts sets ("image_max_pixels: 67108864", "MAX_PIXELS=602112")."""
+    caps = [int(m.group(1)) for t in texts for m in _IMAGE_PIXEL_CAP.finditer(t)]
+    return max(caps) if caps else None
 
 
 _MEMORY_ERROR_LINE = re.compile(r"OutOfMemoryError|out of memory", re.I)
@@ -1570,7 +1587,9 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
     removed: dict[str, Reading] = {}
     worked: dict[str, Reading] = {}
     source = "agent" if agent else "words"
+    before = ""  # the clause before: what "this fixed it" / "zheyang jiejue le" refers to
     for clause in clauses:
+        previous, before = before, clause
         is_change, is_try, useless, took_out, moved, fits = (bool(rx.search(clause)) for rx in (
             words.changed, words.tried, words.no_effect, words.removed, words.upgraded, words.worked))
         if words.compared.search(clause):  # "with or without X, the peak is the same": tried both ways, not removed
@@ -1588,6 +1607,12 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
             from .names import fixes_named  # ("set micro_train_batch_size to 2: OOM")
 
             spans = [sp for sp in fixes_named(clause, kb) if _NUMBER_AFTER.match(clause, sp[2])]
+        if not spans and fits and not useless and previous:  # "set X=2, Y=20480. That fixed the OOM."
+            found = fix_recognizer(kb).find(previous)
+            spans = [(m.ident, m.start, m.end) for m in found]
+            quote_from = previous
+        else:
+            quote_from = clause
         if not spans and (is_try or useless) and not took_out:  # "changing the batch size didn't help"
             spans = [(fix_id, m.start(), m.end()) for fix_id, rx in words.tried_generic for m in rx.finditer(clause)
                      if not _GLOBAL_BATCH.search(clause, max(0, m.start() - 8), m.start())]
@@ -1595,7 +1620,7 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
             spans = [sp for sp in spans if not words.unchanged.search(clause[sp[2]:sp[2] + _UNCHANGED_AFTER])]
         for fix_id in dict.fromkeys(f for f, _, _ in spans):
             _, start, end = next(sp for sp in spans if sp[0] == fix_id)
-            reading = Reading(fix_id, [Clue(f"\u201c{_quote(clause, start, end)}\u201d", source)])
+            reading = Reading(fix_id, [Clue(f"\u201c{_quote(quote_from, start, end)}\u201d", source)])
             if took_out:
                 removed.setdefault(fix_id, reading)
                 continue
