@@ -3116,3 +3116,13 @@ def test_this_fixed_it_refers_to_the_change_named_before(question, kb):
     _, flat, _ = pipeline.run(pipeline.Inputs(question=question.replace("确实解决了显存不够的问题", "还是显存不够")
                                               .replace("That fixed the OOM", "It still OOMs")), kb)
     assert not flat["situation.worked_with"]
+
+
+def test_the_same_data_and_parameters_on_older_versions_ran_before(kb):
+    # verl-project/verl#1232 (set issue-24-s77): the new stack OOMs after 50 steps, the old one ran the same settings
+    question = ("When training with verl using vLLM 0.8.2, I encounter a CUDA OOM error after 50-60 steps. The same "
+                "data and parameters run successfully for many steps without issues using vLLM 0.6.3 and an earlier "
+                "verl commit. Why does the new stack run out of memory?")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.worked_before"] and "stack" in flat["situation.changed"]
+    assert diag.causes[0].id == "version-regression"
