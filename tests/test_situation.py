@@ -3126,3 +3126,39 @@ def test_the_same_data_and_parameters_on_older_versions_ran_before(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert flat["situation.worked_before"] and "stack" in flat["situation.changed"]
     assert diag.causes[0].id == "version-regression"
+
+
+def test_memory_held_outside_on_a_card_the_user_did_not_mean_checks_the_index_first(kb):
+    # hiyouga/LlamaFactory#1495 (set issue-24-s78): CUDA_VISIBLE_DEVICES=2 chose a busy 3090 on an A800 machine
+    question = "服务器上有两张A800，另外三张3090。我用 CUDA_VISIBLE_DEVICES=2 训练，总是显存不够，怎样指定用哪张卡？"
+    log = ["torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 54.00 MiB (GPU 0; 23.70 GiB total "
+           "capacity; 6.16 GiB already allocated; 31.56 MiB free; 6.26 GiB reserved in total by PyTorch)"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log, gpu="A800"), kb)
+    assert flat["situation.capacity_mismatch"] and diag.causes[0].id == "foreign-process"
+    assert diag.fixes[0].id == "confirm-setting-applied"
+    # the card the user names: another program on it is what to free first
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question, log=log, gpu="RTX 3090"), kb)
+    assert diag.causes[0].id == "foreign-process" and diag.fixes[0].id == "kill-stale-processes"
+
+
+def test_the_trainers_dataparallel_line_says_one_process_drives_every_gpu(kb):
+    # hiyouga/LlamaFactory#4213 (set issue-24-s78): a ZeRO-2 config under a plain `python` launch never ran
+    question = "多卡 3090 用 zero2 训练 OOM，单卡却可以，为什么？"
+    log = ["[INFO|trainer.py:2081] >>   Instantaneous batch size per device = 1",
+           "[INFO|trainer.py:2083] >>   Training with DataParallel so batch size has been adjusted to: 4"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log, overrides=["zero_optimization.stage=2"]),
+                                 kb)
+    assert "dataparallel-gather" in flat["log.signatures"]
+    assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
+
+
+def test_a_vision_run_with_no_pixel_cap_bounds_its_inputs_first(kb):
+    # modelscope/ms-swift#2529 (set issue-24-s78): Qwen2-VL-7B on A800, full-resolution photos, no MAX_PIXELS
+    question = "8 张 A800 用 swift 微调 qwen2vl-7B 显存不足，每条数据一张图片。加卡做多机多卡可以解决吗？"
+    overrides = ["model_type=qwen2-vl-7b-instruct", "sft_type=lora", "deepspeed=default-zero3"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, overrides=overrides), kb)
+    assert "vision-language" in flat["question.topics"] and diag.fixes[0].id == "cap-vision-tokens"
+    # with the cap set to a few hundred tokens an image, the inputs are bounded: no such reading
+    capped = question.replace("每条数据一张图片", "每条数据一张图片，已设 MAX_PIXELS=602112")
+    _, _, diag = pipeline.run(pipeline.Inputs(question=capped, overrides=overrides), kb)
+    assert "vision-inputs-without-a-pixel-cap" not in {r for c in diag.causes for r in c.rules}

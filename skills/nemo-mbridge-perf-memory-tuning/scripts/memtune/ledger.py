@@ -106,6 +106,12 @@ def build(facts: Facts, kb: Knowledge, phase: str | None = None) -> Ledger:
             base = _non_pytorch_baseline(stage_table, pol)
             if log.non_pytorch_bytes > base:
                 waste.append(Entry("non-pytorch", "waste", log.non_pytorch_bytes - base, "oom-message", 0.2))
+        elif log.process_bytes is None and log.outside_cache_bytes is not None:
+            # a message with no process list (PyTorch < 2.1): what its totals leave outside this process's cache,
+            # beyond a normal process's own non-PyTorch memory, is another program's
+            base = _non_pytorch_baseline(stage_table, pol)
+            if log.outside_cache_bytes > base:
+                waste.append(Entry("other-processes", "waste", log.outside_cache_bytes - base, "oom-message", 0.2))
         if unalloc is not None:
             waste.append(Entry("reserved-unallocated", "waste", unalloc, "oom-message", 0.0))
         if log.private_pool_bytes:
