@@ -3162,3 +3162,24 @@ def test_a_vision_run_with_no_pixel_cap_bounds_its_inputs_first(kb):
     capped = question.replace("每条数据一张图片", "每条数据一张图片，已设 MAX_PIXELS=602112")
     _, _, diag = pipeline.run(pipeline.Inputs(question=capped, overrides=overrides), kb)
     assert "vision-inputs-without-a-pixel-cap" not in {r for c in diag.causes for r in c.rules}
+
+
+def test_one_gpu_under_accelerate_offloads_the_optimizer_before_any_split(kb):
+    # FireRedTeam/FireRedTTS2#42 (set issue-24-s78): full fine-tune of a 1.7B model on one A10, OOM at the first step
+    question = ("我在单卡 NVIDIA A10 (24GB) 上用 accelerate 全参微调（backbone=qwen-1.5b）。batch_size 设成 1、"
+                "开了 fp16 和 gradient_checkpointing=True，还是在第一次 optimizer.step() 时 CUDA OOM。")
+    log = ["accelerate launch --mixed_precision fp16 posttrain.py \\", "  --config_path ./config_finetune.json"]
+    overrides = ["batch_size=1", "mixed_precision=fp16", "gradient_checkpointing=true"]
+    inputs = pipeline.Inputs(question=question, log=log, overrides=overrides, gpu="single NVIDIA A10 (24GB)")
+    _, flat, diag = pipeline.run(inputs, kb)
+    assert flat["config.world_size"] == 1 and flat["situation.trainer"] == "hf"
+    assert diag.fixes[0].id == "optimizer-cpu-offload"
+    assert not {"increase-tp", "increase-pp", "precision-aware-optimizer"} & {f.id for f in diag.fixes}
+
+
+def test_memory_on_a_single_gpu_is_no_gpu_count(kb):
+    # huggingface/open-r1#579 (set issue-24-s77): "the memory on a single GPU" is per GPU, not one GPU
+    question = ("I ran context 20k (32B) on a single node and got OOM. Under data parallelism the memory on a single "
+                "GPU should not be different between multi-node and single-node.")
+    assert parse_question(question, kb).num_gpus is None
+    assert parse_question("Fine-tuning a 7B model on a single GPU runs out of memory.", kb).num_gpus == 1
