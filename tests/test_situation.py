@@ -3183,3 +3183,15 @@ def test_memory_on_a_single_gpu_is_no_gpu_count(kb):
                 "GPU should not be different between multi-node and single-node.")
     assert parse_question(question, kb).num_gpus is None
     assert parse_question("Fine-tuning a 7B model on a single GPU runs out of memory.", kb).num_gpus == 1
+
+
+def test_logits_held_by_the_loss_are_chunked_or_fused_before_the_batch_shrinks(kb):
+    # huggingface/nanotron#259 (set issue-24-s78): a snapshot shows the loss holding about 10 GB of fp32 logits; a fused
+    # or chunked loss frees them at no throughput cost, a smaller micro-batch costs throughput
+    question = ("我在 nanotron 里给第一个训练 step 抓了内存快照，发现最上面 loss 那一块占了差不多 10GB，"
+                "主要是 sharded_cross_entropy。loss 为什么会吃这么多显存？要怎么把这块降下来？")
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert diag.causes[0].id == "logits-loss-memory"
+    ids = [f.id for f in diag.fixes]
+    assert ids[0] in ("te-cross-entropy-fusion", "logits-chunking")
+    assert "reduce-micro-batch" not in ids or ids.index("reduce-micro-batch") > 1
