@@ -3195,3 +3195,18 @@ def test_logits_held_by_the_loss_are_chunked_or_fused_before_the_batch_shrinks(k
     ids = [f.id for f in diag.fixes]
     assert ids[0] in ("te-cross-entropy-fusion", "logits-chunking")
     assert "reduce-micro-batch" not in ids or ids.index("reduce-micro-batch") > 1
+
+
+def test_a_prediction_run_that_copies_a_model_larger_than_the_gpu_splits_it(kb):
+    # hiyouga/LlamaFactory#4803 (set issue-24-s78): Qwen2-72B predict on 8x A100 80G, a whole copy on every card
+    question = ("8卡A100 80G 在 72b 的基座 predict 1k的数据显示oom，所有的显卡同时加载整个模型参数，导致oom。"
+                "请问需要设置什么参数？")
+    overrides = ["model_name_or_path=Qwen/Qwen2-72B-Instruct", "do_predict=true", "finetuning_type=lora"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, overrides=overrides), kb)
+    assert flat["situation.forward_only"] and flat["derived.model_weights_ratio"] > 1
+    assert diag.causes[0].id == "capacity-model-state" and diag.fixes[0].id == "increase-tp"
+    assert "checkpoint-load" not in [c.id for c in diag.causes]
+    # a training run of the same model is told to shard its state, not to split it for inference
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question.replace("predict", "训练"),
+                                              overrides=[o for o in overrides if "predict" not in o]), kb)
+    assert "whole-model-per-rank-in-a-forward-only-run" not in {r for c in diag.causes for r in c.rules}

@@ -313,7 +313,8 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.kept = list(dict.fromkeys(v for _, v in kept))
     if kept and sit.trend is None:  # "the weights stay on the GPU": memory not released where it should be
         sit.trend = Reading("held", [Clue(f"\u201c{words.kept.spans(kept[0][0])[0][2].strip()}\u201d", "words")])
-    sit.forward_only = bool(words.forward_only.search(text))
+    # the words, or a setting that makes the run a prediction one ("do_predict=true")
+    sit.forward_only = bool(words.forward_only.search(text) or words.forward_only.search(config_text or ""))
     sit.more_than_expected = bool(words.more_than_expected.search(text))
     sit.device_zero_crowded = bool(words.device_zero_crowded.search(text))
     sit.one_process = words.one_process is not None and bool(words.one_process.search(f"{text}\n{log_text or ''}"))
