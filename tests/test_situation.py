@@ -3082,6 +3082,9 @@ def test_an_image_pixel_cap_of_thousands_of_tokens_is_the_sequence(kb):
     _, _, diag = pipeline.run(pipeline.Inputs(question=question, overrides=[*overrides[:2], "image_max_pixels=589824"]),
                               kb)
     assert "image-tokens-over-the-sequence-budget" not in {r for c in diag.causes for r in c.rules}
+    # the processor's own way of writing it is a product
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="Qwen2-VL OOM with max_pixels=1280*28*28 in the processor"), kb)
+    assert flat["situation.image_max_pixels"] == 1280 * 28 * 28
 
 
 def test_one_request_of_a_quarter_gpu_in_a_vision_run_is_a_vision_sample(kb):

@@ -11,6 +11,7 @@ the failed request's size against the shapes the config implies) > the user's wo
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -719,13 +720,16 @@ def _phase_from_log(facts: Facts, words: _Words, log_text: str | None) -> Readin
 
 # An image pixel cap as it is set: a processor or trainer key (max_pixels, LLaMA-Factory's image_max_pixels) or
 # ms-swift's MAX_PIXELS environment variable; a video's per-frame cap (video_max_pixels) is not one image's
-_IMAGE_PIXEL_CAP = re.compile(r"(?<![\w-])-{0,2}(?:image_)?max_pixels['\"]?\s*[=:]?\s*['\"]?(\d{4,10})\b", re.I)
+_IMAGE_PIXEL_CAP = re.compile(r"(?<![\w-])-{0,2}(?:image_)?max_pixels['\"]?\s*[=:]?\s*['\"]?"
+                              r"(\d{1,10}(?:\s*\*\s*\d{1,6}){0,3})\b", re.I)
 _PIXELS_PER_TOKEN = 28 * 28  # Qwen2-VL / Qwen2.5-VL: 14 x 14 patches merged 2 x 2 into one LLM token
 
 
 def _image_pixel_cap(texts: list[str]) -> int | None:
-    """The largest image pixel cap any of the texts sets ("image_max_pixels: 67108864", "MAX_PIXELS=602112")."""
-    caps = [int(m.group(1)) for t in texts for m in _IMAGE_PIXEL_CAP.finditer(t)]
+    """The largest image pixel cap any of the texts sets ("image_max_pixels: 67108864", "MAX_PIXELS=602112", the
+    processor's "max_pixels=1280*28*28")."""
+    caps = [math.prod(int(f) for f in m.group(1).split("*")) for t in texts for m in _IMAGE_PIXEL_CAP.finditer(t)]
+    caps = [c for c in caps if c >= 1024]  # a pixel count, not a stray small number
     return max(caps) if caps else None
 
 
