@@ -113,6 +113,7 @@ class Situation:
     trainer: str | None = None  # the trainer when it is not Megatron-Core (situation.yaml frameworks trainer)
     host_ram_bytes: float | None = None  # the machine's RAM as the user states it ("physical memory 512GB")
     image_max_pixels: int | None = None  # the largest image pixel cap stated (max_pixels, image_max_pixels, MAX_PIXELS)
+    image_tokens: float | None = None  # LLM tokens of one image at that cap (situation.yaml image_pixels_per_token)
 
     def flatten(self) -> dict[str, Any]:
         """``situation.*`` facts for rule and cause conditions (knowledge/facts.yaml)."""
@@ -156,7 +157,7 @@ class Situation:
         out["situation.trainer"] = self.trainer
         out["situation.host_ram_bytes"] = self.host_ram_bytes
         out["situation.image_max_pixels"] = self.image_max_pixels
-        out["situation.image_tokens"] = self.image_max_pixels / _PIXELS_PER_TOKEN if self.image_max_pixels else None
+        out["situation.image_tokens"] = self.image_tokens
         out["situation.components"] = [r.value for r in self.components]
         out["situation.changed"] = [r.value for r in self.changed]
         out["situation.tried"] = [r.value for r in self.tried]
@@ -346,6 +347,8 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.host_ram_bytes = facts.question.figure("host-ram", last=True)
     sit.image_max_pixels = _image_pixel_cap([text, log_text or "", config_text or "",
                                              *(f"{k}={v}" for k, v in facts.env.variables.items())])
+    if sit.image_max_pixels:
+        sit.image_tokens = sit.image_max_pixels / compare["image_pixels_per_token"]
     log = facts.log
     if log.free_bytes is not None and log.reserved_unallocated_bytes is not None:
         sit.headroom_bytes = log.free_bytes + log.reserved_unallocated_bytes
@@ -711,8 +714,8 @@ def _phase_from_log(facts: Facts, words: _Words, log_text: str | None) -> Readin
         return Reading(by_log, [Clue(f"traceback phase: {facts.log.phase}", "log")])
     if log_text and not frames:  # a pasted trace the parser could not read as one ("-> compute_log_probs")
         # its frame names, and the code line printed right above the error (the call that failed, as in a frame)
-        hit = words.frame_phase("\n".join([*_frame_names(log_text), _code_line_before_error(log_text)]),
-                                context=log_text)
+        above = _code_line_above(log_text, facts.log.first_error)
+        hit = words.frame_phase("\n".join([*_frame_names(log_text), above]), context=log_text)
         if hit:
             return Reading(hit[0], [Clue(f"traceback: {hit[1]}", "log")])
     return None
@@ -722,7 +725,6 @@ def _phase_from_log(facts: Facts, words: _Words, log_text: str | None) -> Readin
 # ms-swift's MAX_PIXELS environment variable; a video's per-frame cap (video_max_pixels) is not one image's
 _IMAGE_PIXEL_CAP = re.compile(r"(?<![\w-])-{0,2}(?:image_)?max_pixels['\"]?\s*[=:]?\s*['\"]?"
                               r"(\d{1,10}(?:\s*\*\s*\d{1,6}){0,3})\b", re.I)
-_PIXELS_PER_TOKEN = 28 * 28  # Qwen2-VL / Qwen2.5-VL: 14 x 14 patches merged 2 x 2 into one LLM token
 
 
 def _image_pixel_cap(texts: list[str]) -> int | None:
@@ -733,18 +735,18 @@ def _image_pixel_cap(texts: list[str]) -> int | None:
     return max(caps) if caps else None
 
 
-_MEMORY_ERROR_LINE = re.compile(r"OutOfMemoryError|out of memory", re.I)
-
-
-def _code_line_before_error(text: str) -> str:
-    """The last non-empty line above the first memory error of a pasted excerpt: in a Python traceback, the code of
-    the innermost frame ("denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)" is Adam's step)."""
+def _code_line_above(text: str, error: str | None) -> str:
+    """The last non-empty line above the line of the first error the log parser read: in a Python traceback, the
+    code of the innermost frame ("denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)" is Adam's step)."""
+    head = (error or "").strip()[:60]
+    if not head:
+        return ""
     lines = text.splitlines()
-    for i, line in enumerate(lines):
-        if _MEMORY_ERROR_LINE.search(line):
-            above = next((x.strip() for x in reversed(lines[:i]) if x.strip()), "")
-            return "" if above.startswith(("File ", "Traceback", "...")) else above
-    return ""
+    at = next((i for i, line in enumerate(lines) if head in line), None)
+    if at is None:
+        return ""
+    above = next((x.strip() for x in reversed(lines[:at]) if x.strip()), "")
+    return "" if above.startswith(("File ", "Traceback", "...")) else above
 
 
 # Where a pasted trace names a function: 'File "...", line N, in NAME', '-> NAME (file.py:12)', '  at NAME('.
