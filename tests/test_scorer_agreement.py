@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import read_yaml
+from conftest import FULL_SWEEPS, read_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SKILL = ROOT / "skills" / "nemo-mbridge-perf-memory-tuning"  # the folder users install
@@ -206,6 +206,10 @@ def scenarios():
 
 @pytest.fixture(scope="module")
 def result(labelled, scenarios):
+    """The agreement over every labelled answer: ~3,000 answers read in ~20 s, so CI's full-sweep step measures it
+    (MEMTUNE_FULL_SWEEPS=1) and the suite a maintainer runs skips it; `python3 benchmarks/agreement.py` prints it."""
+    if not FULL_SWEEPS:
+        pytest.skip("the agreement over every labelled answer is measured in CI's full-sweep step")
     return agreement.measure(labelled, scenarios, Scorer.from_kb())
 
 
