@@ -3213,3 +3213,79 @@ def test_a_prediction_run_that_copies_a_model_larger_than_the_gpu_splits_it(kb):
     _, _, diag = pipeline.run(pipeline.Inputs(question=question.replace("predict", "训练"),
                                               overrides=[o for o in overrides if "predict" not in o]), kb)
     assert "whole-model-per-rank-in-a-forward-only-run" not in {r for c in diag.causes for r in c.rules}
+
+
+def test_an_oom_message_cut_after_its_first_words_is_still_a_failed_allocation(kb):
+    # EleutherAI/lm-evaluation-harness#884 (set issue-24-s79): the pasted traceback ends "RuntimeError: CUDA out of
+    # memory", its numbers cut; only PyTorch's caching allocator says "CUDA out of memory", so an allocation failed
+    log = ["  File \"/gpt-neox/eval_tasks/eval_adapter.py\", line 461, in run_eval_harness", "...",
+           "RuntimeError: CUDA out of memory", "..."]
+    question = "GPT-NeoX 410M eval through lm-eval on V100 16GB runs out of memory a few seconds into the requests."
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
+    assert flat["log.has_memory_failure"] and flat["log.oom_kind"] == "allocator"
+    assert "not-an-oom" not in [c.id for c in diag.causes]
+
+
+def test_an_adapter_only_asked_about_is_not_the_runs_method(kb):
+    # QwenLM/Qwen3-VL#1586 (set issue-24-s79): full SFT of a 30B MoE on four H800 "reported memory errors on all four
+    # cards"; "can I only do LoRA/QLoRA?" asks about LoRA, it does not say the run uses it
+    question = ("请问qwen3vl-30B-A3B需要多少显存才能进行sft？我现在手上有四卡H800够吗？"
+                "用 sh 脚本跑 sft 的时候四张卡都报显存的错误？所以是显存不太够吗，只能做LoRA/QLoRA？")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, gpu="四卡H800"), kb)
+    assert flat.get("config.peft") is None and "oom" in flat["question.topics"]
+    assert diag.causes[0].id == "capacity-model-state"
+    assert "lora-frozen-base-weights" not in {r for c in diag.causes for r in c.rules}
+    lora = "LoRA SFT of Qwen3-30B-A3B on four H800 runs out of memory."
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=lora), kb)
+    assert flat["config.peft"] == "lora"
+
+
+def test_host_memory_seen_running_out_before_the_collectives_time_out_is_the_first_failure(kb):
+    # NVIDIA/NeMo#8897 (set issue-24-s79): CPU RAM grows until it is exhausted at 74 % of the epoch, then only NCCL
+    # watchdog timeouts: the rank stalled by host memory is the one that stopped first
+    question = ("During training, memory is noticed increasing as time goes on, until 74% training done and no memory "
+                "available, and then NCCL watchdog timeouts. 8 dataloader workers, single node; it is CPU memory, "
+                "not GPU, that is exhausted.")
+    log = ["[E ProcessGroupNCCL.cpp:475] [Rank 0] Watchdog caught collective operation timeout: "
+           "WorkNCCL(SeqNum=252347, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800190 "
+           "milliseconds before timing out."]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
+    assert flat["situation.process"] == "host" and flat["situation.trend"] == "grows"
+    assert diag.causes[0].id in ("memory-growth", "host-oom") and "not-an-oom" not in [c.id for c in diag.causes]
+
+
+def test_a_one_process_run_has_no_first_failing_rank_to_find(kb):
+    # NVIDIA/Model-Optimizer#1681 (set issue-24-s79): torchrun --nproc_per_node 1, a bare "Exception" and a config dump
+    question = ("跑 Puzzletron 示例：`torchrun --nproc_per_node 1 examples/puzzletron/main.py --config "
+                "llama-3_1-8B_pruneffn_memory.yaml`，每次都挂在 calculating one block scores 这一步，"
+                "Exception 里只有一大段配置打印。这是显存不够吗？")
+    log = ["fails on `Puzzletron Progress 6/8: calculating one block scores`", "Exception"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
+    assert flat["config.world_size"] == 1
+    assert diag.fixes[0].id == "track-memory-per-step"
+
+
+def test_fsdp_failing_to_clone_a_gathered_parameter_is_the_checkpoint_save(kb):
+    # tatsu-lab/stanford_alpaca#65 (set issue-24-s79): the OOM is inside FSDP's full state-dict hook at the final save
+    log = ["fully_sharded_data_parallel.py:2224: UserWarning: Failed to clone() tensor with name lm_head.weight. "
+           "This may mean that this state_dict entry could point to invalid memory regions. Error: CUDA out of memory. "
+           "Tried to allocate 502.00 MiB (GPU 1; 39.59 GiB total capacity; 35.54 GiB already allocated; "
+           "276.19 MiB free; "
+           "37.22 GiB reserved in total by PyTorch)"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question="LLaMA-7B with HF Trainer and FSDP: OOM right at the end.",
+                                                 log=log), kb)
+    assert flat["situation.phase"] == "checkpoint-save"
+    assert diag.causes[0].id == "checkpoint-save" and diag.fixes[0].id == "checkpoint-save-memory"
+
+
+def test_a_reward_server_on_the_trainers_gpus_shares_them(kb):
+    # TIGER-AI-Lab/EditScore#14 (set issue-24-s79): a vLLM reward server holds 55 GB of each A800 before RL starts
+    question = "我用 EditScore 当 reward 跑 RL，reward server 一启动就已经占了 55GB 以上的显存，RL 训练一起来就 OOM。"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question, gpu="8 张 A800 80G"), kb)
+    assert flat["situation.process"] == "colocated-engine"
+
+
+def test_one_gpu_compared_with_another_is_no_gpu_count(kb):
+    # NovaSky-AI/SkyRL#1376: "one GPU sits at full utilization and another at zero" on a multi-node run
+    question = "Multi-node run: one GPU sits at full utilization and another at zero for minutes, then NCCL times out."
+    assert parse_question(question, kb).num_gpus is None

@@ -105,7 +105,8 @@ def parse_question(text: str | None, kb: Knowledge) -> QuestionFacts:
     q.num_gpus = _gpu_count(text, vocab, kb, words)
     own = _blank(without_small(text, kb), [vocab["auxiliary_settings"]] if vocab.get("auxiliary_settings") else [])
     q.layout = _layout(_mask(own, [(s, e) for s, e, _ in gpus]), vocab)
-    task = _first(own, vocab.get("tasks") or [])  # not the ref's; "Is DPO + LoRA supported?" runs no LoRA
+    # not the ref's ("Is DPO + LoRA supported?" runs no LoRA), nor an adapter only asked about ("must I use LoRA?")
+    task = _first(_blank_asked(own, vocab, "peft"), vocab.get("tasks") or [])
     if task:
         q.layout["task"] = task
     q.env, claimed = _claims(_blank(own, vocab.get("not_stated") or []), vocab)
@@ -594,6 +595,19 @@ def _layout_value(entry: Mapping[str, Any], m: re.Match[str], words: Mapping[str
         item = _rx(_expand(entry.get("item") or r"[a-z_]\w*", words))
         return [w.group().lower() for w in item.finditer(raw)] or _SKIP
     return _number(raw)
+
+
+def _blank_asked(text: str, vocab: Mapping[str, Any], field: str) -> str:
+    """``text`` with the clauses that ask about ``field`` blanked (its layout ``veto`` patterns: "should I switch to
+    LoRA", "zhineng zuo LoRA?" - can I only do LoRA?): a method asked about is not the one the run uses."""
+    words = vocab.get("layout_words") or {}
+    chars = list(text)
+    for entry in vocab.get("layout") or []:
+        if entry.get("kind") == "veto" and entry.get("field") == field:
+            for pattern in entry.get("patterns") or []:
+                for m in _layout_rx(pattern, words).finditer(text):
+                    chars[m.start():m.end()] = " " * (m.end() - m.start())
+    return "".join(chars)
 
 
 def _layout(text: str, vocab: Mapping[str, Any]) -> dict[str, Any]:

@@ -177,6 +177,8 @@ class _Scanner(EventsMixin, SideFactsMixin, FramesMixin):
         if tb is None and plan is not None and plan.reports_only:
             self._reports(plan, text, rank)  # what _match_line and _side_facts would do, alone
             return
+        if plan is not None and plan.phases:
+            self._progress(plan, text)
         hit = self._match_line(text, rank, present)
         if tb is None and not hit and present and "Error: " in present and len(self.loose) < 8:
             exc = p.tb_exception.match(text)

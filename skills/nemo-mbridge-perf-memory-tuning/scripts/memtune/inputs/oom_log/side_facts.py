@@ -31,12 +31,6 @@ class SideFactsMixin:
                 self.theoretical = report_pairs(sig, m.group("pairs")) or self.theoretical
         if plan.env:
             self._env_line(text)
-        for rule in plan.phases:
-            if rule.log_end is not None and rule.log_end.search(text):
-                if self.log_phase == rule.id:
-                    self.log_phase = None
-            elif rule.log_start.search(text):
-                self.log_phase = rule.id
         for _, regex in plan.rank_hints:
             m = regex.search(text)
             if m:
@@ -49,6 +43,16 @@ class SideFactsMixin:
                                   text=self._clip(text), rank=rank if rank is not None else self._hint(),
                                   constraint=cid)
                     self._add(ev)
+
+    def _progress(self, plan: _Plan, text: str) -> None:
+        """Checkpoint progress lines open and close a phase; read before the line's own failure, which a line that
+        opens a phase belongs to (FSDP's "Failed to clone() tensor ... Error: CUDA out of memory" is the save)."""
+        for rule in plan.phases:
+            if rule.log_end is not None and rule.log_end.search(text):
+                if self.log_phase == rule.id:
+                    self.log_phase = None
+            elif rule.log_start.search(text):
+                self.log_phase = rule.id
 
     def _reports(self, plan: _Plan, text: str, prefix_rank: int | None) -> None:
         """Every memory report on the line (loggers sometimes glue two ranks' reports together)."""
