@@ -3289,3 +3289,19 @@ def test_one_gpu_compared_with_another_is_no_gpu_count(kb):
     # NovaSky-AI/SkyRL#1376: "one GPU sits at full utilization and another at zero" on a multi-node run
     question = "Multi-node run: one GPU sits at full utilization and another at zero for minutes, then NCCL times out."
     assert parse_question(question, kb).num_gpus is None
+
+
+def test_the_checkpoint_path_of_a_pasted_launch_command_names_the_model(kb):
+    # OpenGVLab/InternVL#547 (set issue-24-s79): the question says "internvl2", its launch command's
+    # --model_name_or_path says 4B: 4B trained in fp16 with Adam is twice a 32 GB V100 before any frame
+    question = "我正在对internvl2使用视频数据进行full finetune，显卡为单张32G V100，报错 CUDA out of memory，该怎么改？"
+    log = ["torchrun internvl/train/internvl_chat_finetune.py \\",
+           "  --model_name_or_path /cache/MODELS/internvl2-4B \\", "  --freeze_llm False \\", "  --fp16 True \\",
+           "  --per_device_train_batch_size 1 \\",
+           "  --deepspeed zero_stage2_config.json", "torch.cuda.OutOfMemoryError: CUDA out of memory."]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log, gpu="单张32G V100"), kb)
+    assert flat["question.model_size_b"] == 4.0
+    assert diag.causes[0].id == "capacity-model-state" and diag.fixes[0].id != "cap-vision-tokens"
+    # a size in another setting's value is no model ("lr=4e-5", "save_steps=7b") - only a checkpoint path is
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question, overrides=["run_name=test-7b"]), kb)
+    assert flat.get("question.model_size_b") is None

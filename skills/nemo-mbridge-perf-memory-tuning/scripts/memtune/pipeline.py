@@ -68,10 +68,10 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
 
         settings = "\n".join([*inputs.overrides, log_text])
         question.rl_batch = {**rl_batch_in(settings, kb.tables.get("vocabulary") or {}), **question.rl_batch}
-    if inputs.overrides and not (question.model_name or question.model_size_b):
+    if (inputs.overrides or log_text) and not (question.model_name or question.model_size_b):
         from .inputs.question import model_in_settings  # the checkpoint path a setting names ("pretrain=...")
 
-        question.model_name, question.model_size_b = model_in_settings(inputs.overrides, kb)
+        question.model_name, question.model_size_b = model_in_settings(inputs.overrides, kb, log_text)
     config = read_config(inputs.config, inputs.overrides, kb=kb) if inputs.config else TrainingConfig()
     if not inputs.config and inputs.overrides:
         config = apply_overrides(config, inputs.overrides, kb=kb)

@@ -313,15 +313,26 @@ def _count_of(parts: Mapping[str, str | None], vocab: Mapping[str, Any], kb: Any
 # --- model ---------------------------------------------------------------------------------------
 
 
-def model_in_settings(settings: list[str], kb: Knowledge) -> tuple[str | None, float | None]:
+def model_in_settings(settings: list[str], kb: Knowledge, launch: str = "") -> tuple[str | None, float | None]:
     """The model a run's settings name by its checkpoint path ("pretrain=meta-llama/Meta-Llama-3-8B",
-    "actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct"): (preset name, None), or (None, size in billions)."""
+    "actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct", or a pasted launch command's
+    "--model_name_or_path /cache/MODELS/internvl2-4B"): (preset name, None), or (None, size in billions).  A size
+    with no preset is read only from a path setting's value (vocabulary.yaml model_path_setting), not from every
+    setting's."""
     vocab = _vocab(kb)
     text = "\n".join(s.split("=", 1)[1] for s in settings if "=" in s)[:MAX_QUESTION_CHARS]
     model = _model(text, vocab) if text else None
     if model is not None and model.get("preset", True):
         return model["name"], None
-    return None, (model or {}).get("size_b")
+    if model is not None:
+        return None, model.get("size_b")
+    path = _rx(vocab.get("model_path_setting", r"$^"))
+    paths = "\n".join(m.group("v") for line in [*settings, launch[:MAX_QUESTION_CHARS]]
+                      for m in path.finditer(line))
+    model = _model(paths, vocab) if paths else None
+    if model is not None and model.get("preset", True):
+        return model["name"], None
+    return None, (model or {}).get("size_b") or (_model_size(paths, vocab) if paths else None)
 
 
 def _model(text: str, vocab: Mapping[str, Any]) -> Mapping[str, Any] | None:
