@@ -3305,3 +3305,14 @@ def test_the_checkpoint_path_of_a_pasted_launch_command_names_the_model(kb):
     # a size in another setting's value is no model ("lr=4e-5", "save_steps=7b") - only a checkpoint path is
     _, flat, _ = pipeline.run(pipeline.Inputs(question=question, overrides=["run_name=test-7b"]), kb)
     assert flat.get("question.model_size_b") is None
+
+
+def test_library_updates_under_a_script_that_did_not_change_are_the_stack_moving(kb):
+    # lightning-AI/lit-llama#389 (set issue-24-s79): FSDP on 4x 40 GB "used to run ... after recent library updates it
+    # now OOMs. Nothing in my script changed", the reservation at the limit while allocated memory should fit
+    question = ("LLaMA 7B pretraining with FSDP sharded across 4x40GB cards used to run, very close to the limit, and "
+                "after recent library updates it now OOMs. Nothing in my script changed. Even when the allocated "
+                "memory looks like it should fit, the reserved memory is maxing out.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, gpu="4x40GB cards"), kb)
+    assert "stack" in flat["situation.changed"] and "cache" in flat["situation.components"]
+    assert {c.id for c in diag.causes[:2]} == {"fragmentation", "version-regression"}
