@@ -3316,3 +3316,18 @@ def test_library_updates_under_a_script_that_did_not_change_are_the_stack_moving
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question, gpu="4x40GB cards"), kb)
     assert "stack" in flat["situation.changed"] and "cache" in flat["situation.components"]
     assert {c.id for c in diag.causes[:2]} == {"fragmentation", "version-regression"}
+
+
+def test_a_rollout_engine_that_finds_the_gpu_taken_at_start_up_names_what_holds_it(kb):
+    # volcengine/verl#7596 (set issue-24-s79): vLLM refuses to start, "Free memory on device cuda:0 (31.33/47.4 GiB) on
+    # startup is less than desired GPU memory utilization"; with the trainer's param offload said to be on, that
+    # offload did not run (FSDP1 with fsdp_size=1 moves nothing)
+    log = ["ValueError: Free memory on device cuda:0 (31.33/47.4 GiB) on startup is less than",
+           "desired GPU memory utilization (0.85, 40.29 GiB)."]
+    question = "verl GRPO with FSDP and a colocated vLLM rollout: the engine will not start."
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
+    assert flat["log.kinds"] == ["engine-share-taken"] and diag.causes[0].id == "foreign-process"
+    assert diag.fixes[0].id == "offload-trainer-states" and "not-an-oom" not in [c.id for c in diag.causes]
+    offloaded = question + " I turned on param_offload precisely so the actor would be on CPU when vLLM comes up."
+    _, _, diag = pipeline.run(pipeline.Inputs(question=offloaded, log=log), kb)
+    assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
