@@ -3331,3 +3331,20 @@ def test_a_rollout_engine_that_finds_the_gpu_taken_at_start_up_names_what_holds_
     offloaded = question + " I turned on param_offload precisely so the actor would be on CPU when vLLM comes up."
     _, _, diag = pipeline.run(pipeline.Inputs(question=offloaded, log=log), kb)
     assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
+
+
+def test_the_error_a_workaround_raised_after_an_oom_is_not_the_first_failure(kb):
+    # meta-llama/llama-cookbook#626 (set issue-24-s80): save_pretrained of an FSDP + LoRA 70B OOMs; the user then moved
+    # the model to the CPU first and got an AssertionError, which is what they pasted
+    question = ("4 张 80G 卡上 FSDP + LoRA 微调 Llama3-70B，训练能跑，"
+                "但调用 model.save_pretrained 存 checkpoint 就报 CUDA out-of-memory。"
+                "我试过先把模型挪到 CPU 再存，结果又报 AssertionError: Expects tensor to be on the "
+                "compute device cuda:0, was on cpu。该怎么存？")
+    log = ["model.save_pretrained(train_config.output_dir)", "-> CUDA out-of-memory", "...",
+           "AssertionError: Expects tensor to be on the compute device cuda:0, was on cpu"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log, gpu="4x80G"), kb)
+    assert flat["situation.error_from_a_try"] and flat["situation.oom_said"]
+    assert diag.causes[0].id == "checkpoint-save" and "not-an-oom" not in [c.id for c in diag.causes]
+    # the same error pasted as the run's own failure is still no OOM
+    _, flat, diag = pipeline.run(pipeline.Inputs(question="save_pretrained crashes, why?", log=log[-1:]), kb)
+    assert not flat["situation.error_from_a_try"] and diag.causes[0].id == "not-an-oom"

@@ -408,13 +408,16 @@ def join_reasons(whys: Sequence[Mapping[str, str]], joiner: Mapping[str, str]) -
 def _no_gpu_shortage(cause: Mapping[str, Any], flat: Mapping[str, Any],
                      fault_topics: frozenset[str] = frozenset()) -> tuple[str, str] | None:
     """(facts, ledger.yaml ruled_out_explain key) when the evidence says no GPU memory ran out for this cause to
-    explain: a crash with no memory signal on any rank rules out every cause that explains memory (a ledger
-    component), and so does a fault the user names (``fault_topics``: an illegal access, a transport error) with no
-    out-of-memory said anywhere; host RAM that ran out, with no GPU memory failure anywhere, every cause that
-    explains GPU memory (a load's or save's transients stay: they live in host RAM too)."""
+    explain: a crash with no memory signal on any rank (and not one the user says a workaround raised after an
+    OOM) rules out every cause that explains memory (a ledger component), and so does a fault the user names
+    (``fault_topics``: an illegal access, a transport error) with no out-of-memory said anywhere; host RAM that ran
+    out, with no GPU memory failure anywhere, every cause that explains GPU memory (a load's or save's transients
+    stay: they live in host RAM too)."""
     explains = set(cause.get("explains") or [])
     quiet = not flat.get("log.has_memory_failure") and not flat.get("log.host_oom")
-    if explains and flat.get("log.crash") and quiet:
+    # ...unless the user says it ran out of memory and names the crash as what a workaround raised afterwards
+    crash = flat.get("log.crash") and not (flat.get("situation.oom_said") and flat.get("situation.error_from_a_try"))
+    if explains and crash and quiet:
         return "log.crash=True, log.has_memory_failure=False", "crash"
     topics = set(flat.get("question.topics") or [])
     named = sorted(topics & fault_topics)

@@ -108,6 +108,7 @@ class Situation:
     kernel_fault: bool = False  # a kernel fault CUDA reports late (illegal address, launch failure): the frame misleads
     call_path: list[str] = field(default_factory=list)  # the failing traceback's innermost functions, innermost first
     error: str | None = None  # the error line of a crash with no memory failure in it ("pidfd_getfd: not permitted")
+    error_from_a_try: bool = False  # the user names that error as what a workaround they tried raised
     headroom_bytes: float | None = None  # free + reserved-but-unallocated at the failure: all an allocator could use
     shortfall_bytes: float | None = None  # the request beyond that headroom: what freeing something else must cover
     trainer: str | None = None  # the trainer when it is not Megatron-Core (situation.yaml frameworks trainer)
@@ -152,6 +153,7 @@ class Situation:
         out["situation.kernel_fault"] = self.kernel_fault
         out["situation.call_path"] = list(self.call_path)
         out["situation.error"] = self.error
+        out["situation.error_from_a_try"] = self.error_from_a_try
         out["situation.headroom_bytes"] = self.headroom_bytes
         out["situation.shortfall_bytes"] = self.shortfall_bytes
         out["situation.trainer"] = self.trainer
@@ -342,6 +344,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     refusal = next((e for e in facts.log.events if e.kind in refusals), None)
     if sit.error is None and refusal is not None:  # a check that refused the run says in its own words what it needs
         sit.error = refusal.text.strip()[:ERROR_CHARS]
+    sit.error_from_a_try = bool(sit.error) and _error_from_a_try(sentences, sit.error, words)
     sit.setting_stated, sit.env_named = _setting_stated(sentences, words, sit)
     sit.kernel_fault = any(names_topic(t, kb, "kernel-fault") for t in (text, sit.error) if t)
     sit.host_ram_bytes = facts.question.figure("host-ram", last=True)
@@ -1304,6 +1307,20 @@ def _unset_settings(clause: str) -> str:
 def _clauses(text: str) -> list[str]:
     """Clauses: what one failure word is said about ("we resumed, now the log prob pass OOMs" has two)."""
     return [c for c in _CLAUSE.split(text) if c and c.strip()]
+
+
+_ERROR_NAME = re.compile(r"(?:[A-Za-z_]\w*\.)*(?P<name>[A-Za-z_]\w*(?:Error|Exception))\b")
+
+
+def _error_from_a_try(sentences: list[str], error: str, words: _Words) -> bool:
+    """The user names the log's error as what a workaround raised ("I tried moving the model to the CPU before
+    saving, and then got AssertionError: ..."): a sentence that says something was tried holds the error's name.
+    That error is the workaround's, not the run's first failure, which the user describes in their own words."""
+    m = _ERROR_NAME.match(error.strip())
+    if not m:
+        return False
+    name = m.group("name")
+    return any(name in s and words.tried.search(s) for s in sentences)
 
 
 def _sentences(text: str) -> list[str]:
