@@ -3348,3 +3348,27 @@ def test_the_error_a_workaround_raised_after_an_oom_is_not_the_first_failure(kb)
     # the same error pasted as the run's own failure is still no OOM
     _, flat, diag = pipeline.run(pipeline.Inputs(question="save_pretrained crashes, why?", log=log[-1:]), kb)
     assert not flat["situation.error_from_a_try"] and diag.causes[0].id == "not-an-oom"
+
+
+def test_convert_alone_is_no_checkpoint_conversion(kb):
+    # volcengine/verl#7462 and NVIDIA-NeMo/RL#1604 (set issue-24-s80): "the trainers convert CriticConfig into
+    # TrainingWorkerConfig" and "a lot of conversion warnings about a dtype mismatch" convert no checkpoint
+    for question in ("Reading the code, the trainers convert CriticConfig into TrainingWorkerConfig; do my critic "
+                     "batch settings reach the critic update at all?",
+                     "gpt-oss 20B GRPO needs 2 nodes. As a side note, 120B gives a lot of conversion warnings about "
+                     "a dtype mismatch."):
+        _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
+        assert flat.get("situation.phase") != "conversion", question
+    # a converter that is named, or a checkpoint that is converted, is one (InternLM/xtuner#482, NVIDIA/NeMo#8895)
+    for question in ("xtuner convert merge 出现 OOM！单卡 a100，合并的时候报显存不足。",
+                     "Converting the Mixtral HF checkpoint to .nemo, the host RAM fills up and the process is killed."):
+        _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
+        assert flat["situation.phase"] == "conversion", question
+
+
+def test_a_prediction_run_said_in_words_trains_nothing(kb):
+    # NVIDIA/bionemo-framework#910: "to do prediction with the Evo2 40b 1M model ... CUDA out-of-memory"
+    question = "I use the container to do prediction with the Evo2 40b model on 2*H800 and got a CUDA out-of-memory."
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.forward_only"]
+    assert "optimizer-cpu-offload" not in [f.id for f in diag.fixes]
