@@ -3372,3 +3372,19 @@ def test_a_prediction_run_said_in_words_trains_nothing(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert flat["situation.forward_only"]
     assert "optimizer-cpu-offload" not in [f.id for f in diag.fixes]
+
+
+def test_a_jupyter_traceback_names_its_frames_too(kb):
+    # unslothai/unsloth#465 (set issue-24-s80): a Colab traceback writes a frame as "/path/operations.py in
+    # _convert_to_fp32(tensor)" and numbers its source lines; accelerate upcasting the outputs is the logits
+    log = ["OutOfMemoryError                          Traceback (most recent call last)",
+           "----> 1 trainer_stats = trainer.train()", "...",
+           "/usr/local/lib/python3.10/dist-packages/accelerate/utils/operations.py in _convert_to_fp32(tensor)",
+           "    779", "    780     def _convert_to_fp32(tensor):", "--> 781         return tensor.float()",
+           "OutOfMemoryError: CUDA out of memory. Tried to allocate 9.47 GiB. GPU 0 has a total capacity of 14.75 GiB "
+           "of which 3.78 GiB is free. Process 2116 has 10.95 GiB memory in use."]
+    question = ("Fine-tuning unsloth/llama-3-8b-bnb-4bit on a Colab T4 with 18000 context length always runs out "
+                "of memory.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
+    assert flat["log.frames"] == ["_convert_to_fp32"] and flat["situation.phase"] == "loss"
+    assert diag.causes[0].id == "logits-loss-memory"

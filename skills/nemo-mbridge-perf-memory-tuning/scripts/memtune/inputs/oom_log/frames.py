@@ -38,10 +38,12 @@ class FramesMixin:
         if frame:
             if len(tb.frames) >= 128:
                 del tb.frames[1:65]  # keep the outermost frame and the innermost ones
-            tb.frames.append([frame.group("function"), frame.group("path"), None])
+            named = frame.groupdict()  # the plain traceback's frame, or a Jupyter / IPython one
+            tb.frames.append([named["function"] or named.get("ipython_function"),
+                              named["path"] or named.get("ipython_path"), None])
             tb.expect_code = True
             return True
-        if tb.expect_code and text[:1].isspace() and text.strip():
+        if tb.expect_code and text[:1].isspace() and text.strip() and not self.p.tb_ignore.match(text):
             tb.frames[-1][2] = text.strip()
             tb.expect_code = False
             return True
