@@ -3388,3 +3388,17 @@ def test_a_jupyter_traceback_names_its_frames_too(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
     assert flat["log.frames"] == ["_convert_to_fp32"] and flat["situation.phase"] == "loss"
     assert diag.causes[0].id == "logits-loss-memory"
+
+
+def test_the_trainers_own_micro_batch_keys_and_a_shortfall_that_grew_are_read(kb):
+    # EleutherAI/gpt-neox#785 (set issue-24-s80): "the only difference is train_micro_batch_size_per_gpu=1 ... when I
+    # set zero_optimization to stage 2 or 3 it lacks more memory than with stage 1": the setting reached the run
+    question = ("It raises an out of memory error when I finetune the 20B model on 8 x A40 (44G) with configs/20B.yml, "
+                "the only difference is train_micro_batch_size_per_gpu=1. Why is it that when I set zero_optimization "
+                "to stage 2 or 3 it lacks more memory (when it crashes) than with stage 1?")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, gpu="8 x A40 (44G)"), kb)
+    assert flat["config.micro_batch_size"] == 1 and flat["situation.made_worse"]
+    assert "setting-not-applied" not in [c.id for c in diag.causes]
+    assert "reduce-micro-batch" not in [f.id for f in diag.fixes]
+    # an RL pass's own micro-batch key is not the training micro-batch
+    assert parse_question("ppo_micro_batch_size_per_gpu=4 OOM", kb).layout.get("micro_batch_size") is None
