@@ -3402,3 +3402,23 @@ def test_the_trainers_own_micro_batch_keys_and_a_shortfall_that_grew_are_read(kb
     assert "reduce-micro-batch" not in [f.id for f in diag.fixes]
     # an RL pass's own micro-batch key is not the training micro-batch
     assert parse_question("ppo_micro_batch_size_per_gpu=4 OOM", kb).layout.get("micro_batch_size") is None
+
+
+def test_memory_said_to_swell_slowly_until_the_oom_grows(kb):
+    # OpenRLHF/OpenRLHF#508 (set issue-24-s80): "xiancun zhanyong hui manman de zengda yizhi dao zuihou bao xiancun"
+    # (memory slowly swells until the OOM)
+    question = ("请问为什么 OpenRLHF 的 dpo 训练过程中显存占用会慢慢的增大一直到最后爆显存呢？"
+                "把 micro batch size 设成 1 也一样。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.trend"] == "grows"
+    assert diag.causes[0].id == "memory-growth" and diag.fixes[0].id == "track-memory-per-step"
+
+
+def test_asking_whether_a_setting_reaches_the_run_at_all_checks_it_in_the_process(kb):
+    # volcengine/verl#7462 (set issue-24-s80): "Do my critic batch settings reach the critic update at all?"
+    question = ("I tune the critic with critic.ppo_micro_batch_size_per_gpu and critic.ppo_max_token_len_per_gpu. "
+                "Do my critic batch settings reach the critic update at all, and what does the critic actually "
+                "train with?")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.not_applied_asked"] and not flat["situation.not_applied_said"]
+    assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"

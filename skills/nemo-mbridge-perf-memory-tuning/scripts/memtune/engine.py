@@ -665,6 +665,8 @@ def _check_fix(candidates: Mapping[str, Any], flat: Mapping[str, Any]) -> str | 
     """The check that gets the missing evidence: the first failing rank's traceback and full OOM message (also the
     per-rank comparison a question about which rank or stage holds more needs), or - where nothing says anything
     failed and no rank is in question (how much memory something uses) - the per-step measurement."""
+    if flat.get("situation.not_applied_asked") and candidates.get("check_fix_applied_asked"):
+        return candidates["check_fix_applied_asked"]  # "does it reach the run at all?": print it in the process
     topics = flat.get("question.topics") or []
     failed = (flat.get("log.has_memory_failure") or flat.get("log.crash")
               # "how much room is left before an OOM" (headroom) names the OOM without reporting one

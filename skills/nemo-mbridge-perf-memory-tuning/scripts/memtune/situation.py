@@ -95,6 +95,7 @@ class Situation:
     one_process: bool = False  # the user or the launcher's banner says the run started one process
     capacity_mismatch: bool = False  # the OOM message's device is far smaller than the GPU the user names
     not_applied_said: bool = False  # the user says a setting never reached the run (ignored, not applied)
+    not_applied_asked: bool = False  # the user asks whether a setting reached the run ("does it take effect at all?")
     made_worse: bool = False  # a change the user made made memory worse: it reached the run
     after_phase: str | None = None  # a phase said to be over when it failed ("after every checkpoint save")
     gpu_memory_failed: bool = False  # a clause that says something failed names the GPU's memory ("CUDA OOM", xiancun)
@@ -140,6 +141,7 @@ class Situation:
         out["situation.one_process"] = self.one_process
         out["situation.capacity_mismatch"] = self.capacity_mismatch
         out["situation.not_applied_said"] = self.not_applied_said
+        out["situation.not_applied_asked"] = self.not_applied_asked
         out["situation.made_worse"] = self.made_worse
         out["situation.after_phase"] = self.after_phase
         out["situation.gpu_memory_failed"] = self.gpu_memory_failed
@@ -323,6 +325,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.device_zero_crowded = bool(words.device_zero_crowded.search(text))
     sit.one_process = words.one_process is not None and bool(words.one_process.search(f"{text}\n{log_text or ''}"))
     sit.not_applied_said = any(words.not_applied.search(c) for c in said)
+    sit.not_applied_asked = not sit.not_applied_said and any(words.not_applied.search(c) for c in asking)
     sit.made_worse = any(words.worse.search(c) and (words.changed.search(c) or words.tried.search(c))
                          for c in sentences)
     sit.gpu_memory_failed = any(_says_gpu_failed(c, words) for c in clauses)
