@@ -3422,3 +3422,16 @@ def test_asking_whether_a_setting_reaches_the_run_at_all_checks_it_in_the_proces
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert flat["situation.not_applied_asked"] and not flat["situation.not_applied_said"]
     assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
+
+
+def test_one_copy_of_the_weights_against_the_machines_ram_is_the_load(kb):
+    # tdrussell/diffusion-pipe#149 (set issue-24-s80): Wan2.1 14B LoRA under WSL, "WSL gei le 32GB neicun li de 24GB"
+    # (32 GB of RAM, 24 GB of it given to WSL); the launcher reports its one process killed with -9
+    question = ("我用 RTX 5070 Ti 16GB 在 WSL 里用 diffusion-pipe 训练 Wan2.1 14B T2V 的 LoRA，已经用了 "
+                "transformer_dtype='float8'，WSL 给了 32GB 内存里的 24GB。是我漏了什么设置？")
+    log = ["[INFO] [launch.py:319:sigkill_handler] Killing subprocess 1960",
+           "[ERROR] [launch.py:325:sigkill_handler] ['python', '-u', 'train.py', '--local_rank=0', '--deepspeed'] "
+           "exits with return code = -9"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log, gpu="RTX 5070 Ti 16GB"), kb)
+    assert flat["situation.host_ram_bytes"] == 32e9 and flat["derived.model_weights_bytes"] > 0.7 * 32e9
+    assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "convert-sharded"

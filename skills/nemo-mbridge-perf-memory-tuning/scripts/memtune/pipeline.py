@@ -149,7 +149,7 @@ def _model_state_floor(facts: Facts, kb: Knowledge) -> dict[str, Any]:
     except (UserError, IndexError):
         return {}
     # the whole model's weights on one device: what a converter that builds the model in one place must hold
-    weights = {"model_weights_ratio": stage.weights_bytes / capacity}
+    weights = {"model_weights_ratio": stage.weights_bytes / capacity, "model_weights_bytes": stage.weights_bytes}
     if not cfg.world_size:
         return weights
     total = stage.weights_bytes + stage.grads_bytes + stage.optimizer_bytes
