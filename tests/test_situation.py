@@ -3435,3 +3435,10 @@ def test_one_copy_of_the_weights_against_the_machines_ram_is_the_load(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log, gpu="RTX 5070 Ti 16GB"), kb)
     assert flat["situation.host_ram_bytes"] == 32e9 and flat["derived.model_weights_bytes"] > 0.7 * 32e9
     assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "convert-sharded"
+
+
+def test_the_first_rank_alone_is_no_pipeline_stage(kb):
+    # huggingface/nanotron#203 (set issue-24-s80): "I looked at the memory trace of the first rank" is rank 0
+    assert "pipeline-imbalance" not in parse_question("I looked at the memory trace of the first rank.", kb).topics
+    assert "pipeline-imbalance" in parse_question("The first stage runs out of memory, the others fit.", kb).topics
+    assert "pipeline-imbalance" in parse_question("Only the last pipeline rank OOMs.", kb).topics
