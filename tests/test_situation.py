@@ -3442,3 +3442,18 @@ def test_the_first_rank_alone_is_no_pipeline_stage(kb):
     assert "pipeline-imbalance" not in parse_question("I looked at the memory trace of the first rank.", kb).topics
     assert "pipeline-imbalance" in parse_question("The first stage runs out of memory, the others fit.", kb).topics
     assert "pipeline-imbalance" in parse_question("Only the last pipeline rank OOMs.", kb).topics
+
+
+def test_a_critic_trained_beside_the_actor_doubles_the_trained_state(kb):
+    # volcengine/verl#1141 (set issue-24-s80): PPO on Llama-3.2-3B over 4x A10 with critic.model.path set
+    question = ("Training of llama3.2-3B (PPO with verl) on 4*A10 always raises CUDA out of mem regardless of how "
+                "minimal a batch size I set; every micro batch size is 1.")
+    log = ["python3 -m verl.trainer.main_ppo \\", "actor_rollout_ref.model.path=$llama3b_path \\",
+           "critic.model.path=$llama3b_path \\", "critic.ppo_micro_batch_size_per_gpu=1 \\",
+           "trainer.n_gpus_per_node=4"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log, gpu="A10"), kb)
+    assert flat["situation.critic"] and diag.causes[0].id == "capacity-model-state"
+    assert diag.fixes[0].id == "offload-trainer-states" and "reduce-micro-batch" not in [f.id for f in diag.fixes]
+    # GRPO has no critic
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question.replace("PPO", "GRPO")), kb)
+    assert not flat["situation.critic"]

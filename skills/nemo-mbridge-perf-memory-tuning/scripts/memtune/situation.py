@@ -93,6 +93,7 @@ class Situation:
     more_than_expected: bool = False  # the user says it holds more than it should (more than its weights)
     device_zero_crowded: bool = False  # other processes of the job sit on GPU 0 beside its own (each rank's context)
     one_process: bool = False  # the user or the launcher's banner says the run started one process
+    critic: bool = False  # the RL run trains a critic beside the actor (PPO with GAE): a second trained model
     capacity_mismatch: bool = False  # the OOM message's device is far smaller than the GPU the user names
     not_applied_said: bool = False  # the user says a setting never reached the run (ignored, not applied)
     not_applied_asked: bool = False  # the user asks whether a setting reached the run ("does it take effect at all?")
@@ -139,6 +140,7 @@ class Situation:
         out["situation.more_than_expected"] = self.more_than_expected
         out["situation.device_zero_crowded"] = self.device_zero_crowded
         out["situation.one_process"] = self.one_process
+        out["situation.critic"] = self.critic
         out["situation.capacity_mismatch"] = self.capacity_mismatch
         out["situation.not_applied_said"] = self.not_applied_said
         out["situation.not_applied_asked"] = self.not_applied_asked
@@ -324,6 +326,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.more_than_expected = bool(words.more_than_expected.search(text))
     sit.device_zero_crowded = bool(words.device_zero_crowded.search(text))
     sit.one_process = words.one_process is not None and bool(words.one_process.search(f"{text}\n{log_text or ''}"))
+    sit.critic = words.critic is not None and bool(words.critic.search(f"{text}\n{config_text or ''}\n{log_text or ''}"))
     sit.not_applied_said = any(words.not_applied.search(c) for c in said)
     sit.not_applied_asked = not sit.not_applied_said and any(words.not_applied.search(c) for c in asking)
     sit.made_worse = any(words.worse.search(c) and (words.changed.search(c) or words.tried.search(c))
@@ -979,6 +982,7 @@ class _Words:
     deepspeed: _Literals | None = None  # situation.yaml deepspeed_words: DeepSpeed ZeRO named
     hf_trainer: _Literals | None = None  # situation.yaml hf_trainer_words: the Hugging Face Trainer named
     one_process: _Literals | None = None  # situation.yaml one_process_words: one process started
+    critic: _Literals | None = None  # situation.yaml critic_words: the RL run trains a critic
     engine_off: _Literals | None = None  # situation.yaml changes.engine_off: "without vLLM it trains"
     # situation.yaml step_number: a step counted where it failed ("OOM at step 180"), its interval and after words
     step_number: re.Pattern[str] | None = None
@@ -1087,6 +1091,7 @@ def _compile(kb: Knowledge) -> _Words:
                   deepspeed=_Literals(_both(table.get("deepspeed_words"))),
                   hf_trainer=_Literals(_both(table.get("hf_trainer_words"))),
                   one_process=_Literals(_both(table.get("one_process_words"))),
+                  critic=_Literals(_both(table.get("critic_words"))),
                   engine_off=_Literals(_both(changes.get("engine_off"))),
                   step_number=_step_number_rx(_both((table.get("step_number") or {}).get("units"))),
                   step_interval=tuple(_both((table.get("step_number") or {}).get("interval"))),
