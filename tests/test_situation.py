@@ -3457,3 +3457,12 @@ def test_a_critic_trained_beside_the_actor_doubles_the_trained_state(kb):
     # GRPO has no critic
     _, flat, _ = pipeline.run(pipeline.Inputs(question=question.replace("PPO", "GRPO")), kb)
     assert not flat["situation.critic"]
+
+
+def test_qlora_trains_lora_adapters(kb):
+    # yangjianxin1/Firefly#33 (set issue-24-s80): "zai v100 shang yong qlora bao OOM" - QLoRA is LoRA over a 4-bit base:
+    # the model state is the adapters', so no layout of more GPUs is what it needs
+    question = "在v100上用qlora报OOM。跑的是baichuan-7b模型，尝试使用1卡和8卡V100，均报OOM。"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, gpu="V100 32G"), kb)
+    assert flat["config.peft"] == "lora" and "quantized-base" in flat["question.topics"]
+    assert "add-gpus" not in [f.id for f in diag.fixes[:3]]
