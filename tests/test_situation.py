@@ -3466,3 +3466,23 @@ def test_qlora_trains_lora_adapters(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question, gpu="V100 32G"), kb)
     assert flat["config.peft"] == "lora" and "quantized-base" in flat["question.topics"]
     assert "add-gpus" not in [f.id for f in diag.fixes[:3]]
+
+
+def test_a_launch_line_that_lost_its_backslash_cuts_the_settings_after_it(kb):
+    # hiyouga/LLaMA-Factory#2867 (set issue-24-s81): "--fp16" has no trailing backslash, so "--deepspeed ..." on the
+    # next line is a command of its own and ChatGLM3-6B trains as plain DDP
+    from memtune.inputs.shell_lines import lost_backslash
+
+    log = ["deepspeed --num_gpus=8 src/train_bash.py \\", "    --finetuning_type full \\",
+           "    --per_device_train_batch_size 1 \\", "    --fp16", "    --deepspeed zero_stage3_offload_config.json"]
+    assert lost_backslash(log) == ("(no trailing backslash) --fp16", "--deepspeed zero_stage3_offload_config.json")
+    question = "ChatGLM3-6B 全参微调，8 张 A800 80G，用了 zero3 offload 还是显存溢出。"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
+    assert flat["log.cut_continuation"] == "(no trailing backslash) --fp16"
+    assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
+    # an option that sets no memory (eager attention) lost the same way is no cut that explains an OOM; nor is the
+    # "..." a paste puts for lines it left out
+    eager = log[:3] + ["    --use_peft", "    --attn_implementation eager"]
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question, log=eager), kb)
+    assert flat.get("log.cut_continuation") is None
+    assert lost_backslash(["swift sft \\", "  --eval_steps 500 \\", "  ...", "  --save_steps 500 \\"]) is None

@@ -58,7 +58,7 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
         if any(line.rstrip().endswith("\\") for line in lines):  # a continued launch command was pasted
             from .inputs.shell_lines import cut_by_comment
 
-            cut = cut_by_comment(lines)
+            cut = cut_by_comment(lines) or _lost_setting(lines, kb)
             if cut:
                 log = replace(log, cut_continuation=cut)
                 break
@@ -116,6 +116,20 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
         node = _gpus_per_node(facts.gpu.name, kb)
         facts.derived["next_world"] = -(-needed // node) * node if needed > node else 1 << (needed - 1).bit_length()
     return facts
+
+
+def _lost_setting(lines: list[str], kb: Knowledge) -> str | None:
+    """A continued line that lost its backslash, where the options after it name a memory setting (LLaMA-Factory#2867:
+    "--fp16" with none, so "--deepspeed ds_z3_offload.json" never reached the run): the command was cut there."""
+    from .inputs.shell_lines import lost_backslash
+    from .recognize import fix_recognizer
+    from .situation import trainer_named
+
+    found = lost_backslash(lines)
+    if not found:
+        return None
+    quote, rest = found  # a memory fix's own words, or the DeepSpeed config that shards the state
+    return quote if fix_recognizer(kb).find(rest) or trainer_named(rest, kb) == "deepspeed" else None
 
 
 def _gpus_per_node(name: str | None, kb: Knowledge) -> int:
