@@ -3486,3 +3486,15 @@ def test_a_launch_line_that_lost_its_backslash_cuts_the_settings_after_it(kb):
     _, flat, _ = pipeline.run(pipeline.Inputs(question=question, log=eager), kb)
     assert flat.get("log.cut_continuation") is None
     assert lost_backslash(["swift sft \\", "  --eval_steps 500 \\", "  ...", "  --save_steps 500 \\"]) is None
+
+
+def test_the_task_that_failed_is_the_one_the_failing_clause_names(kb):
+    # hiyouga/LLaMA-Factory#713 (set issue-24-s81): "finetuning_type shi lora keyi pao qilai, finetuning_type=full
+    # quancanshu weitiao hui xiancun yichu" - LoRA runs, full fine-tuning runs out; the settings say full
+    question = ("使用八卡A800对Baichuan13B模型进行sft微调，--finetuning_type是lora可以跑起来，"
+                "--finetuning_type=full 全参数微调会显存溢出，即使batch_size=1的情况也会。")
+    assert parse_question(question, kb).layout.get("task") == "sft"
+    overrides = ["finetuning_type=full", "per_device_train_batch_size=1", "num_processes=8"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, overrides=overrides), kb)
+    assert flat.get("config.peft") is None and diag.causes[0].id == "capacity-model-state"
+    assert parse_question("LoRA SFT of Llama 3 8B runs out of memory.", kb).layout.get("task") == "lora"

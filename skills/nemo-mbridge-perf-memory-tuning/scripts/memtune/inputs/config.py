@@ -733,6 +733,8 @@ def apply_overrides(cfg: TrainingConfig, overrides: list[str], kb: Knowledge, hi
             vocab = vocab if vocab is not None else _vocab(kb)
             if value.strip().lower() in (vocab.get("peft_names") or {}):
                 _apply_peft_name(b, value, label, vocab)
+            elif value.strip().lower() == "full":  # every weight trains: an adapter named elsewhere is not this run
+                b.set("task", "sft", label)
             continue
         if len(parts) == 1:
             if section in ("mixed_precision", "peft") and isinstance(value, str):

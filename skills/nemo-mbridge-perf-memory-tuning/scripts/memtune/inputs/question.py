@@ -106,7 +106,7 @@ def parse_question(text: str | None, kb: Knowledge) -> QuestionFacts:
     own = _blank(without_small(text, kb), [vocab["auxiliary_settings"]] if vocab.get("auxiliary_settings") else [])
     q.layout = _layout(_mask(own, [(s, e) for s, e, _ in gpus]), vocab)
     # not the ref's ("Is DPO + LoRA supported?" runs no LoRA), nor an adapter only asked about ("must I use LoRA?")
-    task = _first(_blank_asked(own, vocab, "peft"), vocab.get("tasks") or [])
+    task = _task(_blank_asked(own, vocab, "peft"), vocab)
     if task:
         q.layout["task"] = task
     q.env, claimed = _claims(_blank(own, vocab.get("not_stated") or []), vocab)
@@ -483,6 +483,20 @@ def _topics(text: str, vocab: Mapping[str, Any]) -> list[str]:
 def _names(text: str, topic: Mapping[str, Any]) -> bool:
     words = [w for lang in ("en", "zh") for w in (topic.get("keywords") or {}).get(lang) or []]
     return any(_rx(w).search(text) for w in words)
+
+
+def _task(text: str, vocab: Mapping[str, Any]) -> str | None:
+    """The task the run that failed does: of the tasks named, those in a clause that says it failed ("LoRA runs;
+    finetuning_type=full quanzcanshu weitiao runs out of memory" is full fine-tuning), else all; the first in the
+    vocabulary's order."""
+    entries = vocab.get("tasks") or []
+    found = [(m.start(), e["id"]) for e in entries for p in e.get("patterns") or [] for m in _rx(p).finditer(text)]
+    if len({t for _, t in found}) > 1:
+        says_failed = _failing_clause(text, vocab)
+        failing = {t for start, t in found if says_failed(start)}
+        found = [(start, t) for start, t in found if t in failing] or found
+    named = {t for _, t in found}
+    return next((e["id"] for e in entries if e["id"] in named), None)
 
 
 def _first(text: str, entries: list[Mapping[str, Any]]) -> str | None:
