@@ -191,7 +191,9 @@ TARGET = {"first_fix_verdict": 0.95, "violations": 0.95}
 # tells them to run and says offload is already on, dt-008's first step is a DeepSpeed JSON block
 # ("offload_optimizer": {"device": "cpu"}); a recognizer for that key read writer aa worse, so it stays out and the
 # violations floor falls with the two misses.
-FLOORS = {"first_fix_verdict": 0.8168, "violations": 0.9206, "first_fix_id": 0.7434}
+# Liger Kernel's switches (enable_liger_kernel, use_liger_kernel: the fused linear cross-entropy of the HF-Trainer
+# frameworks) read as the fused-loss fix: 17 answers name them; the verdict 81.86 -> 81.94 %, the id 74.34 -> 74.44 %.
+FLOORS = {"first_fix_verdict": 0.8194, "violations": 0.9206, "first_fix_id": 0.7444}
 
 
 @pytest.fixture(scope="module")
