@@ -3498,3 +3498,19 @@ def test_the_task_that_failed_is_the_one_the_failing_clause_names(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question, overrides=overrides), kb)
     assert flat.get("config.peft") is None and diag.causes[0].id == "capacity-model-state"
     assert parse_question("LoRA SFT of Llama 3 8B runs out of memory.", kb).layout.get("task") == "lora"
+
+
+def test_a_host_memory_report_near_full_before_a_kill_is_the_host(kb):
+    # CVI-SZU/Linly#35 (set issue-24-s81): DeepSpeed's see_memory_usage shows the GPU all but empty and the machine's
+    # RAM at 76.6 % before ZeRO-3's offloaded optimizer is initialised, then the launcher kills its process
+    log = ["[INFO] [utils.py:785:see_memory_usage] Before initializing optimizer states",
+           "[INFO] [utils.py:786:see_memory_usage] MA 0.0 GB    Max_MA 0.0 GB    CA 0.73 GB    Max_CA 1 GB",
+           "[INFO] [utils.py:793:see_memory_usage] CPU Virtual Memory:  used = 63.96 GB, percent = 76.6%",
+           "[2023-04-20 09:11:05,506] [INFO] [launch.py:428:sigkill_handler] Kill..."]
+    question = "这个预训练最低需要多大的显存？80G内存，40G显存单张A100居然跑不了？"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
+    assert flat["situation.process"] == "host" and diag.causes[0].id == "host-oom"
+    # the same report at half the RAM is no host shortage
+    low = [line.replace("percent = 76.6%", "percent = 41.0%") for line in log]
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question, log=low), kb)
+    assert flat.get("situation.process") != "host"

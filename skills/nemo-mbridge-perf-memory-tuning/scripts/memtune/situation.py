@@ -243,7 +243,8 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.gpu_memory_fine = bool(words.gpu_memory_fine.search(text))
     sit.process = (_stated(stated.process, "process")
                    or _process_from_words(clauses, said, words, sit.gpu_memory_fine)
-                   or _process_from_log(facts, table))
+                   or _process_from_log(facts, table)
+                   or _host_report_before_a_kill(facts, table, log_text))
     # the log's own GPU allocation failure, with no host kill, outranks host memory read from words alone: Chinese
     # says nei cun (memory) of either ("dan ka sft nei cun yi chu" beside Paddle's "Out of memory error on GPU 0")
     if (sit.process is not None and sit.process.value == "host" and sit.process.source == "words"
@@ -1398,6 +1399,21 @@ def _trainer(framework: Reading | None, table: Mapping[str, Any], text: str, wor
         return "hf"
     # DeepSpeed ZeRO named and Megatron not ("ZeRO2 on 8 GPUs runs out of memory", zero_stage=3): a DeepSpeed trainer
     return "deepspeed" if words.deepspeed is not None and words.deepspeed.search(text) else None
+
+
+def _host_report_before_a_kill(facts: Facts, table: Mapping[str, Any], log_text: str | None) -> Reading | None:
+    """Host memory, where the log's last host-memory report (DeepSpeed's see_memory_usage "CPU Virtual Memory: used =
+    63.96 GB, percent = 76.6%") shows the machine's RAM mostly used and the process is then killed with no GPU memory
+    failure (Linly#35: ZeRO-3 offload of a 7B model on 80 GB of RAM, the GPU all but empty)."""
+    spec = table.get("host_memory_report") or {}
+    if not (log_text and spec) or facts.log.has_memory_failure:
+        return None
+    killed = facts.log.host_oom or bool(set(facts.log.signatures or ()) & set(spec.get("kills") or ()))
+    reports = list(re.finditer(spec["regex"], log_text)) if killed else []
+    if not reports or float(reports[-1].group("percent")) < float(spec["share"]) * 100:
+        return None
+    said = reports[-1].group(0)[:ERROR_CHARS]
+    return Reading("host", [Clue(f"the last host-memory report before the kill: \u201c{said}\u201d", "log")])
 
 
 def _process_from_log(facts: Facts, table: Mapping[str, Any]) -> Reading | None:
