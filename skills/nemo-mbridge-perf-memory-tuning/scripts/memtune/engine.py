@@ -416,7 +416,7 @@ def _no_gpu_shortage(cause: Mapping[str, Any], flat: Mapping[str, Any],
     explains = set(cause.get("explains") or [])
     quiet = not flat.get("log.has_memory_failure") and not flat.get("log.host_oom")
     # ...unless the user says it ran out of memory and names the crash as what a workaround raised afterwards
-    crash = flat.get("log.crash") and not (flat.get("situation.oom_said") and flat.get("situation.error_from_a_try"))
+    crash = flat.get("log.crash") and not flat.get("situation.error_from_a_try")
     if explains and crash and quiet:
         return "log.crash=True, log.has_memory_failure=False", "crash"
     topics = set(flat.get("question.topics") or [])

@@ -283,13 +283,14 @@ def _fill_from_question(config: TrainingConfig, question: Any) -> TrainingConfig
     """Numbers from the question fill only what the config did not say."""
     names = {f.name for f in fields(TrainingConfig)}
     gaps = {k: v for k, v in question.layout.items() if k in names and vars(config)[k] is None}
-    if config.task == "sft" and config.source != "question":
-        gaps.pop("peft", None)  # the settings say every weight trains ("finetuning_type=full"): no adapter
+    full = config.task == "sft" and config.source != "question"  # the settings say every weight trains
+    if full:
+        gaps.pop("peft", None)  # ("finetuning_type=full"): no adapter the question names is this run's
     if question.model_name and not config.model_name:
         gaps["model_name"] = question.model_name
     if question.num_gpus and config.world_size is None:
         gaps["world_size"] = question.num_gpus
-    if question.layout.get("task") == "lora" and config.peft is None and "peft" not in gaps and config.task != "sft":
+    if question.layout.get("task") == "lora" and config.peft is None and "peft" not in gaps and not full:
         gaps["peft"] = "lora"  # "LoRA SFT ..." is the LoRA class unless the config says otherwise
     if not gaps:
         return config

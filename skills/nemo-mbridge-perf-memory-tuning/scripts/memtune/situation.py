@@ -110,7 +110,7 @@ class Situation:
     kernel_fault: bool = False  # a kernel fault CUDA reports late (illegal address, launch failure): the frame misleads
     call_path: list[str] = field(default_factory=list)  # the failing traceback's innermost functions, innermost first
     error: str | None = None  # the error line of a crash with no memory failure in it ("pidfd_getfd: not permitted")
-    error_from_a_try: bool = False  # the user names that error as what a workaround they tried raised
+    error_from_a_try: bool = False  # the user says it ran out and names that error as what a workaround then raised
     headroom_bytes: float | None = None  # free + reserved-but-unallocated at the failure: all an allocator could use
     shortfall_bytes: float | None = None  # the request beyond that headroom: what freeing something else must cover
     trainer: str | None = None  # the trainer when it is not Megatron-Core (situation.yaml frameworks trainer)
@@ -352,7 +352,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     refusal = next((e for e in facts.log.events if e.kind in refusals), None)
     if sit.error is None and refusal is not None:  # a check that refused the run says in its own words what it needs
         sit.error = refusal.text.strip()[:ERROR_CHARS]
-    sit.error_from_a_try = bool(sit.error) and _error_from_a_try(sentences, sit.error, words)
+    sit.error_from_a_try = sit.oom_said and bool(sit.error) and _error_from_a_try(sentences, sit.error, words)
     sit.setting_stated, sit.env_named = _setting_stated(sentences, words, sit)
     sit.kernel_fault = any(names_topic(t, kb, "kernel-fault") for t in (text, sit.error) if t)
     sit.host_ram_bytes = facts.question.figure("host-ram", last=True)

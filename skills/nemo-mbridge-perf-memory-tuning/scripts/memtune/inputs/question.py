@@ -499,13 +499,6 @@ def _task(text: str, vocab: Mapping[str, Any]) -> str | None:
     return next((e["id"] for e in entries if e["id"] in named), None)
 
 
-def _first(text: str, entries: list[Mapping[str, Any]]) -> str | None:
-    for entry in entries:
-        if any(_rx(p).search(text) for p in entry.get("patterns") or []):
-            return entry["id"]
-    return None
-
-
 # --- memory figures ------------------------------------------------------------------------------
 
 # \u3002 \uff1b \uff01 \uff1f: the Chinese full stop and the full-width ";", "!", "?"
@@ -622,16 +615,28 @@ def _layout_value(entry: Mapping[str, Any], m: re.Match[str], words: Mapping[str
     return _number(raw)
 
 
-def _blank_asked(text: str, vocab: Mapping[str, Any], field: str) -> str:
-    """``text`` with the clauses that ask about ``field`` blanked (its layout ``veto`` patterns: "should I switch to
-    LoRA", "zhineng zuo LoRA?" - can I only do LoRA?): a method asked about is not the one the run uses."""
+def _vetoed(text: str, vocab: Mapping[str, Any]) -> dict[str, list[tuple[int, int]]]:
+    """Field -> the spans of ``text`` that ask about it or would rather not use it (vocabulary.yaml layout ``veto``
+    patterns: "should I switch to LoRA", "would rather not turn on full recompute"): no statement inside them."""
     words = vocab.get("layout_words") or {}
-    chars = list(text)
+    low = lowered(text)
+    vetoed: dict[str, list[tuple[int, int]]] = {}
     for entry in vocab.get("layout") or []:
-        if entry.get("kind") == "veto" and entry.get("field") == field:
+        if entry.get("kind") == "veto":
+            spans = vetoed.setdefault(entry["field"], [])
             for pattern in entry.get("patterns") or []:
-                for m in _layout_rx(pattern, words).finditer(text):
-                    chars[m.start():m.end()] = " " * (m.end() - m.start())
+                rx = _layout_rx(pattern, words)
+                if _may_match(rx, low):
+                    spans.extend(m.span() for m in rx.finditer(text))
+    return vetoed
+
+
+def _blank_asked(text: str, vocab: Mapping[str, Any], field: str) -> str:
+    """``text`` with the clauses that ask about ``field`` blanked ("zhineng zuo LoRA?" - can I only do LoRA?): a
+    method asked about is not the one the run uses."""
+    chars = list(text)
+    for start, end in _vetoed(text, vocab).get(field, ()):
+        chars[start:end] = " " * (end - start)
     return "".join(chars)
 
 
@@ -641,14 +646,7 @@ def _layout(text: str, vocab: Mapping[str, Any]) -> dict[str, Any]:
     text = _blank(text, vocab.get("layout_ignore") or [])
     entries = vocab.get("layout") or []
     low = lowered(text)
-    vetoed: dict[str, list[tuple[int, int]]] = {}  # "would rather not turn on full recompute": no statement inside
-    for entry in entries:
-        if entry.get("kind") == "veto":
-            spans = vetoed.setdefault(entry["field"], [])
-            for pattern in entry.get("patterns") or []:
-                rx = _layout_rx(pattern, words)
-                if _may_match(rx, low):
-                    spans.extend(m.span() for m in rx.finditer(text))
+    vetoed = _vetoed(text, vocab)
     found: dict[str, list[tuple[int, int, int, Any]]] = {}
     for rank, entry in enumerate(entries):
         if entry.get("kind") == "veto":
