@@ -3514,3 +3514,23 @@ def test_a_host_memory_report_near_full_before_a_kill_is_the_host(kb):
     low = [line.replace("percent = 76.6%", "percent = 41.0%") for line in log]
     _, flat, _ = pipeline.run(pipeline.Inputs(question=question, log=low), kb)
     assert flat.get("situation.process") != "host"
+
+
+def test_a_program_of_its_own_replicates_its_model_state_and_is_sharded_first(kb):
+    # shibing624/MedicalGPT#338 (set issue-24-s82): "torchrun pretraining.py" on 8x 3090 fails at model.float(); the
+    # traceback's first frame names a program of no Megatron stack, so no Bridge default (distributed optimizer) is
+    # assumed: every rank holds the whole fp32 model, and sharding it over the 8 GPUs (ZeRO-3 / FSDP) comes first
+    log = ["Traceback (most recent call last):", '  File "pretraining.py", line 780, in <module>', "    main()",
+           '  File "pretraining.py", line 706, in main', "    model = model.float()",
+           "torch.cuda.OutOfMemoryError: CUDA out of memory."]
+    question = "单机8卡3090全量预训练 baichuan-7b，总是爆显存，8 张卡加起来显存是够的，为什么还没开始训练就 OOM 了？"
+    facts, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log, gpu="8x RTX 3090"), kb)
+    assert flat["situation.trainer"] == "own" and "use_distributed_optimizer" not in facts.config.assumed
+    assert diag.fixes[0].id == "megatron-fsdp"
+    # the same program said to run under PyTorch FSDP shards already (ROCm/TransformerEngine#79's train_fsdp_*.py)
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question + " (with FSDP)", log=log, gpu="8x RTX 3090"), kb)
+    assert flat["situation.trainer"] == "fsdp"
+    # Megatron-LM's own program is Megatron's: its distributed optimizer is the first shard, not ZeRO-3
+    megatron = [line.replace("pretraining.py", "pretrain_gpt.py") for line in log]
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question, log=megatron, gpu="8x RTX 3090"), kb)
+    assert flat.get("situation.trainer") is None

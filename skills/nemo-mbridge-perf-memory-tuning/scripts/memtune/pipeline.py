@@ -77,7 +77,8 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
         config = apply_overrides(config, inputs.overrides, kb=kb)
     config = _fill_from_question(config, question)
     config = fill_unstated(_fill_architecture(_approximate_shape(config, question, kb), kb), kb,
-                           bridge=not _megatron_lm_launch(inputs, log, kb) and not _other_trainer(inputs, kb))
+                           bridge=not _megatron_lm_launch(inputs, log, kb) and not _other_trainer(inputs, kb)
+                           and not _other_program(inputs, log_text, kb))
 
     # Bridge applies cfg.env_vars with setdefault, so --env (the shell) outranks them; the log's exports
     # rank between the shell and --env (vocabulary.yaml env.source_precedence).
@@ -439,6 +440,14 @@ def _other_trainer(inputs: Inputs, kb: Knowledge) -> bool:
     from .situation import trainer_named
 
     return trainer_named(" ".join([inputs.question or "", *(inputs.overrides or [])]), kb) is not None
+
+
+def _other_program(inputs: Inputs, log_text: str | None, kb: Knowledge) -> bool:
+    """The pasted launch command starts a program of its own, none of a Megatron-based stack (situation.own_program):
+    its trainer is its own (DDP, FSDP, ZeRO as it says), so Bridge recipe defaults are no guess for it."""
+    from .situation import own_program
+
+    return own_program(log_text, " ".join([inputs.question or "", *(inputs.overrides or [])]), kb)
 
 
 def run(inputs: Inputs, kb: Knowledge) -> tuple[Facts, dict[str, Any], Diagnosis]:

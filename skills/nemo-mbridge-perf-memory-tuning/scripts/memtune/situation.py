@@ -257,7 +257,8 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
                      or _framework_from_config(config_text, words))
     # a framework whose trainer is not Megatron-Core (OpenRLHF's DeepSpeed, LLaMA-Factory's HF Trainer) has no Megatron
     # parallel layout to change, unless the user names Megatron (LLaMA-Factory's mcore adapter, a Megatron backend)
-    sit.trainer = _trainer(sit.framework, table, text + " " + (config_text or ""), words)
+    sit.trainer = (_trainer(sit.framework, table, text + " " + (config_text or ""), words)
+                   or _own_trainer(sit.framework, log_text, text + " " + (config_text or ""), words, kb))
     # the framework's own default, when the user is silent; an SFT or pretraining run that says nothing of RL has
     # no rollout engine (an engine named with its version, "sglang 0.5.1, safetensors 0.6.2" in a pip list, is
     # installed, not running)
@@ -982,6 +983,7 @@ class _Words:
     # situation.yaml megatron_words: Megatron named, so a framework's non-Megatron default trainer is not the one used
     megatron: _Literals | None = None
     deepspeed: _Literals | None = None  # situation.yaml deepspeed_words: DeepSpeed ZeRO named
+    fsdp: _Literals | None = None  # situation.yaml fsdp_words: PyTorch FSDP named
     hf_trainer: _Literals | None = None  # situation.yaml hf_trainer_words: the Hugging Face Trainer named
     one_process: _Literals | None = None  # situation.yaml one_process_words: one process started
     critic: _Literals | None = None  # situation.yaml critic_words: the RL run trains a critic
@@ -1091,6 +1093,7 @@ def _compile(kb: Knowledge) -> _Words:
                   stages=_Literals(_both(table.get("stage_words"))),
                   megatron=_Literals(_both(table.get("megatron_words"))),
                   deepspeed=_Literals(_both(table.get("deepspeed_words"))),
+                  fsdp=_Literals(_both(table.get("fsdp_words"))),
                   hf_trainer=_Literals(_both(table.get("hf_trainer_words"))),
                   one_process=_Literals(_both(table.get("one_process_words"))),
                   critic=_Literals(_both(table.get("critic_words"))),
@@ -1136,6 +1139,40 @@ def framework_named(text: str, kb: Knowledge) -> str | None:
     """The framework the user's words name (situation.yaml frameworks), None when none or several."""
     reading = _one("frameworks", _clauses(text), _Words.of(kb), failing_only=False) if text else None
     return reading.value if reading else None
+
+
+# A launcher and the program it starts ("torchrun ... train.py", "python -m scripts.train", "deepspeed x.py"); a
+# traceback's first frame names the program too ('File "pretraining.py", line 780, in <module>')
+_LAUNCHED = re.compile(r"(?:^|[\s;&|/])(?:torchrun|python3?|deepspeed|accelerate\s+launch|colossalai\s+run|"
+                       r"torch\.distributed\.(?:run|launch))\b[^\n]*?\s(?:-m\s+([\w.]+)|([\w./-]*[\w-]\.py))\b")
+_ENTRY_FRAME = re.compile(r'File "([^"]+\.py)", line \d+, in <module>')
+# Programs of Megatron-based stacks: Megatron-LM's and Pai-Megatron-Patch's pretrain_*.py, Bridge's and NeMo's recipes
+_MEGATRON_PROGRAM = re.compile(r"megatron|nemo|bridge|pretrain_|recipes?/", re.IGNORECASE)
+
+
+def own_program(log_text: str | None, said: str, kb: Knowledge) -> bool:
+    """The pasted launch command (or the traceback's first frame) starts a program of no Megatron-based stack
+    ("torchrun ... fastvideo/v1/training/wan_training_pipeline.py", 'File "pretraining.py" ... in <module>') and
+    nothing the user wrote or set names Megatron or a framework: the program trains with its own loop (DDP unless it
+    says otherwise), not Megatron-Core."""
+    text = (log_text or "").replace("\\\n", " ")
+    found = _LAUNCHED.search(text) or _ENTRY_FRAME.search(text)
+    if not found:
+        return False
+    program = next(g for g in found.groups() if g)
+    words = _Words.of(kb)
+    everything = said + " " + text
+    return not (_MEGATRON_PROGRAM.search(program) or (words.megatron is not None and words.megatron.search(everything))
+                or _one("frameworks", _clauses(everything), words, failing_only=False))
+
+
+def _own_trainer(framework: Reading | None, log_text: str | None, said: str, words: _Words,
+                 kb: Knowledge) -> str | None:
+    """A program of its own trains (own_program): with PyTorch FSDP where its words say so ("python
+    ./train_fsdp_llama_8b.py ... with FSDP"), else its own loop ("own": DDP unless it says otherwise)."""
+    if framework is not None or not own_program(log_text, said, kb):
+        return None
+    return "fsdp" if words.fsdp is not None and words.fsdp.search(said + " " + (log_text or "")) else "own"
 
 
 def trainer_named(text: str, kb: Knowledge) -> str | None:
