@@ -211,8 +211,16 @@ def test_derive_unknown_inputs_give_none() -> None:
             "world_divisible_expert",
             True,
         ),
+        # ...unless ETP is unstated and 1 would fit: then the breach rests on a default nobody stated (miles#3089)
         (
             {"world_size": 16, "tensor_model_parallel_size": 2, "expert_model_parallel_size": 16},
+            "world_divisible_expert",
+            None,
+        ),
+        # a Megatron-LM argument list is complete: an absent --expert-tensor-parallel-size is the default TP
+        (
+            {"world_size": 16, "tensor_model_parallel_size": 2, "expert_model_parallel_size": 16,
+             "source": "megatron-args"},
             "world_divisible_expert",
             False,
         ),

@@ -3534,3 +3534,37 @@ def test_a_program_of_its_own_replicates_its_model_state_and_is_sharded_first(kb
     megatron = [line.replace("pretraining.py", "pretrain_gpt.py") for line in log]
     _, flat, _ = pipeline.run(pipeline.Inputs(question=question, log=megatron, gpu="8x RTX 3090"), kb)
     assert flat.get("situation.trainer") is None
+
+
+def test_an_nx_gpu_node_counts_the_gpus_of_one_node(kb):
+    # epfLLM/Megatron-LLM#6 (set issue-24-s82): "a single 8x A100 80 GB node" is 8 GPUs, not 8 nodes of 8
+    for text, gpus in [("So far it seems a single 8x A100 80 GB node is not enough", 8), ("one 8xH200 node", 8),
+                       ("two 8x H100 nodes", 16), ("4 H100 nodes", 32), ("2 nodes of 8 H100", 16)]:
+        assert parse_question(text, kb).num_gpus == gpus, text
+
+
+def test_an_unstated_expert_tensor_size_breaks_no_layout_that_fits_at_one(kb):
+    # radixark/miles#3089: TP2 / EP8 colocated on one 8xH200 node runs, so its launcher set ETP 1; Megatron's default
+    # ETP = TP would need 16 GPUs, a breach resting on a setting nobody stated
+    from memtune.derive import world_divisible_expert
+
+    layout = TrainingConfig(world_size=8, tensor_model_parallel_size=2, expert_model_parallel_size=8)
+    assert world_divisible_expert(layout) is None
+    stated = TrainingConfig(world_size=8, tensor_model_parallel_size=2, expert_model_parallel_size=8,
+                            expert_tensor_parallel_size=2)
+    assert world_divisible_expert(stated) is False
+    assert world_divisible_expert(TrainingConfig(world_size=12, tensor_model_parallel_size=2,
+                                                 expert_model_parallel_size=8)) is False
+
+
+def test_asking_how_many_gpus_a_model_needs_is_answered_with_the_count(kb):
+    # epfLLM/Megatron-LLM#6: "What is the minimum number of 80 GB GPUs required to train ... Llama2-70B?" with TP 8 on
+    # one 8x A100 node: the model state split over all 8 GPUs is more than a GPU, so the answer is the GPU count,
+    # even though offloading the optimizer would make it fit
+    question = ("What is the minimum number of 80 GB GPUs required to train Llama2-70B? So far a single 8x A100 80 GB "
+                "node is not enough: with TP 8 it goes OOM when processing the first batch.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert "gpu-count-asked" in flat["question.topics"] and diag.fixes[0].id == "add-gpus"
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question.replace("What is the minimum number of 80 GB GPUs "
+                                                                        "required to train", "I train")), kb)
+    assert diag.fixes[0].id != "add-gpus"

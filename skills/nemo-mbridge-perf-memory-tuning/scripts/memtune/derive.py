@@ -169,12 +169,18 @@ def world_divisible(config: TrainingConfig) -> bool | None:
 
 
 def world_divisible_expert(config: TrainingConfig) -> bool | None:
-    """MCore initialize_model_parallel: world size must be a multiple of ETP * EP * PP (ETP unset = TP)."""
+    """MCore initialize_model_parallel: world size must be a multiple of ETP * EP * PP (ETP unset = TP).  With ETP
+    unstated and the layout valid at ETP 1 (which Megatron-based RL launchers set: "TP2 / EP8 on one 8-GPU node"),
+    the breach rests on a default nobody stated: unknown, not broken - except in a Megatron-LM argument list, which is
+    complete (an absent --expert-tensor-parallel-size is the default)."""
     if config.world_size is None:
         return None
+    rest = _size(config.expert_model_parallel_size) * _size(config.pipeline_model_parallel_size)
     etp = _size(config.expert_tensor_parallel_size or config.tensor_model_parallel_size)
-    block = etp * _size(config.expert_model_parallel_size) * _size(config.pipeline_model_parallel_size)
-    return config.world_size % block == 0
+    if config.world_size % (etp * rest) == 0:
+        return True
+    unstated = config.expert_tensor_parallel_size is None and config.source != "megatron-args"
+    return None if unstated and config.world_size % rest == 0 else False
 
 
 def nccl_graph_register_off(env: EnvFacts) -> bool | None:
