@@ -3568,3 +3568,24 @@ def test_asking_how_many_gpus_a_model_needs_is_answered_with_the_count(kb):
     _, _, diag = pipeline.run(pipeline.Inputs(question=question.replace("What is the minimum number of 80 GB GPUs "
                                                                         "required to train", "I train")), kb)
     assert diag.fixes[0].id != "add-gpus"
+
+
+def test_consolidating_a_sharded_optimizer_is_the_save(kb):
+    # huggingface/transformers#14542 (set issue-24-s82): "CUDA OOM at self.optimizer.consolidate_state_dict()" - the
+    # gather of every rank's optimizer shard onto one rank that a save starts with
+    question = ("CUDA OOM at self.optimizer.consolidate_state_dict() in Trainer when using sharded_ddp on 8 GPUs "
+                "(fairscale 0.4.2). What is going on?")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.phase"] == "checkpoint-save" and diag.causes[0].id == "checkpoint-save"
+
+
+def test_a_request_larger_than_the_gpu_from_an_uncapped_vision_sample_is_its_pixels(kb):
+    # modelscope/ms-swift#3426 (set issue-24-s82): "Tried to allocate 910GiB" in Qwen2.5-VL-7B GRPO on 2x A800, no
+    # pixel cap said: the sample's vision tokens sized it, so the pixel cap leads, not a size bug
+    question = "我用grpo训练Qwen2.5-VL-7B-Instruct，在2*a800上爆显存，显示Tried to allocate 910GiB。"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.failed"] == "impossible"
+    assert diag.causes[0].id == "capacity-activations" and diag.fixes[0].id == "cap-vision-tokens"
+    # with the pixels capped, a request that size is no sample's: the size bug again
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question.replace("，显示", "，MAX_PIXELS=1003520，显示")), kb)
+    assert diag.causes[0].id == "not-an-oom"
