@@ -3589,3 +3589,20 @@ def test_a_request_larger_than_the_gpu_from_an_uncapped_vision_sample_is_its_pix
     # with the pixels capped, a request that size is no sample's: the size bug again
     _, _, diag = pipeline.run(pipeline.Inputs(question=question.replace("，显示", "，MAX_PIXELS=1003520，显示")), kb)
     assert diag.causes[0].id == "not-an-oom"
+
+
+def test_an_error_after_a_change_the_user_made_is_the_changes(kb):
+    # ByteDance-Seed/Bagel#139 (set issue-24-s82): the save ran out of memory; the user then changed both models to
+    # SHARDED_STATE_DICT and ran into a RuntimeError - that error is the change's, the save's OOM is the run's
+    question = ("保存ckpt的时候遇到OOM问题。我把 model 和 ema_model 都改成了 SHARDED_STATE_DICT，但随之又遇到了 "
+                "RuntimeError: Attempted to access the data pointer on an invalid python storage. 该怎么改？")
+    log = ["  with FSDP.state_dict_type(model, StateDictType.SHARDED_STATE_DICT, ShardedStateDictConfig()):",
+           "      save_file(model.state_dict(), model_shard_path)", "",
+           "RuntimeError: Attempted to access the data pointer on an invalid python storage."]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
+    assert flat["situation.error_from_a_try"] is True
+    assert diag.causes[0].id == "checkpoint-save" and diag.fixes[0].id == "checkpoint-save-memory"
+    # the same error with nothing said to be changed or tried before it is the run's own crash
+    plain = "保存ckpt的时候遇到OOM问题，然后遇到了 RuntimeError，怎么办？"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=plain, log=log), kb)
+    assert not flat.get("situation.error_from_a_try")

@@ -1361,13 +1361,14 @@ _ERROR_NAME = re.compile(r"(?:[A-Za-z_]\w*\.)*(?P<name>[A-Za-z_]\w*(?:Error|Exce
 
 def _error_from_a_try(sentences: list[str], error: str, words: _Words) -> bool:
     """The user names the log's error as what a workaround raised ("I tried moving the model to the CPU before
-    saving, and then got AssertionError: ..."): a sentence that says something was tried holds the error's name.
-    That error is the workaround's, not the run's first failure, which the user describes in their own words."""
+    saving, and then got AssertionError: ...", "I changed both to SHARDED_STATE_DICT ... then ran into RuntimeError"):
+    a sentence that says something was tried or changed holds the error's name.  That error is the workaround's, not
+    the run's first failure, which the user describes in their own words."""
     m = _ERROR_NAME.match(error.strip())
     if not m:
         return False
     name = m.group("name")
-    return any(name in s and words.tried.search(s) for s in sentences)
+    return any(name in s and (words.tried.search(s) or words.changed.search(s)) for s in sentences)
 
 
 def _sentences(text: str) -> list[str]:
