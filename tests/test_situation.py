@@ -3606,3 +3606,15 @@ def test_an_error_after_a_change_the_user_made_is_the_changes(kb):
     plain = "保存ckpt的时候遇到OOM问题，然后遇到了 RuntimeError，怎么办？"
     _, flat, _ = pipeline.run(pipeline.Inputs(question=plain, log=log), kb)
     assert not flat.get("situation.error_from_a_try")
+
+
+def test_a_training_step_with_recompute_set_off_turns_it_on_first(kb):
+    # om-ai-lab/VLM-R1#77: GRPO of Qwen2.5-VL-3B on 8x H100 with gradient_checkpointing=false runs out of memory
+    question = "Training with 8xH100: with the default num_generations=8 it runs out of memory. How do I make it fit?"
+    settings = ["num_generations=8", "per_device_train_batch_size=1", "gradient_checkpointing=false"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, overrides=settings), kb)
+    assert flat["situation.recompute_off"] is True and diag.fixes[0].id == "full-recompute"
+    # a user who refuses it ("I don't want to turn on gradient checkpointing") is not told to turn it on first
+    refused = question + " I don't want to turn on gradient checkpointing."
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=refused, overrides=settings), kb)
+    assert not flat.get("situation.recompute_off")

@@ -94,6 +94,7 @@ class Situation:
     device_zero_crowded: bool = False  # other processes of the job sit on GPU 0 beside its own (each rank's context)
     one_process: bool = False  # the user or the launcher's banner says the run started one process
     critic: bool = False  # the RL run trains a critic beside the actor (PPO with GAE): a second trained model
+    recompute_off: bool = False  # a setting turns activation recompute off (gradient_checkpointing false)
     capacity_mismatch: bool = False  # the OOM message's device is far smaller than the GPU the user names
     not_applied_said: bool = False  # the user says a setting never reached the run (ignored, not applied)
     not_applied_asked: bool = False  # the user asks whether a setting reached the run ("does it take effect at all?")
@@ -163,6 +164,7 @@ class Situation:
         out["situation.trainer"] = self.trainer
         out["situation.host_ram_bytes"] = self.host_ram_bytes
         out["situation.image_max_pixels"] = self.image_max_pixels
+        out["situation.recompute_off"] = self.recompute_off
         out["situation.image_tokens"] = self.image_tokens
         out["situation.components"] = [r.value for r in self.components]
         out["situation.changed"] = [r.value for r in self.changed]
@@ -330,6 +332,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.one_process = words.one_process is not None and bool(words.one_process.search(f"{text}\n{log_text or ''}"))
     everything = f"{text}\n{config_text or ''}\n{log_text or ''}"
     sit.critic = words.critic is not None and bool(words.critic.search(everything))
+    sit.recompute_off = _recompute_off(facts, table, config_text, clauses, words)
     sit.not_applied_said = any(words.not_applied.search(c) for c in said)
     sit.not_applied_asked = not sit.not_applied_said and any(words.not_applied.search(c) for c in asking)
     sit.made_worse = any(words.worse.search(c) and (words.changed.search(c) or words.tried.search(c))
@@ -984,6 +987,7 @@ class _Words:
     megatron: _Literals | None = None
     deepspeed: _Literals | None = None  # situation.yaml deepspeed_words: DeepSpeed ZeRO named
     fsdp: _Literals | None = None  # situation.yaml fsdp_words: PyTorch FSDP named
+    refusal: _Literals | None = None  # situation.yaml refusal_words: a measure the user will not take
     hf_trainer: _Literals | None = None  # situation.yaml hf_trainer_words: the Hugging Face Trainer named
     one_process: _Literals | None = None  # situation.yaml one_process_words: one process started
     critic: _Literals | None = None  # situation.yaml critic_words: the RL run trains a critic
@@ -1094,6 +1098,7 @@ def _compile(kb: Knowledge) -> _Words:
                   megatron=_Literals(_both(table.get("megatron_words"))),
                   deepspeed=_Literals(_both(table.get("deepspeed_words"))),
                   fsdp=_Literals(_both(table.get("fsdp_words"))),
+                  refusal=_Literals(_both(table.get("refusal_words"))),
                   hf_trainer=_Literals(_both(table.get("hf_trainer_words"))),
                   one_process=_Literals(_both(table.get("one_process_words"))),
                   critic=_Literals(_both(table.get("critic_words"))),
@@ -1437,6 +1442,24 @@ def _trainer(framework: Reading | None, table: Mapping[str, Any], text: str, wor
         return "hf"
     # DeepSpeed ZeRO named and Megatron not ("ZeRO2 on 8 GPUs runs out of memory", zero_stage=3): a DeepSpeed trainer
     return "deepspeed" if words.deepspeed is not None and words.deepspeed.search(text) else None
+
+
+def _recompute_off(facts: Facts, table: Mapping[str, Any], config_text: str | None, clauses: list[str],
+                   words: _Words) -> bool:
+    """Activation recompute off and set on by nothing: the question says so ("mei you kai recompute", "no recompute")
+    or a setting does (situation.yaml recompute_off_settings: "--gradient_checkpointing false" in a launch line,
+    gradient_checkpointing=false in the settings).  Not where the user refuses it ("I don't want to turn on gradient
+    checkpointing"): a rule leading with it would answer against their words."""
+    if facts.config.recompute_granularity is not None:
+        return False
+    if words.refusal is not None and any(words.refusal.search(c) for c in clauses):
+        return False
+    layout = facts.question.layout
+    if "recompute_granularity" in layout and layout["recompute_granularity"] is None:
+        return True
+    spec = table.get("recompute_off_settings")
+    text = f"{facts.question.text or ''}\n{config_text or ''}"
+    return bool(spec and re.search(spec, text, re.IGNORECASE))
 
 
 def _host_report_before_a_kill(facts: Facts, table: Mapping[str, Any], log_text: str | None) -> Reading | None:
