@@ -3618,3 +3618,19 @@ def test_a_training_step_with_recompute_set_off_turns_it_on_first(kb):
     refused = question + " I don't want to turn on gradient checkpointing."
     _, flat, _ = pipeline.run(pipeline.Inputs(question=refused, overrides=settings), kb)
     assert not flat.get("situation.recompute_off")
+
+
+def test_a_launch_line_that_lost_its_backslash_before_the_adapter_setting_cuts_it(kb):
+    # modelscope/ms-swift#3964 (set issue-24-s82): "--streaming true" has no backslash, so "--train_type lora" and
+    # everything after it ran as a command of its own: swift sft fine-tuned every weight
+    log = ["CUDA_VISIBLE_DEVICES=0,1,2 \\", "swift sft \\", "    --model deepseek-ai/deepseek-vl2-tiny \\",
+           "    --streaming true", "    --train_type lora \\", "    --torch_dtype float16 \\",
+           "    --num_train_epochs 5"]
+    question = "用数据量较多的数据集就报错 out of memory，下面是我的命令，麻烦帮忙看看。"
+    facts, _, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
+    assert facts.log.cut_continuation and diag.causes[0].id == "setting-not-applied"
+    assert diag.fixes[0].id == "confirm-setting-applied"
+    # options after the lost line that move no memory ("--num_train_epochs") cut nothing that matters
+    harmless = log[:4] + ["    --num_train_epochs 5 \\", "    --logging_steps 5"]
+    facts, _, _ = pipeline.run(pipeline.Inputs(question=question, log=harmless), kb)
+    assert not facts.log.cut_continuation

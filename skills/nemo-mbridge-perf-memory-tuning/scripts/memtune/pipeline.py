@@ -119,9 +119,17 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
     return facts
 
 
+# Settings of the layout a lost line can cut off that move memory as much as a fix does: an adapter instead of full
+# fine-tuning, the batch and sequence sizes, recompute, the parallel sizes
+_LOST_LAYOUT = frozenset({"peft", "task", "micro_batch_size", "seq_length", "recompute_granularity",
+                          "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size"})
+
+
 def _lost_setting(lines: list[str], kb: Knowledge) -> str | None:
     """A continued line that lost its backslash, where the options after it name a memory setting (LLaMA-Factory#2867:
-    "--fp16" with none, so "--deepspeed ds_z3_offload.json" never reached the run): the command was cut there."""
+    "--fp16" with none, so "--deepspeed ds_z3_offload.json" never reached the run; ms-swift#3964: "--streaming true"
+    with none, so "--train_type lora" never did and the run fine-tuned every weight): the command was cut there."""
+    from .inputs.question import parse_question
     from .inputs.shell_lines import lost_backslash
     from .recognize import fix_recognizer
     from .situation import trainer_named
@@ -129,8 +137,10 @@ def _lost_setting(lines: list[str], kb: Knowledge) -> str | None:
     found = lost_backslash(lines)
     if not found:
         return None
-    quote, rest = found  # a memory fix's own words, or the DeepSpeed config that shards the state
-    return quote if fix_recognizer(kb).find(rest) or trainer_named(rest, kb) == "deepspeed" else None
+    quote, rest = found  # a memory fix's own words, the DeepSpeed config that shards the state, or a layout setting
+    if fix_recognizer(kb).find(rest) or trainer_named(rest, kb) == "deepspeed":
+        return quote
+    return quote if _LOST_LAYOUT & set(parse_question(rest, kb).layout) else None
 
 
 def _gpus_per_node(name: str | None, kb: Knowledge) -> int:
