@@ -3618,6 +3618,10 @@ def test_a_training_step_with_recompute_set_off_turns_it_on_first(kb):
     refused = question + " I don't want to turn on gradient checkpointing."
     _, flat, _ = pipeline.run(pipeline.Inputs(question=refused, overrides=settings), kb)
     assert not flat.get("situation.recompute_off")
+    # refusing something else says nothing of recompute
+    other = question + " I don't want to add more GPUs."
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=other, overrides=settings), kb)
+    assert flat["situation.recompute_off"] is True
 
 
 def test_a_launch_line_that_lost_its_backslash_before_the_adapter_setting_cuts_it(kb):

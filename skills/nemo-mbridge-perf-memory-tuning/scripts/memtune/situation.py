@@ -332,7 +332,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.one_process = words.one_process is not None and bool(words.one_process.search(f"{text}\n{log_text or ''}"))
     everything = f"{text}\n{config_text or ''}\n{log_text or ''}"
     sit.critic = words.critic is not None and bool(words.critic.search(everything))
-    sit.recompute_off = _recompute_off(facts, table, config_text, clauses, words)
+    sit.recompute_off = _recompute_off(facts, kb, config_text, clauses, words)
     sit.not_applied_said = any(words.not_applied.search(c) for c in said)
     sit.not_applied_asked = not sit.not_applied_said and any(words.not_applied.search(c) for c in asking)
     sit.made_worse = any(words.worse.search(c) and (words.changed.search(c) or words.tried.search(c))
@@ -1444,22 +1444,28 @@ def _trainer(framework: Reading | None, table: Mapping[str, Any], text: str, wor
     return "deepspeed" if words.deepspeed is not None and words.deepspeed.search(text) else None
 
 
-def _recompute_off(facts: Facts, table: Mapping[str, Any], config_text: str | None, clauses: list[str],
-                   words: _Words) -> bool:
+def _recompute_off(facts: Facts, kb: Knowledge, config_text: str | None, clauses: list[str], words: _Words) -> bool:
     """Activation recompute off and set on by nothing: the question says so ("mei you kai recompute", "no recompute")
     or a setting does (situation.yaml recompute_off_settings: "--gradient_checkpointing false" in a launch line,
     gradient_checkpointing=false in the settings).  Not where the user refuses it ("I don't want to turn on gradient
     checkpointing"): a rule leading with it would answer against their words."""
     if facts.config.recompute_granularity is not None:
         return False
-    if words.refusal is not None and any(words.refusal.search(c) for c in clauses):
+    if words.refusal is not None and any(words.refusal.search(c) and _names_recompute(c, kb) for c in clauses):
         return False
     layout = facts.question.layout
     if "recompute_granularity" in layout and layout["recompute_granularity"] is None:
         return True
-    spec = table.get("recompute_off_settings")
+    spec = (kb.tables.get("situation") or {}).get("recompute_off_settings")
     text = f"{facts.question.text or ''}\n{config_text or ''}"
     return bool(spec and re.search(spec, text, re.IGNORECASE))
+
+
+def _names_recompute(clause: str, kb: Knowledge) -> bool:
+    """The clause names activation recompute (vocabulary.yaml topic recompute, en and zh)."""
+    topics = (kb.tables.get("vocabulary") or {}).get("topics") or []
+    keywords = next((t.get("keywords") or {} for t in topics if t.get("id") == "recompute"), {})
+    return any(re.search(p, clause, re.IGNORECASE) for lang in ("en", "zh") for p in keywords.get(lang) or [])
 
 
 def _host_report_before_a_kill(facts: Facts, table: Mapping[str, Any], log_text: str | None) -> Reading | None:
