@@ -3638,3 +3638,19 @@ def test_a_launch_line_that_lost_its_backslash_before_the_adapter_setting_cuts_i
     harmless = log[:4] + ["    --num_train_epochs 5 \\", "    --logging_steps 5"]
     facts, _, _ = pipeline.run(pipeline.Inputs(question=question, log=harmless), kb)
     assert not facts.log.cut_continuation
+
+
+def test_the_launch_command_says_how_many_processes_ran_and_a_server_is_no_host(kb):
+    # shibing624/MedicalGPT#314 (set issue-24-s83): "8*80G fuwuqi" is a server of 80G cards, and the pasted
+    # "torchrun --nproc_per_node 2" says two of them ran: Yi-34B's whole state on each of 2 GPUs
+    from memtune.inputs.gpu import lookup_gpu
+
+    gpu = lookup_gpu("8*80G \u670d\u52a1\u5668", kb)
+    assert gpu.capacity_bytes and gpu.count == 8
+    assert lookup_gpu("\u670d\u52a1\u5668\u5185\u5b58 512G", kb).capacity_bytes is None  # the server's RAM
+    log = ["CUDA_VISIBLE_DEVICES=2,3 torchrun --nproc_per_node 2 pretraining.py \\",
+           "    --model_name_or_path ../Yi-34B-Chat \\", "    --per_device_train_batch_size 2 \\",
+           "    --gradient_checkpointing True"]
+    question = "增量预训练 Yi-34B 全量训练，无论 --block_size 设置多少都报显存不足。"
+    facts, _, diag = pipeline.run(pipeline.Inputs(question=question, log=log, gpu="8*80G \u670d\u52a1\u5668"), kb)
+    assert facts.config.world_size == 2 and diag.causes[0].id == "capacity-model-state"

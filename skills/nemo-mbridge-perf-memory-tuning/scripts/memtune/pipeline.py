@@ -75,6 +75,10 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
     config = read_config(inputs.config, inputs.overrides, kb=kb) if inputs.config else TrainingConfig()
     if not inputs.config and inputs.overrides:
         config = apply_overrides(config, inputs.overrides, kb=kb)
+    launched = _launched_processes(log_text, kb)
+    if launched and config.world_size is None:  # the pasted launch command says how many processes ran
+        said = {} if config.provided else {"provided": True, "source": "question"}
+        config = replace(config, world_size=launched, **said)
     config = _fill_from_question(config, question)
     config = fill_unstated(_fill_architecture(_approximate_shape(config, question, kb), kb), kb,
                            bridge=not _megatron_lm_launch(inputs, log, kb) and not _other_trainer(inputs, kb)
@@ -141,6 +145,16 @@ def _lost_setting(lines: list[str], kb: Knowledge) -> str | None:
     if fix_recognizer(kb).find(rest) or trainer_named(rest, kb) == "deepspeed":
         return quote
     return quote if _LOST_LAYOUT & set(parse_question(rest, kb).layout) else None
+
+
+def _launched_processes(log_text: str | None, kb: Knowledge) -> int | None:
+    """The processes a pasted launch command starts ("torchrun --nproc_per_node 2 ...", "NPROC_PER_NODE=2 swift
+    sft"), read with the question's GPU-count patterns from its continued program lines only: what ran, whatever the
+    machine holds ("8*80G server", of which "CUDA_VISIBLE_DEVICES=2,3" and two processes were used)."""
+    from .inputs.question import parse_question
+
+    lines = _command_lines(log_text)
+    return parse_question("\n".join(lines), kb).num_gpus if lines else None
 
 
 def _gpus_per_node(name: str | None, kb: Knowledge) -> int:

@@ -177,8 +177,9 @@ def _count_within(text: str) -> int | None:
 
 # a size said to be the host's, not the card's: "host RAM 504GB", "1TB system memory", Chinese zhuji neicun (host
 # memory), xitong neicun (system memory), fuwuqi (server), or neicun (RAM) not after xianka / ka (graphics card)
+# ("fuwuqi" (server) alone is the GPU box: "8*80G fuwuqi" is a server of 80G cards; its RAM is "fuwuqi neicun")
 _HOST = re.compile(r"\b(?:host|cpu|system|node|server)\s*(?:ram|memory|mem)\b|(?<![a-z])ram\b|\u4e3b\u673a|"
-                   r"\u7cfb\u7edf|\u670d\u52a1\u5668|"
+                   r"\u7cfb\u7edf|"
                    r"(?<!\u5361)(?<!\u5361\u7684)(?<![a-z]\s)(?<![a-z])\u5185\u5b58", re.I)
 _HOST_BEFORE_CHARS, _HOST_AFTER_CHARS = 12, 8
 
