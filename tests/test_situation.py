@@ -3654,3 +3654,14 @@ def test_the_launch_command_says_how_many_processes_ran_and_a_server_is_no_host(
     question = "增量预训练 Yi-34B 全量训练，无论 --block_size 设置多少都报显存不足。"
     facts, _, diag = pipeline.run(pipeline.Inputs(question=question, log=log, gpu="8*80G \u670d\u52a1\u5668"), kb)
     assert facts.config.world_size == 2 and diag.causes[0].id == "capacity-model-state"
+
+
+def test_the_setting_a_removal_word_names_is_what_was_taken_out(kb):
+    # hiyouga/LLaMA-Factory#3919 (set issue-24-s83): "optimizer offload le, guandiao activation_checkpointing" - the
+    # optimizer offload stays on; what was turned off is activation checkpointing (full recompute by its HF name)
+    question = ("模型28g+梯度28g也就56g，optimizer offload了，"
+                "关掉activation_checkpointing减少激活值的占用，但是仍然是OOM。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.removed"] == ["full-recompute"] and diag.fixes[0].id == "full-recompute"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="I turned off gradient checkpointing and now it OOMs"), kb)
+    assert flat["situation.removed"] == ["full-recompute"]

@@ -1691,6 +1691,26 @@ _UNCHANGED_AFTER = 24  # characters after a setting's name where "we used before
 _GLOBAL_BATCH = re.compile(r"(?i)global|\u5168\u5c40")  # "global batch size", quanju: not the batch one GPU runs
 
 
+_TAKEN_OUT_GAP = 3  # characters between a removal word and the setting it names ("turned off X", "guandiao X")
+
+
+def _taken_out(clause: str, spans: list[tuple[str, int, int]], words: _Words,
+               kb: Knowledge) -> list[tuple[str, int, int]]:
+    """The settings a removal word names right after it, recompute included under its trainers' names (gradient /
+    activation checkpointing: vocabulary.yaml topic recompute), where the clause also names others it keeps."""
+    topics = (kb.tables.get("vocabulary") or {}).get("topics") or []
+    keywords = next((t.get("keywords") or {} for t in topics if t.get("id") == "recompute"), {})
+    named = list(spans) + [("full-recompute", m.start(), m.end()) for lang in ("en", "zh")
+                           for p in keywords.get(lang) or [] for m in re.finditer(p, clause, re.IGNORECASE)]
+    lower = clause.lower()  # the word list's spans are in its normalised text: find each word in the clause itself
+    ends = []
+    for _, _, said in words.removed.spans(clause):
+        word = said.strip().lower()
+        if (at := lower.find(word)) >= 0:
+            ends.append(at + len(word))
+    return [sp for sp in named if any(0 <= sp[1] - end <= _TAKEN_OUT_GAP for end in ends)]
+
+
 def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = False
              ) -> tuple[list[Reading], list[Reading], list[Reading], list[Reading], list[Reading]]:
     """Settings named in a clause that says they were changed, tried, did nothing, were taken out, or made the run
@@ -1734,6 +1754,8 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
                      if not _GLOBAL_BATCH.search(clause, max(0, m.start() - 8), m.start())]
         if is_change and not (is_try or useless or took_out or fits):  # "the X we used before": X did not change
             spans = [sp for sp in spans if not words.unchanged.search(clause[sp[2]:sp[2] + _UNCHANGED_AFTER])]
+        if took_out:  # what the removal word itself names ("offload le, guandiao activation_checkpointing")
+            spans = _taken_out(clause, spans, words, kb) or spans
         for fix_id in dict.fromkeys(f for f, _, _ in spans):
             _, start, end = next(sp for sp in spans if sp[0] == fix_id)
             reading = Reading(fix_id, [Clue(f"\u201c{_quote(quote_from, start, end)}\u201d", source)])
