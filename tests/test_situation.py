@@ -3665,3 +3665,15 @@ def test_the_setting_a_removal_word_names_is_what_was_taken_out(kb):
     assert flat["situation.removed"] == ["full-recompute"] and diag.fixes[0].id == "full-recompute"
     _, flat, _ = pipeline.run(pipeline.Inputs(question="I turned off gradient checkpointing and now it OOMs"), kb)
     assert flat["situation.removed"] == ["full-recompute"]
+
+
+def test_pytorch_fsdp_named_shards_the_model_state(kb):
+    # simplescaling/s1#13 (set issue-24-s83): Qwen2.5-32B with FSDP at 32K tokens on 16 GPUs - FULL_SHARD splits the
+    # model state 16 ways, so the 32K-token activations, not the state, are what does not fit
+    question = "Training Qwen2.5-32B with FSDP on 16x H100 at block_size 32768 runs out of memory."
+    facts, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.trainer"] == "fsdp" and facts.config.use_torch_fsdp2 is True
+    assert "use_torch_fsdp2" in facts.config.assumed
+    # Megatron FSDP is Megatron's own: no torch FSDP assumed
+    facts, flat, _ = pipeline.run(pipeline.Inputs(question=question.replace("FSDP", "Megatron FSDP")), kb)
+    assert flat.get("situation.trainer") is None and not facts.config.use_torch_fsdp2

@@ -17,10 +17,17 @@ from .facts import EnvFacts, Facts, TrainingConfig
 from .knowledge import Knowledge
 
 
-def fill_unstated(config: TrainingConfig, kb: Knowledge, bridge: bool = True) -> TrainingConfig:
+def fill_unstated(config: TrainingConfig, kb: Knowledge, bridge: bool = True,
+                  trainer: str | None = None) -> TrainingConfig:
     """``config`` with the Bridge recipe defaults in the fields it leaves ``None``; unchanged for Megatron-LM args
-    and for a run described as launched the Megatron-LM way (``bridge=False``), whose defaults are off."""
-    if not config.provided or config.source == "megatron-args" or not bridge:
+    and for a run described as launched the Megatron-LM way (``bridge=False``), whose defaults are off.  A run the
+    user says trains with PyTorch FSDP (``trainer`` "fsdp") shards weights, gradients and optimizer state unless told
+    otherwise: FullyShardedDataParallel's default strategy is FULL_SHARD."""
+    if not config.provided:
+        return config
+    if trainer == "fsdp" and config.use_torch_fsdp2 is None and not config.use_megatron_fsdp:
+        return replace(config, use_torch_fsdp2=True, assumed=[*config.assumed, "use_torch_fsdp2"])
+    if config.source == "megatron-args" or not bridge:
         return config
     defaults = kb.get("estimator", "question-layout-defaults")["value"]
     gaps: dict[str, Any] = {}

@@ -82,7 +82,8 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
     config = _fill_from_question(config, question)
     config = fill_unstated(_fill_architecture(_approximate_shape(config, question, kb), kb), kb,
                            bridge=not _megatron_lm_launch(inputs, log, kb) and not _other_trainer(inputs, kb)
-                           and not _other_program(inputs, log_text, kb))
+                           and not _other_program(inputs, log_text, kb),
+                           trainer=_fsdp_named(inputs, kb))
 
     # Bridge applies cfg.env_vars with setdefault, so --env (the shell) outranks them; the log's exports
     # rank between the shell and --env (vocabulary.yaml env.source_precedence).
@@ -464,6 +465,14 @@ def _other_trainer(inputs: Inputs, kb: Knowledge) -> bool:
     from .situation import trainer_named
 
     return trainer_named(" ".join([inputs.question or "", *(inputs.overrides or [])]), kb) is not None
+
+
+def _fsdp_named(inputs: Inputs, kb: Knowledge) -> str | None:
+    """"fsdp" where the user's words or settings name PyTorch FSDP as the trainer (situation.yaml fsdp_words) and no
+    framework of ours decides it; else None."""
+    from .situation import fsdp_named
+
+    return "fsdp" if fsdp_named(" ".join([inputs.question or "", *(inputs.overrides or [])]), kb) else None
 
 
 def _other_program(inputs: Inputs, log_text: str | None, kb: Knowledge) -> bool:

@@ -1180,6 +1180,15 @@ def _own_trainer(framework: Reading | None, log_text: str | None, said: str, wor
     return "fsdp" if words.fsdp is not None and words.fsdp.search(said + " " + (log_text or "")) else "own"
 
 
+def fsdp_named(text: str, kb: Knowledge) -> bool:
+    """PyTorch FSDP named as the trainer (fsdp_words), with no Megatron word and no framework of ours named."""
+    words = _Words.of(kb)
+    if not text or words.fsdp is None or not words.fsdp.search(text):
+        return False
+    return not ((words.megatron is not None and words.megatron.search(text))
+                or _one("frameworks", _clauses(text), words, failing_only=False))
+
+
 def trainer_named(text: str, kb: Knowledge) -> str | None:
     """The trainer the user's words name when it is not Megatron-Core (deepspeed, hf, fsdp), else None."""
     if not text:
@@ -1441,7 +1450,10 @@ def _trainer(framework: Reading | None, table: Mapping[str, Any], text: str, wor
     if words.hf_trainer is not None and words.hf_trainer.search(text):
         return "hf"
     # DeepSpeed ZeRO named and Megatron not ("ZeRO2 on 8 GPUs runs out of memory", zero_stage=3): a DeepSpeed trainer
-    return "deepspeed" if words.deepspeed is not None and words.deepspeed.search(text) else None
+    if words.deepspeed is not None and words.deepspeed.search(text):
+        return "deepspeed"
+    # PyTorch FSDP named and Megatron not ("Qwen2.5-32B with FSDP at 32K"): torch's sharding trainer
+    return "fsdp" if framework is None and words.fsdp is not None and words.fsdp.search(text) else None
 
 
 def _recompute_off(facts: Facts, kb: Knowledge, config_text: str | None, clauses: list[str], words: _Words) -> bool:
