@@ -3677,3 +3677,17 @@ def test_pytorch_fsdp_named_shards_the_model_state(kb):
     # Megatron FSDP is Megatron's own: no torch FSDP assumed
     facts, flat, _ = pipeline.run(pipeline.Inputs(question=question.replace("FSDP", "Megatron FSDP")), kb)
     assert flat.get("situation.trainer") is None and not facts.config.use_torch_fsdp2
+
+
+def test_a_variable_exported_in_lower_case_never_reaches_the_program(kb):
+    # QwenLM/Qwen3-VL#913 (set issue-24-s83): "export ... max_pixels=1024*28*28" before ms-swift, which reads MAX_PIXELS
+    log = ["export ASCEND_VISIBLE_DEVICES=0,1,2,3 max_pixels=1024*28*28; torchrun --nproc_per_node=4 swift/cli/sft.py "
+           "--train_type lora --per_device_train_batch_size 1"]
+    question = "请问多图的微调为什么特别容易爆显存？四张图微调就会爆显存，我使用的是 64G 的 NPU。"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
+    assert flat["situation.env_case_mismatch"].startswith("max_pixels=")
+    assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
+    # a lower-case shell variable that sets the real one is no mismatch (ms-swift#3871's launch script)
+    script = ["nproc_per_node=8", "NPROC_PER_NODE=$nproc_per_node \\", "swift rlhf --rlhf_type grpo"]
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question, log=script), kb)
+    assert flat.get("situation.env_case_mismatch") is None

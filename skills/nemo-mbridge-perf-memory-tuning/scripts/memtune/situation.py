@@ -95,6 +95,7 @@ class Situation:
     one_process: bool = False  # the user or the launcher's banner says the run started one process
     critic: bool = False  # the RL run trains a critic beside the actor (PPO with GAE): a second trained model
     recompute_off: bool = False  # a setting turns activation recompute off (gradient_checkpointing false)
+    env_case_mismatch: str | None = None  # a variable exported in another case than the name the program reads
     capacity_mismatch: bool = False  # the OOM message's device is far smaller than the GPU the user names
     not_applied_said: bool = False  # the user says a setting never reached the run (ignored, not applied)
     not_applied_asked: bool = False  # the user asks whether a setting reached the run ("does it take effect at all?")
@@ -165,6 +166,7 @@ class Situation:
         out["situation.host_ram_bytes"] = self.host_ram_bytes
         out["situation.image_max_pixels"] = self.image_max_pixels
         out["situation.recompute_off"] = self.recompute_off
+        out["situation.env_case_mismatch"] = self.env_case_mismatch
         out["situation.image_tokens"] = self.image_tokens
         out["situation.components"] = [r.value for r in self.components]
         out["situation.changed"] = [r.value for r in self.changed]
@@ -333,6 +335,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     everything = f"{text}\n{config_text or ''}\n{log_text or ''}"
     sit.critic = words.critic is not None and bool(words.critic.search(everything))
     sit.recompute_off = _recompute_off(facts, kb, config_text, clauses, words)
+    sit.env_case_mismatch = _env_case_mismatch(f"{text}\n{log_text or ''}", table)
     sit.not_applied_said = any(words.not_applied.search(c) for c in said)
     sit.not_applied_asked = not sit.not_applied_said and any(words.not_applied.search(c) for c in asking)
     sit.made_worse = any(words.worse.search(c) and (words.changed.search(c) or words.tried.search(c))
@@ -1471,6 +1474,25 @@ def _recompute_off(facts: Facts, kb: Knowledge, config_text: str | None, clauses
     spec = (kb.tables.get("situation") or {}).get("recompute_off_settings")
     text = f"{facts.question.text or ''}\n{config_text or ''}"
     return bool(spec and re.search(spec, text, re.IGNORECASE))
+
+
+_ASSIGNMENT = re.compile(r"(?:^|[\s;&|(])(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>\S*)")
+
+
+def _env_case_mismatch(text: str, table: Mapping[str, Any]) -> str | None:
+    """A shell assignment of a variable the program reads only by its upper-case name, written in another case
+    ("export ... max_pixels=1024*28*28"): environment names are case-sensitive, so the value reaches nothing."""
+    known = set(table.get("case_sensitive_env") or [])
+    assigned = {m.group("name") for m in _ASSIGNMENT.finditer(text)}
+    for m in _ASSIGNMENT.finditer(text):
+        name = m.group("name")
+        if name == name.upper() or name.upper() not in known:
+            continue
+        # a shell variable that sets the real one ("nproc_per_node=8 ... NPROC_PER_NODE=$nproc_per_node") is fine
+        if name.upper() in assigned or re.search(rf"\$\{{?{re.escape(name)}\b", text):
+            continue
+        return f"{name}={m.group('value')[:40]} (the program reads {name.upper()})"
+    return None
 
 
 def _names_recompute(clause: str, kb: Knowledge) -> bool:
