@@ -1466,7 +1466,7 @@ def _recompute_off(facts: Facts, kb: Knowledge, config_text: str | None, clauses
     checkpointing"): a rule leading with it would answer against their words."""
     if facts.config.recompute_granularity is not None:
         return False
-    if words.refusal is not None and any(words.refusal.search(c) and _names_recompute(c, kb) for c in clauses):
+    if words.refusal is not None and any(words.refusal.search(c) and _recompute_spans(c, kb) for c in clauses):
         return False
     layout = facts.question.layout
     if "recompute_granularity" in layout and layout["recompute_granularity"] is None:
@@ -1495,11 +1495,15 @@ def _env_case_mismatch(text: str, table: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _names_recompute(clause: str, kb: Knowledge) -> bool:
-    """The clause names activation recompute (vocabulary.yaml topic recompute, en and zh)."""
-    topics = (kb.tables.get("vocabulary") or {}).get("topics") or []
-    keywords = next((t.get("keywords") or {} for t in topics if t.get("id") == "recompute"), {})
-    return any(re.search(p, clause, re.IGNORECASE) for lang in ("en", "zh") for p in keywords.get(lang) or [])
+def _recompute_spans(clause: str, kb: Knowledge) -> list[tuple[int, int]]:
+    """Where the clause names activation recompute, under Megatron's or its trainers' names (gradient / activation
+    checkpointing, zhong jisuan): vocabulary.yaml topic recompute, en and zh, compiled once per knowledge base."""
+    def build(k: Knowledge) -> list[re.Pattern[str]]:
+        topics = (k.tables.get("vocabulary") or {}).get("topics") or []
+        keywords = next((t.get("keywords") or {} for t in topics if t.get("id") == "recompute"), {})
+        return [re.compile(p, re.IGNORECASE) for lang in ("en", "zh") for p in keywords.get(lang) or []]
+
+    return [(m.start(), m.end()) for rx in kb.memo("recompute-words", build) for m in rx.finditer(clause)]
 
 
 def _host_report_before_a_kill(facts: Facts, table: Mapping[str, Any], log_text: str | None) -> Reading | None:
@@ -1732,10 +1736,7 @@ def _taken_out(clause: str, spans: list[tuple[str, int, int]], words: _Words,
                kb: Knowledge) -> list[tuple[str, int, int]]:
     """The settings a removal word names right after it, recompute included under its trainers' names (gradient /
     activation checkpointing: vocabulary.yaml topic recompute), where the clause also names others it keeps."""
-    topics = (kb.tables.get("vocabulary") or {}).get("topics") or []
-    keywords = next((t.get("keywords") or {} for t in topics if t.get("id") == "recompute"), {})
-    named = list(spans) + [("full-recompute", m.start(), m.end()) for lang in ("en", "zh")
-                           for p in keywords.get(lang) or [] for m in re.finditer(p, clause, re.IGNORECASE)]
+    named = list(spans) + [("full-recompute", start, end) for start, end in _recompute_spans(clause, kb)]
     lower = clause.lower()  # the word list's spans are in its normalised text: find each word in the clause itself
     ends = []
     for _, _, said in words.removed.spans(clause):
