@@ -3691,3 +3691,69 @@ def test_a_variable_exported_in_lower_case_never_reaches_the_program(kb):
     script = ["nproc_per_node=8", "NPROC_PER_NODE=$nproc_per_node \\", "swift rlhf --rlhf_type grpo"]
     _, flat, _ = pipeline.run(pipeline.Inputs(question=question, log=script), kb)
     assert flat.get("situation.env_case_mismatch") is None
+
+
+def test_a_count_from_zero_makes_iteration_one_the_second_step(kb):
+    # Open-Reasoner-Zero#58 (set issue-24-s84): "It OOMs on iter1; iter 0 training is fine" - the first optimizer step
+    # created Adam's moments (adam_offload=False), so the second iteration is the first to hold them
+    question = "Training a 12B model with PPO it OOMs on iter1; iter 0 training is fine."
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.step"] == "second-step"
+    assert diag.causes[0].id == "capacity-model-state"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="Training a 12B model with PPO it OOMs on iter1."), kb)
+    assert flat["situation.step"] == "first-step"
+
+
+def test_a_gpu_already_occupied_by_another_job_is_another_process(kb):
+    # hiyouga/LLaMA-Factory#24 (set issue-24-s84): one of two 4090s already holds 15G for another job
+    question = "用两张4090微调13b出现oom，单卡则不会。但是我有一张卡已经被占用了15G显存，还剩8g左右。"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.process"] == "other-process"
+    assert diag.causes[0].id == "foreign-process" and diag.fixes[0].id == "kill-stale-processes"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="GPU 1 is already occupied by another job with 15 GB."), kb)
+    assert flat["situation.process"] == "other-process"
+
+
+def test_a_machine_with_less_ram_than_one_gpu_is_the_limit(kb):
+    # Jiayi-Pan/TinyZero#91 (set issue-24-s84): Ray's kill line says the node has 7.61GB in all, the GPU 16 GB
+    log = ["ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+           "Memory on the node (IP: 172.24.24.131, ID: 4302) where the task (task ID: 9f44, name=main_task, pid=32705, "
+           "memory used=1.48GB) was running was 7.58GB / 7.61GB (0.996), which exceeds the memory usage threshold "
+           "of 0.99. Ray killed this worker (ID: 2a1c) because it was the most recently scheduled task."]
+    question = "I have a RTX 3080 16GB. I tried reducing all batch sizes to 1 but still get the error below."
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log, gpu="RTX 3080 16GB"), kb)
+    assert 7e9 < flat["situation.host_ram_bytes"] < 9e9
+    assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "add-gpus"
+    # the same node with 64 GB of RAM: nothing says the machine is the limit
+    big = [line.replace("7.58GB / 7.61GB", "63.4GB / 64.0GB") for line in log]
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question, log=big, gpu="RTX 3080 16GB"), kb)
+    assert diag.fixes[0].id != "add-gpus"
+
+
+def test_some_vision_samples_failing_without_a_pixel_cap_lead_with_the_cap(kb):
+    # modelscope/ms-swift#2228 (set issue-24-s84): Qwen2-VL full SFT on 128 H800 "still OOMs on some data even with
+    # max length 1024" - the rest trains, so the state fits; the failing samples' images are what max_length misses
+    question = ("我用 ms-swift 全量微调 qwen2-7b-vl 的时候发现，即使我的 max length 开得很低，"
+                "仍然会在一定数据出现 OOM 的情况。我的机器是 16*8*80G H800。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, overrides=["sft_type=full", "max_length=1024"]), kb)
+    assert flat["situation.trend"] == "spike" and flat["situation.some_samples_fail"]
+    assert diag.causes[0].id == "capacity-activations" and diag.fixes[0].id == "cap-vision-tokens"
+    assert "capacity-model-state" in diag.ruled_out
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="Qwen2-VL SFT only OOMs on some samples, the rest train."), kb)
+    assert flat["situation.some_samples_fail"] and flat["situation.trend"] == "spike"
+    # a pixel cap stated: the images are bounded, so the cap is no first step
+    env = ["MAX_PIXELS=602112"]
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question, env=env, overrides=["max_length=1024"]), kb)
+    assert diag.fixes[0].id != "cap-vision-tokens"
+
+
+def test_a_resume_named_beside_no_failure_is_not_where_growing_memory_failed(kb):
+    # SWivid/F5-TTS#223 (set issue-24-s84): memory climbs over tens of thousands of steps; "if I resume training,
+    # this phenomenon repeats" says when it happens again, not that the load failed
+    question = ("GPU mem usage keeps increasing during training. At start it is ~9GB, after some x10000 steps it "
+                "increases to ~16GB, then it eventually leads to OOM. If I resume training, this phenomenon repeats.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat.get("situation.phase") is None and flat["situation.trend"] == "grows"
+    assert diag.fixes[0].id == "track-memory-per-step"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="When I resume training from the checkpoint it OOMs."), kb)
+    assert flat["situation.phase"] == "checkpoint-load"

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from .facts import Facts
 from .inputs.question import gpu_counts_in, model_sizes_in, names_topic, without_small
+from .inputs.units import parse_size
 from .knowledge import Knowledge
 
 GIB = 2**30
@@ -92,6 +93,7 @@ class Situation:
     forward_only: bool = False  # the user says the model or pass that holds the memory only runs forward (no update)
     more_than_expected: bool = False  # the user says it holds more than it should (more than its weights)
     device_zero_crowded: bool = False  # other processes of the job sit on GPU 0 beside its own (each rank's context)
+    some_samples_fail: bool = False  # only some of the data fails, the rest trains
     one_process: bool = False  # the user or the launcher's banner says the run started one process
     critic: bool = False  # the RL run trains a critic beside the actor (PPO with GAE): a second trained model
     recompute_off: bool = False  # a setting turns activation recompute off (gradient_checkpointing false)
@@ -141,6 +143,7 @@ class Situation:
         out["situation.forward_only"] = self.forward_only
         out["situation.more_than_expected"] = self.more_than_expected
         out["situation.device_zero_crowded"] = self.device_zero_crowded
+        out["situation.some_samples_fail"] = self.some_samples_fail
         out["situation.one_process"] = self.one_process
         out["situation.critic"] = self.critic
         out["situation.capacity_mismatch"] = self.capacity_mismatch
@@ -244,6 +247,15 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
             not words.per_step.search(text) and \
             len({said for _, _, said in words.stages.spans(text)}) >= 2:
         sit.trend = None
+    # memory seen to grow over many steps failed in a step, not in a load or build before the first one that a clause
+    # without any failure names ("after x10000 steps ... it leads to OOM. If I resume training, this phenomenon
+    # repeats": the resume is a context)
+    if (sit.phase is not None and sit.phase.source == "words" and sit.phase.value in _BEFORE_THE_FIRST_STEP
+            and sit.trend is not None and sit.trend.value == "grows"
+            and sit.step is not None and sit.step.value == "later-step"
+            and not any(words.failure.search(c) for c in said if any(v == sit.phase.value
+                                                                      for v, _ in _hits("phases", c, words)))):
+        sit.phase = None
     sit.gpu_memory_fine = bool(words.gpu_memory_fine.search(text))
     sit.process = (_stated(stated.process, "process")
                    or _process_from_words(clauses, said, words, sit.gpu_memory_fine)
@@ -331,6 +343,10 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.forward_only = bool(words.forward_only.search(text) or words.forward_only.search(config_text or ""))
     sit.more_than_expected = bool(words.more_than_expected.search(text))
     sit.device_zero_crowded = bool(words.device_zero_crowded.search(text))
+    some = words.some_samples.spans(text)
+    sit.some_samples_fail = bool(some)
+    if some and sit.trend is None:  # the failing samples are larger than the rest: a spike at the steps that draw them
+        sit.trend = Reading("spike", [Clue(f"\u201c{some[0][2]}\u201d", "words")])
     sit.one_process = words.one_process is not None and bool(words.one_process.search(f"{text}\n{log_text or ''}"))
     everything = f"{text}\n{config_text or ''}\n{log_text or ''}"
     sit.critic = words.critic is not None and bool(words.critic.search(everything))
@@ -362,7 +378,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.error_from_a_try = sit.oom_said and bool(sit.error) and _error_from_a_try(sentences, sit.error, words)
     sit.setting_stated, sit.env_named = _setting_stated(sentences, words, sit)
     sit.kernel_fault = any(names_topic(t, kb, "kernel-fault") for t in (text, sit.error) if t)
-    sit.host_ram_bytes = facts.question.figure("host-ram", last=True)
+    sit.host_ram_bytes = facts.question.figure("host-ram", last=True) or _node_ram(facts.log.host_figures)
     sit.image_max_pixels = _image_pixel_cap([text, log_text or "", config_text or "",
                                              *(f"{k}={v}" for k, v in facts.env.variables.items())])
     if sit.image_max_pixels:
@@ -841,6 +857,8 @@ def _step_from_number(text: str, words: _Words) -> Reading | None:
     "trains to about 30 steps, then OOMs"): a number after an interval word ("save every 100 steps") is not one."""
     if words.step_number is None:
         return None
+    # a count from 0 ("iter 0 training is fine, it OOMs on iter1", OpenRLHF's and verl's logs): step 1 is the second
+    base = int(any((m.group(1) or m.group(2)) == "0" for m in words.step_number.finditer(_unset_settings(text))))
     for sentence in _sentences(text):
         if not words.failure.search(sentence):
             continue
@@ -850,13 +868,24 @@ def _step_from_number(text: str, words: _Words) -> Reading | None:
             after = plain[m.end():m.end() + _STEP_CONTEXT].lower()
             if any(w in before for w in words.step_interval):
                 continue
-            count = int(m.group(1) or m.group(2)) + any(w in before or w in after for w in words.step_after)
+            count = int(m.group(1) or m.group(2)) + base + any(w in before or w in after for w in words.step_after)
             value = "first-step" if count <= 1 else "second-step" if count == 2 else "later-step"
             return Reading(value, [Clue(f"\u201c{m.group().strip()}\u201d", "words")])
     return None
 
 
 _STEP_CONTEXT = 8  # characters either side of a step count read for "every" / "after"
+
+
+_BEFORE_THE_FIRST_STEP = ("checkpoint-load", "model-build")  # phases that end before step 1 and do not come back
+
+
+def _node_ram(figures: Mapping[str, str]) -> float | None:
+    """The node's whole RAM as a host kill printed it (Ray's "was 7.58GB / 7.61GB"): the machine's, said by the log."""
+    try:
+        return parse_size(figures["node_total"]) if figures.get("node_total") else None
+    except ValueError:
+        return None
 
 
 def _step_from_log(facts: Facts) -> Reading | None:
@@ -952,6 +981,7 @@ class _Words:
     forward_only: _Literals
     more_than_expected: _Literals
     device_zero_crowded: _Literals
+    some_samples: _Literals  # situation.yaml changes.some_samples: only some of the data fails
     not_applied: _Literals  # situation.yaml changes.not_applied: the setting never reached the run
     worse: _Literals
     versions: _Literals
@@ -1070,6 +1100,7 @@ def _compile(kb: Knowledge) -> _Words:
                   _Literals(_both(changes.get("unchanged"))),
                   _Literals(_both(changes.get("forward_only"))), _Literals(_both(changes.get("more_than_expected"))),
                   _Literals(_both(changes.get("device_zero_crowded"))),
+                  _Literals(_both(changes.get("some_samples"))),
                   _Literals(_both(changes.get("not_applied"))),
                   _Literals(_both(changes.get("worse"))),
                   _Literals(_both(changes.get("versions"))), _Literals(_both(changes.get("settings"))),
