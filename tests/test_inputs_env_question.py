@@ -162,6 +162,17 @@ def test_question_english_llama_example(vkb):
     assert "oom" in q.topics
 
 
+def test_question_failure_figure_is_the_most_held_and_never_a_request_or_what_was_left(vkb):
+    # yarn#23 (set issue-24-s84 era): "loaded up to 14g/80g ... went up to 77g/80g, and then it ran OOM" failed at 77g
+    q = parse_question("Both GPUs loaded up to 14g/80g. After the first batch, the memory usage went up to 77g/80g, "
+                       "and then it ran OOM when starting the second batch.", vkb)
+    assert q.memory_bytes == pytest.approx(77e9)
+    # NVIDIA-NeMo/Automodel#3483: what remained and what was requested are no memory in use at the failure
+    q = parse_question("It runs out of memory on every GPU during the first backward pass: only 432 MiB remained "
+                       "when PyTorch requested another 1.82 GiB.", vkb)
+    assert [f["role"] for f in q.memory_figures] == ["free", "request"] and q.memory_bytes is None
+
+
 def test_question_chinese_lora_sp_example(vkb):
     q = parse_question("显存不足，LoRA + 序列并行怎么省显存？", vkb)
     assert q.lang == "zh"

@@ -3757,3 +3757,18 @@ def test_a_resume_named_beside_no_failure_is_not_where_growing_memory_failed(kb)
     assert diag.fixes[0].id == "track-memory-per-step"
     _, flat, _ = pipeline.run(pipeline.Inputs(question="When I resume training from the checkpoint it OOMs."), kb)
     assert flat["situation.phase"] == "checkpoint-load"
+
+
+def test_zero3_with_cpu_offload_leaves_the_activations(kb):
+    # microsoft/DeepSpeed#2797 (set issue-24-s84): FLAN-T5-XL, ZeRO-3 with the parameters and the optimizer on the CPU,
+    # still out of memory on 4x V100 16GB - "CPU offload" here is ZeRO-Offload, not Megatron's layer offload, so
+    # gradient checkpointing is no conflict and comes first
+    question = ("I am trying to train FLAN-T5-XL using DeepSpeed ZeRO-3 and transformers, and ZeRO-3 with CPU offload "
+                "seems to use quite a lot of GPU memory. I am running on 4x V100 16GB with batch size 1. Why does it "
+                "still run out of GPU memory?")
+    overrides = ["zero_optimization.stage=3", "zero_optimization.offload_param.device=cpu",
+                 "zero_optimization.offload_optimizer.device=cpu", "per_device_train_batch_size=1"]
+    facts, _, diag = pipeline.run(pipeline.Inputs(question=question, overrides=overrides, gpu="4x V100 16GB"), kb)
+    assert not facts.config.cpu_offloading
+    assert diag.causes[0].id == "capacity-activations" and diag.fixes[0].id == "full-recompute"
+    assert "optimizer-cpu-offload" in {a.id for a in diag.avoid}

@@ -79,10 +79,15 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
     if launched and config.world_size is None:  # the pasted launch command says how many processes ran
         said = {} if config.provided else {"provided": True, "source": "question"}
         config = replace(config, world_size=launched, **said)
+    offloading = config.cpu_offloading
     config = _fill_from_question(config, question)
+    not_megatron = _other_trainer(inputs, kb) or _other_program(inputs, log_text, kb)
+    if not_megatron and offloading is None and config.cpu_offloading:
+        # "ZeRO-3 with CPU offload", "FSDP CPU offload" move the parameters and the optimizer state, not Megatron's
+        # layer activations (model.cpu_offloading), whose constraints would then refuse recompute
+        config = replace(config, cpu_offloading=None)
     config = fill_unstated(_fill_architecture(_approximate_shape(config, question, kb), kb), kb,
-                           bridge=not _megatron_lm_launch(inputs, log, kb) and not _other_trainer(inputs, kb)
-                           and not _other_program(inputs, log_text, kb),
+                           bridge=not _megatron_lm_launch(inputs, log, kb) and not not_megatron,
                            trainer=_fsdp_named(inputs, kb))
 
     # Bridge applies cfg.env_vars with setdefault, so --env (the shell) outranks them; the log's exports

@@ -562,11 +562,12 @@ def _memory_figures(text: str, vocab: Mapping[str, Any], words: Mapping[str, str
 
 
 def _failure_figure(figures: list[dict[str, Any]], text: str, vocab: Mapping[str, Any]) -> float | None:
-    """The in-use figure at the failure: a figure in the `oom` role; else the one peak, in a sentence that says it
-    ran out of memory; else a lone unlabelled figure next to a cue.  A card's capacity is not a usage figure."""
-    for fig in figures:
-        if fig["role"] == "oom":
-            return fig["bytes"]
+    """The in-use figure at the failure: the largest figure in the `oom` role; else the one peak, in a sentence
+    that says it ran out of memory; else a lone unlabelled figure next to a cue.  A card's capacity is not a usage
+    figure."""
+    failing = [fig["bytes"] for fig in figures if fig["role"] == "oom"]
+    if failing:  # "loaded up to 14g/80g ... went up to 77g/80g, then it ran OOM": the most it held is where it failed
+        return max(failing)
     usage = [f for f in figures if f["role"] not in ("capacity", "host-ram")]  # a card's size or the machine's RAM
     peaks = [f for f in usage if f["role"] == "peak"]
     oom_words = [p for r in (vocab.get("memory") or {}).get("roles") or [] if r["role"] == "oom"
