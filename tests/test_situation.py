@@ -3772,3 +3772,17 @@ def test_zero3_with_cpu_offload_leaves_the_activations(kb):
     assert not facts.config.cpu_offloading
     assert diag.causes[0].id == "capacity-activations" and diag.fixes[0].id == "full-recompute"
     assert "optimizer-cpu-offload" in {a.id for a in diag.avoid}
+
+
+def test_a_weight_sync_that_gathers_a_model_larger_than_the_gpu(kb):
+    # huggingface/trl#3133 (set issue-24-s84): GRPO + LoRA under ZeRO-3, 72B, vLLM on a second machine; the sync
+    # gathers every parameter before merge_adapter - 145 GB of weights on each 80 GB rank
+    question = ("GRPO with TRL + PEFT (LoRA) under DeepSpeed ZeRO-3, vLLM as the inference backend: 72B model, machine "
+                "1 with 8 * A100 running training, machine 2 with 4 * A100 running vLLM. Generation is fine, but I get "
+                "GPU memory OOM in `self._move_model_to_vllm`.")
+    inputs = pipeline.Inputs(question=question, overrides=["zero_stage=3", "use_peft=true", "use_vllm=true"],
+                             gpu="8 * A100")
+    _, flat, diag = pipeline.run(inputs, kb)
+    assert flat["situation.process"] == "separate-engine" and flat["situation.phase"] == "rl-weight-sync"
+    assert diag.causes[0].id == "capacity-model-state" and diag.fixes[0].id == "convert-sharded"
+    assert "shrink-colocated-engine" in {a.id for a in diag.avoid}
