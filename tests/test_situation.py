@@ -3786,3 +3786,18 @@ def test_a_weight_sync_that_gathers_a_model_larger_than_the_gpu(kb):
     assert flat["situation.process"] == "separate-engine" and flat["situation.phase"] == "rl-weight-sync"
     assert diag.causes[0].id == "capacity-model-state" and diag.fixes[0].id == "convert-sharded"
     assert "shrink-colocated-engine" in {a.id for a in diag.avoid}
+
+
+def test_an_update_on_a_config_that_asks_for_recompute_checks_that_it_still_applies(kb):
+    # NVIDIA-NeMo/Automodel#1927 (set issue-24-s84): "After #1904 got merged, main is running into OOM ... fsdp +
+    # activation checkpointing ... The same yaml ran before that merge and I did not touch the config" - the merge
+    # silently turned activation checkpointing off for the model
+    question = ("After #1904 got merged, main is running into OOM while running gemma4_31b.yaml, which uses just fsdp "
+                "+ activation checkpointing. The same yaml ran before that merge and I did not touch the config.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.changed"] == ["stack"] and flat["situation.worked_before"]
+    assert diag.fixes[0].id == "confirm-setting-applied"
+    assert {"setting-not-applied", "version-regression"} <= {c.id for c in diag.causes}
+    # the same update with no recompute in the config: the two versions side by side come first
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question.replace(" + activation checkpointing", "")), kb)
+    assert diag.fixes[0].id == "track-memory-per-step"
