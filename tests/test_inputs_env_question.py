@@ -438,6 +438,9 @@ def test_lookup_gpu_facts(vkb):
     # a variant of a card with another memory size than the table's: the size typed is the card's, and the cards
     # of each of "multiple" nodes give no total (NVIDIA-NeMo/Megatron-Bridge#1552)
     ("multiple 4xH100 (64GB) nodes", "multiple 4xH100 (64GB) nodes", 63.3, None),
+    # one card said in words, before or after its name (zai-org/ChatGLM-6B#843, hiyouga/LlamaFactory#9572)
+    ("单卡 A100 80G", "A100 80GB", 79.15, 1), ("single A100 80GB", "A100 80GB", 79.15, 1),
+    ("4090单卡（24G），内存320g", "RTX 4090", 23.7, 1),
 ])
 def test_lookup_gpu_as_people_type_it(typed, name, gib, count, vkb):
     gpu = lookup_gpu(typed, vkb)

@@ -3801,3 +3801,30 @@ def test_an_update_on_a_config_that_asks_for_recompute_checks_that_it_still_appl
     # the same update with no recompute in the config: the two versions side by side come first
     _, _, diag = pipeline.run(pipeline.Inputs(question=question.replace(" + activation checkpointing", "")), kb)
     assert diag.fixes[0].id == "track-memory-per-step"
+
+
+def test_a_deepspeed_run_with_no_framework_named_gets_deepspeeds_own_offload_key(kb):
+    # zai-org/ChatGLM-6B#843-like runs under DeepSpeed with no framework of ours named: the ds_config key, not Bridge's
+    from memtune.report import _framework_lines
+
+    fix = kb.get("fixes", "optimizer-cpu-offload")
+    lines = _framework_lines(fix, {"situation.trainer": "deepspeed"})
+    assert lines and "offload_optimizer" in lines[0]
+    # a framework named wins over the trainer it runs (OpenRLHF trains with DeepSpeed)
+    lines = _framework_lines(fix, {"situation.framework": "openrlhf", "situation.trainer": "deepspeed"})
+    assert "--ds.adam_offload" in lines[0]
+    assert _framework_lines(fix, {}) == []
+
+
+def test_zero3_said_in_words_shards_the_weights_and_zero1_in_the_settings_does_not(kb):
+    # hiyouga/LlamaFactory#9572 (set issue-24-s85): "4090 dan ka ... shiyong deepspeed zero3 weitiao qwen3-30b-a3b" -
+    # ZeRO-3 on one GPU shards over one rank: the 61 GB of bf16 weights stay on the 24 GB card, more GPUs split them
+    question = "4090单卡，使用deepspeed zero3微调qwen3-30b-a3b会爆显存。zero3 不是会把模型切开吗，为什么还是爆显存？"
+    facts, _, diag = pipeline.run(pipeline.Inputs(question=question, overrides=["finetuning_type=lora"],
+                                                  gpu="4090单卡（24G）"), kb)
+    assert facts.config.use_torch_fsdp2 is True and facts.config.world_size == 1
+    assert diag.causes[0].id == "capacity-model-state" and diag.fixes[0].id == "add-gpus"
+    # the settings say stage 1 now: the ZeRO-3 of an earlier try in the words is not this run's (LlamaFactory#1931)
+    question = "最开始用 Deepspeed ZERO3 会卡住，我换成 zero1 + offload_optimizer 到 cpu，还是返回显存溢出。"
+    facts, _, _ = pipeline.run(pipeline.Inputs(question=question, overrides=["zero_optimization.stage=1"]), kb)
+    assert facts.config.use_torch_fsdp2 is False and facts.config.use_distributed_optimizer

@@ -136,11 +136,13 @@ def _explain(rules: Mapping[str, Any], rule_id: str, kb: Knowledge) -> Mapping[s
 
 
 def _framework_lines(fix: Mapping[str, Any], flat: Mapping[str, Any]) -> list[str]:
-    """The lines of the first fixes.yaml ``frameworks`` entry for the framework and phase the situation names."""
-    framework, phase = flat.get("situation.framework"), flat.get("situation.phase")
-    for entry in fix.get("frameworks") or []:
-        if entry["framework"] == framework and (not entry.get("phases") or phase in entry["phases"]):
-            return list(entry["lines"])
+    """The lines of the first fixes.yaml ``frameworks`` entry for the framework and phase the situation names; with no
+    framework named, the entry of the trainer the run uses ("deepspeed": its ds_config key)."""
+    phase = flat.get("situation.phase")
+    for name in (flat.get("situation.framework"), flat.get("situation.trainer")):
+        for entry in fix.get("frameworks") or []:
+            if name and entry["framework"] == name and (not entry.get("phases") or phase in entry["phases"]):
+                return list(entry["lines"])
     return []
 
 

@@ -634,8 +634,8 @@ def _deepspeed_fields(parts: list[str], value: Any) -> dict[str, Any]:
     elif name == "deepspeed" and (m := re.search(r"(?:zero[_-]?|\bds_z)([123])(?:[_-]?(offload))?", text)):
         stage, offload = int(m.group(1)), bool(m.group(2))
     fields: dict[str, Any] = {}
-    if stage in (1, 2):
-        fields["use_distributed_optimizer"] = True
+    if stage in (1, 2):  # the weights stay whole on every rank: no words of the question make it a full shard
+        fields.update(use_distributed_optimizer=True, use_torch_fsdp2=False)
     elif stage == 3:
         fields.update(use_distributed_optimizer=True, use_torch_fsdp2=True)
     if offload:

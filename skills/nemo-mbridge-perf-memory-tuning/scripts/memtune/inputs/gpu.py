@@ -145,15 +145,27 @@ def _split_count(text: str) -> tuple[int | None, str]:
     m = _NODES_TIMES.match(text)
     if m:
         return int(m.group("nodes")) * int(m.group("n")) or None, text[m.end():].strip(" ,") or text
+    m = _ONE.match(text)
+    if m:
+        return 1, text[m.end():].strip(" ,") or text
     m = _COUNT_BEFORE.match(text)
     if m and not _SIZE.match(text):
         return int(m.group("n")) * int(m.group("nodes") or 1) or None, text[m.end():].strip() or text
     m = _COUNT_AFTER.search(text)
     if m and m.start() > 0:
         return int(m.group("n") or m.group("m")) or None, text[:m.start()].strip()
+    m = _ONE_WITHIN.search(text)
+    if m:  # "4090 dan ka (24G)": one card, said after its name
+        rest = (text[:m.start()] + " " + text[m.end():]).strip()
+        return 1, rest if re.search(r"[A-Za-z0-9]", rest) else text
     return None, text
 
 
+# one card said in words: "single A100", "one RTX 4090", Chinese dan ka / dan zhang / dan kuai (single card), yi zhang /
+# yi kuai (one card)
+_ONE = re.compile(r"^(?:an?\s+)?(?:single|one)\s+(?:gpu\s+|card\s+)?(?=[a-z])"
+                  r"|^[\u5355\u4e00][\u5361\u5f20\u5757]\s*", re.I)
+_ONE_WITHIN = re.compile(r"\u5355[\u5361\u5f20\u5757]")
 _NODES_TIMES = re.compile(r"(?P<nodes>\d{1,4})\s*(?:\u8282\u70b9|\u53f0|nodes?|\u673a)[\s,]*[x\u00d7*]?\s*"
                           r"(?P<n>\d{1,3})\s*(?:\u5361|\u5f20|\u5757|gpus?)", re.I)
 _COUNT_WORD = re.compile(r"(?<![\d.])(?P<n>\d{1,5})\s*(?:\u5361|\u5f20|\u5757|[x\u00d7*](?=\s*[A-Za-z]))", re.I)
