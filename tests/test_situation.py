@@ -3828,3 +3828,15 @@ def test_zero3_said_in_words_shards_the_weights_and_zero1_in_the_settings_does_n
     question = "最开始用 Deepspeed ZERO3 会卡住，我换成 zero1 + offload_optimizer 到 cpu，还是返回显存溢出。"
     facts, _, _ = pipeline.run(pipeline.Inputs(question=question, overrides=["zero_optimization.stage=1"]), kb)
     assert facts.config.use_torch_fsdp2 is False and facts.config.use_distributed_optimizer
+
+
+def test_a_gpu_that_looks_full_with_nothing_failed_is_the_allocators_cache(kb):
+    # modelscope/ms-swift#1314 (set issue-24-s85): "xiancun dou zhan de hen man, ganjue suishi dou keneng bao xiancun"
+    # (memory always full, it feels like it could OOM any time) - feared, not had; gpustat shows the reservation
+    question = "微调时无论怎么设置参数，显存都占得很满，感觉随时都可能爆显存，请问这是怎么回事呢？8 张 V100 32G。"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert "memory-looks-full" in flat["question.topics"] and not flat.get("situation.oom_said")
+    assert diag.causes[0].id == "not-an-oom" and diag.fixes[0].id == "track-memory-per-step"
+    # an OOM said beside it: it did fail
+    _, _, diag = pipeline.run(pipeline.Inputs(question="GPU memory is always full and then it OOMs at step 30."), kb)
+    assert diag.causes[0].id != "not-an-oom"
