@@ -3840,3 +3840,15 @@ def test_a_gpu_that_looks_full_with_nothing_failed_is_the_allocators_cache(kb):
     # an OOM said beside it: it did fail
     _, _, diag = pipeline.run(pipeline.Inputs(question="GPU memory is always full and then it OOMs at step 30."), kb)
     assert diag.causes[0].id != "not-an-oom"
+
+
+def test_a_server_that_froze_while_preprocessing_ran_out_of_host_ram(kb):
+    # dbiir/UER-py#282 (set issue-24-s85): 40 preprocessing processes over a 7.4G corpus, 128G of RAM, "the server
+    # froze and rebooted" - the tool runs on the CPU, so host RAM is what ran out
+    question = "preprocess处理占用太大内存：预处理文件 7.4G，服务器内存128G，开了40个进程处理后，服务器卡爆重启了。"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.phase"] == "data-preprocess" and flat["situation.process"] == "host"
+    assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "shard-preprocessing"
+    froze = "While tokenizing the corpus the server froze and rebooted."
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=froze), kb)
+    assert flat["situation.process"] == "host"
