@@ -3852,3 +3852,12 @@ def test_a_server_that_froze_while_preprocessing_ran_out_of_host_ram(kb):
     froze = "While tokenizing the corpus the server froze and rebooted."
     _, flat, _ = pipeline.run(pipeline.Inputs(question=froze), kb)
     assert flat["situation.process"] == "host"
+
+
+def test_a_spike_tied_to_an_entropy_over_the_vocabulary_is_computed_in_chunks(kb):
+    # huggingface/trl#4013 (set issue-24-s85): entropy kept for logging, computed over a long-context batch at once
+    question = ("用 TRL 做长上下文的 SFT 时，发现 entropy 的计算会带来一个巨大的显存尖峰，大约 80 GB。"
+                "entropy 只是拿来记日志的，为什么会吃掉这么多显存？")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert "logits" in flat["situation.components"] and flat["situation.trend"] == "spike"
+    assert diag.causes[0].id == "logits-loss-memory" and diag.fixes[0].id == "logits-chunking"
