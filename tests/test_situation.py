@@ -3861,3 +3861,25 @@ def test_a_spike_tied_to_an_entropy_over_the_vocabulary_is_computed_in_chunks(kb
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert "logits" in flat["situation.components"] and flat["situation.trend"] == "spike"
     assert diag.causes[0].id == "logits-loss-memory" and diag.fixes[0].id == "logits-chunking"
+
+
+def test_an_ecc_error_before_the_oom_blames_the_gpu_not_the_run(kb):
+    # bigscience tr1-13B chronicles (set issue-24-s86): an uncorrectable ECC error, then the next job's OOM in the
+    # start-up barrier - the node is faulty, no memory setting is the fix
+    question = ("One training crashed after many hours with an uncorrectable ECC error in the backward pass; the "
+                "next job crashed right away with RuntimeError: CUDA error: out of memory inside the barrier.")
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert diag.causes[0].id == "not-an-oom" and diag.fixes[0].id == "find-first-failing-rank"
+    assert {"capacity-model-state", "fragmentation"} <= set(diag.ruled_out)
+
+
+def test_a_save_said_as_doing_a_checkpoint_and_memory_no_process_lists(kb):
+    # THUDM/ChatGLM-6B#1155 (set issue-24-s86): "pao dao 1000 ge step de shihou, zuo checkpoint" - a save
+    question = "deepspeed 全量微调，跑到1000个step的时候，做checkpoint，写入文件失败，查询发现是内存不够。"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.phase"] == "checkpoint-save" and diag.fixes[0].id == "checkpoint-save-memory"
+    # memory held with no process in nvidia-smi's list (a CSDN post): another process, found with fuser
+    question = ("nvidia-smi 显示显存被占用，但进程列表里找不到任何和这个显存匹配的 PID，"
+                "新任务立刻报 CUDA out of memory。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.process"] == "other-process" and diag.fixes[0].id == "kill-stale-processes"
