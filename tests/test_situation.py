@@ -3883,3 +3883,18 @@ def test_a_save_said_as_doing_a_checkpoint_and_memory_no_process_lists(kb):
                 "新任务立刻报 CUDA out of memory。")
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert flat["situation.process"] == "other-process" and diag.fixes[0].id == "kill-stale-processes"
+
+
+def test_more_gpus_the_user_cannot_add_are_avoided_and_both_pipeline_ends_are_a_stage(kb):
+    # bigscience tr11 prequel (set issue-24-s86): "the first and last cards fill their memory, the rest use half ...
+    # how to even it out without adding GPUs?" - a stage imbalance, and more GPUs are not an option
+    question = ("Megatron-DeepSpeed，TP 4、PP 十几：第一张和最后一张卡把显存吃满了，其余的卡只用了一半。"
+                "在不加卡的前提下怎么把显存摊平？")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, gpu="A100 80GB"), kb)
+    assert flat["situation.where"] == "first-stage" and flat["situation.refused"] == ["add-gpus"]
+    assert diag.causes[0].id == "pipeline-stage-imbalance" and diag.fixes[0].id == "rebalance-pipeline-stages"
+    assert "add-gpus" not in {f.id for f in diag.fixes}
+    # a fix the user would rather not take is no refusal of what they can do
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="Resume OOMs; I don't want optimizer_cpu_offload, it is slow."),
+                              kb)
+    assert flat["situation.refused"] == []

@@ -319,6 +319,10 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge, led: Any = None, ranking: s
         whys = fix_ruled_out_whys(fix, flat) if fix["id"] in proposed else ()
         if whys:
             avoid.setdefault(fix["id"], AvoidAdvice(fix["id"], fix["id"], "situation", join_reasons(whys, joiner)))
+    refused = ((kb.tables.get("situation") or {}).get("wording") or {}).get("refused")
+    for fix_id in flat.get("situation.refused") or []:  # what the user said is not an option for them
+        if fix_id in proposed and refused:
+            avoid.setdefault(fix_id, AvoidAdvice(fix_id, "refused", "situation", refused))
 
     fixes: dict[str, FixAdvice] = {}
 

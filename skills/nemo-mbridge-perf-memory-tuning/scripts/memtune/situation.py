@@ -94,6 +94,7 @@ class Situation:
     more_than_expected: bool = False  # the user says it holds more than it should (more than its weights)
     device_zero_crowded: bool = False  # other processes of the job sit on GPU 0 beside its own (each rank's context)
     some_samples_fail: bool = False  # only some of the data fails, the rest trains
+    refused: list[str] = field(default_factory=list)  # fix ids the user says are not an option
     one_process: bool = False  # the user or the launcher's banner says the run started one process
     critic: bool = False  # the RL run trains a critic beside the actor (PPO with GAE): a second trained model
     recompute_off: bool = False  # a setting turns activation recompute off (gradient_checkpointing false)
@@ -144,6 +145,7 @@ class Situation:
         out["situation.more_than_expected"] = self.more_than_expected
         out["situation.device_zero_crowded"] = self.device_zero_crowded
         out["situation.some_samples_fail"] = self.some_samples_fail
+        out["situation.refused"] = list(self.refused)
         out["situation.one_process"] = self.one_process
         out["situation.critic"] = self.critic
         out["situation.capacity_mismatch"] = self.capacity_mismatch
@@ -343,6 +345,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.forward_only = bool(words.forward_only.search(text) or words.forward_only.search(config_text or ""))
     sit.more_than_expected = bool(words.more_than_expected.search(text))
     sit.device_zero_crowded = bool(words.device_zero_crowded.search(text))
+    sit.refused = _refused(text, words)
     some = words.some_samples.spans(text)
     sit.some_samples_fail = bool(some)
     if some and sit.trend is None:  # the failing samples are larger than the rest: a spike at the steps that draw them
@@ -982,6 +985,7 @@ class _Words:
     more_than_expected: _Literals
     device_zero_crowded: _Literals
     some_samples: _Literals  # situation.yaml changes.some_samples: only some of the data fails
+    no_more_gpus: _Literals  # situation.yaml changes.no_more_gpus: more GPUs are not an option
     not_applied: _Literals  # situation.yaml changes.not_applied: the setting never reached the run
     worse: _Literals
     versions: _Literals
@@ -1101,6 +1105,7 @@ def _compile(kb: Knowledge) -> _Words:
                   _Literals(_both(changes.get("forward_only"))), _Literals(_both(changes.get("more_than_expected"))),
                   _Literals(_both(changes.get("device_zero_crowded"))),
                   _Literals(_both(changes.get("some_samples"))),
+                  _Literals(_both(changes.get("no_more_gpus"))),
                   _Literals(_both(changes.get("not_applied"))),
                   _Literals(_both(changes.get("worse"))),
                   _Literals(_both(changes.get("versions"))), _Literals(_both(changes.get("settings"))),
@@ -1488,6 +1493,13 @@ def _trainer(framework: Reading | None, table: Mapping[str, Any], text: str, wor
         return "deepspeed"
     # PyTorch FSDP named and Megatron not ("Qwen2.5-32B with FSDP at 32K"): torch's sharding trainer
     return "fsdp" if framework is None and words.fsdp is not None and words.fsdp.search(text) else None
+
+
+def _refused(text: str, words: _Words) -> list[str]:
+    """Fixes the user says are not an option: more GPUs ("without adding GPUs", "bu jia ka").  A fix the user would
+    rather not take ("I don't want optimizer offload, it is slow") stays an option: an expert still names it, with
+    its cost, after the ones they can take (ms-swift#5980)."""
+    return ["add-gpus"] if words.no_more_gpus.search(text) else []
 
 
 def _recompute_off(facts: Facts, kb: Knowledge, config_text: str | None, clauses: list[str], words: _Words) -> bool:
