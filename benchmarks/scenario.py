@@ -121,7 +121,9 @@ def load_scenario(path: Path, ids: KnownIds) -> Scenario:
 
 
 def load_scenarios(directory: Path | None = None, ids: KnownIds | None = None) -> list[Scenario]:
-    """Every ``*.yaml`` in ``directory`` (default: the committed set), sorted by id."""
+    """Every ``*.yaml`` in ``directory`` (default: the committed set), sorted by id.  A directory read before with
+    the same ids and unchanged files is not parsed and validated again (the test suite reads the 1,500 scenarios
+    several times; each read costs seconds)."""
     folder = Path(directory) if directory else DEFAULT_DIR
     if not folder.is_dir():
         raise UserError(f"{folder}: scenario directory not found")
@@ -129,7 +131,16 @@ def load_scenarios(directory: Path | None = None, ids: KnownIds | None = None) -
     if not paths:
         raise UserError(f"{folder}: no *.yaml scenarios")
     ids = ids or known_ids()
-    return [load_scenario(p, ids) for p in paths]
+    stamp = (str(folder.resolve()), ids, tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in paths))
+    if stamp not in _LOADED:
+        if len(_LOADED) >= _LOADED_KEPT:  # an edited file makes a new stamp: the oldest reads go
+            _LOADED.pop(next(iter(_LOADED)))
+        _LOADED[stamp] = tuple(load_scenario(p, ids) for p in paths)
+    return list(_LOADED[stamp])
+
+
+_LOADED: dict[tuple[Any, ...], tuple[Scenario, ...]] = {}  # a directory's stamp -> its scenarios
+_LOADED_KEPT = 4
 
 
 def env_items(inputs: Mapping[str, Any]) -> list[tuple[str, str]]:

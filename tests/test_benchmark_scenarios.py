@@ -184,3 +184,17 @@ def test_committed_evals_json_is_current_and_in_nvidia_format(scenarios):
     negatives = [c for c in data if c["expected_skill"] is None]
     assert len(negatives) >= 5 and all(c["expected_script"] is None for c in negatives)
     assert len(data) - len(negatives) == len(scenarios)
+
+
+def test_a_directory_read_again_is_reread_only_where_a_file_changed(tmp_path, ids):
+    """load_scenarios keeps what it read (the suite reads the whole set several times); an edited scenario is read
+    again, never served stale."""
+    source = sorted(Path(ROOT / "benchmarks" / "scenarios").glob("*.yaml"))[0]
+    target = tmp_path / source.name
+    target.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    first = load_scenarios(tmp_path, ids)
+    assert load_scenarios(tmp_path, ids)[0] is first[0]  # unchanged: the same objects, not parsed again
+    data = yaml.safe_load(target.read_text(encoding="utf-8"))
+    data["question"] = data["question"] + " (edited)"
+    target.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    assert load_scenarios(tmp_path, ids)[0].question.endswith("(edited)")
