@@ -441,6 +441,7 @@ def test_lookup_gpu_facts(vkb):
     # one card said in words, before or after its name (zai-org/ChatGLM-6B#843, hiyouga/LlamaFactory#9572)
     ("单卡 A100 80G", "A100 80GB", 79.15, 1), ("single A100 80GB", "A100 80GB", 79.15, 1),
     ("4090单卡（24G），内存320g", "RTX 4090", 23.7, 1),
+    ("single node 8x H100", "H100 80GB", 79.11, 8),  # one node, not one card
 ])
 def test_lookup_gpu_as_people_type_it(typed, name, gib, count, vkb):
     gpu = lookup_gpu(typed, vkb)

@@ -163,7 +163,7 @@ def _split_count(text: str) -> tuple[int | None, str]:
 
 # one card said in words: "single A100", "one RTX 4090", Chinese dan ka / dan zhang / dan kuai (single card), yi zhang /
 # yi kuai (one card)
-_ONE = re.compile(r"^(?:an?\s+)?(?:single|one)\s+(?:gpu\s+|card\s+)?(?=[a-z])"
+_ONE = re.compile(r"^(?:an?\s+)?(?:single|one)\s+(?!(?:node|machine|server|host|box|dgx)\b)(?:gpu\s+|card\s+)?(?=[a-z])"
                   r"|^[\u5355\u4e00][\u5361\u5f20\u5757]\s*", re.I)
 _ONE_WITHIN = re.compile(r"\u5355[\u5361\u5f20\u5757]")
 _NODES_TIMES = re.compile(r"(?P<nodes>\d{1,4})\s*(?:\u8282\u70b9|\u53f0|nodes?|\u673a)[\s,]*[x\u00d7*]?\s*"
