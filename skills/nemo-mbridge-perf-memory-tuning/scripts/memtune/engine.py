@@ -409,21 +409,25 @@ def join_reasons(whys: Sequence[Mapping[str, str]], joiner: Mapping[str, str]) -
     return {lang: sep.join(dict.fromkeys(w[lang] for w in whys if lang in w)) for lang, sep in joiner.items()}
 
 
-def _no_gpu_shortage(cause: Mapping[str, Any], flat: Mapping[str, Any],
-                     fault_topics: frozenset[str] = frozenset()) -> tuple[str, str] | None:
+def _no_gpu_shortage(cause: Mapping[str, Any], flat: Mapping[str, Any], fault_topics: frozenset[str] = frozenset(),
+                     hardware_topics: frozenset[str] = frozenset()) -> tuple[str, str] | None:
     """(facts, ledger.yaml ruled_out_explain key) when the evidence says no GPU memory ran out for this cause to
     explain: a crash with no memory signal on any rank (and not one the user says a workaround raised after an
     OOM) rules out every cause that explains memory (a ledger component), and so does a fault the user names
     (``fault_topics``: an illegal access, a transport error) with no out-of-memory said anywhere; host RAM that ran
     out, with no GPU memory failure anywhere, every cause that explains GPU memory (a load's or save's transients
-    stay: they live in host RAM too)."""
+    stay: they live in host RAM too).  A faulty GPU the user names (``hardware_topics``: an uncorrectable ECC error)
+    rules them all out even where an OOM is said: the OOM on it measures the hardware."""
     explains = set(cause.get("explains") or [])
+    topics = set(flat.get("question.topics") or [])
+    faulty = sorted(topics & hardware_topics)
+    if explains and faulty:
+        return f"question.topics={','.join(faulty)}", "hardware"
     quiet = not flat.get("log.has_memory_failure") and not flat.get("log.host_oom")
     # ...unless the user says it ran out of memory and names the crash as what a workaround raised afterwards
     crash = flat.get("log.crash") and not flat.get("situation.error_from_a_try")
     if explains and crash and quiet:
         return "log.crash=True, log.has_memory_failure=False", "crash"
-    topics = set(flat.get("question.topics") or [])
     named = sorted(topics & fault_topics)
     # (pipeline.run takes "oom" out of the topics where it is only asked about: situation.oom_said)
     if explains and named and quiet and "oom" not in topics and not flat.get("situation.gpu_memory_failed"):
@@ -441,10 +445,11 @@ def ruled_out_causes(flat: Mapping[str, Any], kb: Knowledge) -> dict[str, RuledO
     ledger = kb.tables.get("ledger") or {}
     explain = ledger.get("ruled_out_explain") or {}
     faults = frozenset(ledger.get("fault_topics") or ())
+    hardware = frozenset(ledger.get("hardware_fault_topics") or ())
     out = {}
     for cause in kb.entries("causes"):
         fired = fired_branches((cause.get("situation") or {}).get("rules_out"), flat)
-        engine = _no_gpu_shortage(cause, flat, faults)
+        engine = _no_gpu_shortage(cause, flat, faults, hardware)
         if engine is not None and engine[1] == "fault" and fired:
             engine = None  # the cause's own reason names the fault more exactly ("the save crashed with a segfault")
         if not fired and engine is None:
