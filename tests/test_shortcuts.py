@@ -19,7 +19,6 @@ from memtune.inputs import question
 from memtune.recognize import required_any, required_literal
 
 from benchmarks.scenario import load_scenarios
-from benchmarks.score import Scorer
 
 QUESTIONS = [s.question for s in sweep(load_scenarios(ROOT / "benchmarks" / "scenarios"), 10) if s.question]
 ANSWERS = [read_yaml(p)["answer"] for p in sweep(sorted((ROOT / "benchmarks" / "answers").glob("*.yaml")), 20)]
@@ -86,8 +85,7 @@ def test_required_any(pattern, needles):
     assert required_any(pattern) == needles
 
 
-def test_every_recognizer_match_holds_one_of_its_patterns_needles():
-    scorer = Scorer.from_kb()
+def test_every_recognizer_match_holds_one_of_its_patterns_needles(scorer):
     cues = [cue for recognizer in (scorer.fixes, scorer.causes) for cues in recognizer._table.values()
             for cue in cues if cue.needles]
     checked = 0

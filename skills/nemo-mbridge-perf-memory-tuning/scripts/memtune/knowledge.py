@@ -443,10 +443,10 @@ def _schema_problems(kb: Knowledge) -> list[str]:
     import jsonschema  # heavy imports only on the validation path
     from referencing import Registry, Resource
 
-    schemas = {
-        path.name.removesuffix(".schema.json"): json.loads(path.read_text(encoding="utf-8"))
-        for path in sorted((kb.root / "schema").glob("*.schema.json"))
-    }
+    texts = {path.name.removesuffix(".schema.json"): path.read_text(encoding="utf-8")
+             for path in sorted((kb.root / "schema").glob("*.schema.json"))}
+    schemas = {name: json.loads(text) for name, text in texts.items()}
+    schemas_key = _digest("\0".join(f"{name}\0{text}" for name, text in texts.items()))
     registry = Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in schemas.values())
     problems: list[str] = []
     for name in ["index", *kb.index["tables"]]:
@@ -454,11 +454,35 @@ def _schema_problems(kb: Knowledge) -> list[str]:
             problems.append(f"{kb.root / 'schema' / name}.schema.json: schema file missing")
             continue
         data = kb.index if name == "index" else kb.tables[name]
-        validator = jsonschema.Draft202012Validator(schemas[name], registry=registry)
-        for err in sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path)):
-            where = "/".join(str(p) for p in err.absolute_path) or "(top)"
-            problems.append(f"{name}.yaml: {where}: {err.message}")
+
+        def table_problems(name: str = name, data: Any = data) -> list[str]:
+            validator = jsonschema.Draft202012Validator(schemas[name], registry=registry)
+            return [f"{name}.yaml: {'/'.join(str(p) for p in err.absolute_path) or '(top)'}: {err.message}"
+                    for err in sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))]
+
+        key = ("schema", name, schemas_key, _digest(json.dumps(data, default=repr)))
+        problems += _remembered(key, table_problems)
     return problems
+
+
+# Validation results by the digest of what was validated.  Checking the whole knowledge base takes about a second,
+# and a process that validates it again after an edit (the suite, an editor's loop) has changed one table: the
+# tables and files it did not touch give the same answer, so they are not checked again.
+_VALIDATED: dict[tuple[str, ...], list[str]] = {}
+_VALIDATED_KEEP = 256
+
+
+def _digest(text: str) -> str:
+    return _blake2b()(text.encode("utf-8"), digest_size=16).hexdigest()
+
+
+def _remembered(key: tuple[str, ...], compute: Callable[[], list[str]]) -> list[str]:
+    """``compute()``, or what it returned for the same ``key`` before (the oldest results are forgotten)."""
+    if key not in _VALIDATED:
+        if len(_VALIDATED) >= _VALIDATED_KEEP:
+            del _VALIDATED[next(iter(_VALIDATED))]
+        _VALIDATED[key] = compute()
+    return list(_VALIDATED[key])
 
 
 def _truncation_problems(kb: Knowledge) -> list[str]:
@@ -467,23 +491,31 @@ def _truncation_problems(kb: Knowledge) -> list[str]:
     That silently drops PR numbers from evidence, so the KB forbids a comment right after a plain
     scalar; such values must be quoted (comments belong on lines of their own).
     """
-    import yaml
-
     problems = []
     for path in _yaml_sources(kb):
         text = path.read_text(encoding="utf-8")
-        lines = text.split("\n")
-        for tok in yaml.scan(text, Loader=_safe_loader()):
-            if isinstance(tok, yaml.ScalarToken) and tok.plain:
-                rest = lines[tok.end_mark.line][tok.end_mark.column:]
-                comment = rest.lstrip()
-                # A deliberate note reads "  # text" after a one-word value; "#3107" or prose is a cut value.
-                looks_cut = comment[1:2] not in (" ", "") or " " in tok.value
-                if rest[:1].isspace() and comment.startswith("#") and looks_cut:
-                    problems.append(f"{_shown(kb, path)}:{tok.end_mark.line + 1}: text after ' #' is a YAML comment "
-                                    f"and is dropped from {tok.value[:40]!r}...; quote the value")
-        problems += _duplicate_keys(yaml.compose(text, Loader=_safe_loader()), _shown(kb, path))
+        shown = _shown(kb, path)
+        key = ("truncation", shown, _digest(text))
+        problems += _remembered(key, lambda text=text, shown=shown: _cut_values(text, shown))
     return problems
+
+
+def _cut_values(text: str, shown: str) -> list[str]:
+    """``_truncation_problems`` and duplicate keys for one file's ``text`` (named ``shown`` in the messages)."""
+    import yaml
+
+    problems = []
+    lines = text.split("\n")
+    for tok in yaml.scan(text, Loader=_safe_loader()):
+        if isinstance(tok, yaml.ScalarToken) and tok.plain:
+            rest = lines[tok.end_mark.line][tok.end_mark.column:]
+            comment = rest.lstrip()
+            # A deliberate note reads "  # text" after a one-word value; "#3107" or prose is a cut value.
+            looks_cut = comment[1:2] not in (" ", "") or " " in tok.value
+            if rest[:1].isspace() and comment.startswith("#") and looks_cut:
+                problems.append(f"{shown}:{tok.end_mark.line + 1}: text after ' #' is a YAML comment "
+                                f"and is dropped from {tok.value[:40]!r}...; quote the value")
+    return problems + _duplicate_keys(yaml.compose(text, Loader=_safe_loader()), shown)
 
 
 def _yaml_sources(kb: Knowledge) -> list[Path]:
