@@ -442,6 +442,10 @@ def test_lookup_gpu_facts(vkb):
     ("单卡 A100 80G", "A100 80GB", 79.15, 1), ("single A100 80GB", "A100 80GB", 79.15, 1),
     ("4090单卡（24G），内存320g", "RTX 4090", 23.7, 1),
     ("single node 8x H100", "H100 80GB", 79.11, 8),  # one node, not one card
+    # one node is not one card: the count after it is the cards of that node (LUFFY#11's "1 node 8*H20")
+    ("1 node 8*H20", "H20", 94.98, 8), ("2 nodes 8xH100", "H100 80GB", 79.11, 16),
+    ("1 node, 8 A100", "A100 80GB", 79.15, 8),
+    ("2 nodes H100", "H100 80GB", 79.11, None),
 ])
 def test_lookup_gpu_as_people_type_it(typed, name, gib, count, vkb):
     gpu = lookup_gpu(typed, vkb)

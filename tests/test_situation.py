@@ -3898,3 +3898,27 @@ def test_more_gpus_the_user_cannot_add_are_avoided_and_both_pipeline_ends_are_a_
     _, flat, _ = pipeline.run(pipeline.Inputs(question="Resume OOMs; I don't want optimizer_cpu_offload, it is slow."),
                               kb)
     assert flat["situation.refused"] == []
+
+
+@pytest.mark.parametrize("question", [
+    # QwenLM/Qwen3-VL#938 (set issue-24-s87): no framework, the user's own training loop
+    "lora微调Qwen2.5VL-7B在一张24G的A100上OOM。我因为有一些额外的处理要做，所以没有用框架，训练代码是自己写的。",
+    "LoRA on Qwen2.5-VL-7B OOMs on a 24 GB A100. I wrote my own training loop in plain PyTorch, no framework.",
+])
+def test_a_training_loop_of_the_users_own_gets_no_megatron_only_fix(question, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.trainer"] == "own"
+    offered = {f.id for f in diag.fixes}
+    assert not offered & {"lora-input-regather", "rebalance-pipeline-stages", "increase-pp", "selective-recompute"}
+
+
+def test_a_kernels_on_chip_shared_memory_is_neither_gpu_memory_nor_host_ram(kb):
+    # state-spaces/mamba#438 (set issue-24-s87): Triton's OutOfResources on a GTX 1050 Ti
+    log = ("triton.runtime.autotuner.OutOfResources: out of resource: shared memory, Required: 294912, "
+           "Hardware limit: 49152. Reducing block sizes or `num_stages` may help.")
+    question = ("Mamba2 fails, mamba1 works. Smaller model or input, the same shared memory required every time. "
+                "16G RAM, GTX 1050ti (4G). Do I need a bigger GPU?")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log.splitlines()), kb)
+    assert diag.causes[0].id == "not-an-oom" and "kernel-shared-memory-limit" in diag.causes[0].rules
+    assert "host-oom" not in {c.id for c in diag.causes}
+    assert not {f.id for f in diag.fixes} & {"reduce-micro-batch", "add-gpus", "reduce-dataloader-workers"}

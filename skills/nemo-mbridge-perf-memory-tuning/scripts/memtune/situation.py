@@ -1026,6 +1026,7 @@ class _Words:
     fsdp: _Literals | None = None  # situation.yaml fsdp_words: PyTorch FSDP named
     refusal: _Literals | None = None  # situation.yaml refusal_words: a measure the user will not take
     hf_trainer: _Literals | None = None  # situation.yaml hf_trainer_words: the Hugging Face Trainer named
+    own_trainer: _Literals | None = None  # situation.yaml own_trainer_words: a training loop of the user's own
     one_process: _Literals | None = None  # situation.yaml one_process_words: one process started
     critic: _Literals | None = None  # situation.yaml critic_words: the RL run trains a critic
     engine_off: _Literals | None = None  # situation.yaml changes.engine_off: "without vLLM it trains"
@@ -1139,6 +1140,7 @@ def _compile(kb: Knowledge) -> _Words:
                   fsdp=_Literals(_both(table.get("fsdp_words"))),
                   refusal=_Literals(_both(table.get("refusal_words"))),
                   hf_trainer=_Literals(_both(table.get("hf_trainer_words"))),
+                  own_trainer=_Literals(_both(table.get("own_trainer_words"))),
                   one_process=_Literals(_both(table.get("one_process_words"))),
                   critic=_Literals(_both(table.get("critic_words"))),
                   engine_off=_Literals(_both(changes.get("engine_off"))),
@@ -1478,8 +1480,9 @@ def _framework_from_config(config_text: str | None, words: _Words) -> Reading | 
 
 def _trainer(framework: Reading | None, table: Mapping[str, Any], text: str, words: _Words) -> str | None:
     """The trainer when it is not Megatron-Core: the framework's own (situation.yaml frameworks ``trainer``), the HF
-    Trainer where the text names it (hf_trainer_words), or DeepSpeed where the text names ZeRO (deepspeed_words);
-    None where the text names Megatron (megatron_words)."""
+    Trainer where the text names it (hf_trainer_words), DeepSpeed where the text names ZeRO (deepspeed_words), PyTorch
+    FSDP (fsdp_words) or a loop of the user's own (own_trainer_words); None where the text names Megatron
+    (megatron_words)."""
     if words.megatron is not None and words.megatron.search(text):
         return None
     row = next((f for f in table.get("frameworks") or [] if framework and f.get("id") == framework.value), None)
@@ -1492,7 +1495,10 @@ def _trainer(framework: Reading | None, table: Mapping[str, Any], text: str, wor
     if words.deepspeed is not None and words.deepspeed.search(text):
         return "deepspeed"
     # PyTorch FSDP named and Megatron not ("Qwen2.5-32B with FSDP at 32K"): torch's sharding trainer
-    return "fsdp" if framework is None and words.fsdp is not None and words.fsdp.search(text) else None
+    if framework is None and words.fsdp is not None and words.fsdp.search(text):
+        return "fsdp"
+    # a loop of the user's own, no framework ("the training code is my own"): plain PyTorch
+    return "own" if framework is None and words.own_trainer is not None and words.own_trainer.search(text) else None
 
 
 def _refused(text: str, words: _Words) -> list[str]:

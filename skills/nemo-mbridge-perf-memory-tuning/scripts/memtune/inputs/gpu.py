@@ -129,7 +129,8 @@ def lookup_gpu(name_or_capacity: str | float | int, kb: Knowledge) -> GpuFacts:
 # Chinese in the count patterns (ASCII source: scanners read non-ASCII files slowly): \u00d7 the times sign, the
 # counters \u5f20 zhang, \u5757 kuai, \u5361 ka (card), \u8282\u70b9 jiedian (node), \u53f0 tai and \u673a ji (machine).
 _COUNT_BEFORE = re.compile(r"^(?:(?P<nodes>\d{1,4})\s*[x\u00d7*]\s*)?(?P<n>\d{1,5})\s*"
-                           r"(?:[x\u00d7*]|\u5f20|\u5757|\u5361|(?:gpus?|cards?)\b|(?<=\s)(?=[a-z]))\s*(?:of\s+)?",
+                           r"(?:[x\u00d7*]|\u5f20|\u5757|\u5361|(?:gpus?|cards?)\b|(?<=\s)(?=[a-z])(?!(?:nodes?|machines?|servers?)\b))"
+                           r"\s*(?:of\s+)?",
                            re.I)
 _COUNT_AFTER = re.compile(r"\s*(?:(?<![a-z])[x\u00d7*]\s*(?P<n>\d{1,5})|(?P<m>\d{1,5})\s*(?:\u5f20|\u5757|\u5361))\s*$",
                           re.I)
@@ -166,8 +167,9 @@ def _split_count(text: str) -> tuple[int | None, str]:
 _ONE = re.compile(r"^(?:an?\s+)?(?:single|one)\s+(?!(?:node|machine|server|host|box|dgx)\b)(?:gpu\s+|card\s+)?(?=[a-z])"
                   r"|^[\u5355\u4e00][\u5361\u5f20\u5757]\s*", re.I)
 _ONE_WITHIN = re.compile(r"\u5355[\u5361\u5f20\u5757]")
-_NODES_TIMES = re.compile(r"(?P<nodes>\d{1,4})\s*(?:\u8282\u70b9|\u53f0|nodes?|\u673a)[\s,]*[x\u00d7*]?\s*"
-                          r"(?P<n>\d{1,3})\s*(?:\u5361|\u5f20|\u5757|gpus?)", re.I)
+_NODES_TIMES = re.compile(r"(?P<nodes>\d{1,4})\s*(?:\u8282\u70b9|\u53f0|nodes?|\u673a)[\s,:]*[x\u00d7*]?\s*"
+                          r"(?P<n>\d{1,3})(?:\s*(?:\u5361|\u5f20|\u5757|gpus?|[x\u00d7*]\s*(?=[A-Za-z]))"
+                          r"|\s+(?=[A-Za-z]))", re.I)  # "2 nodes x 8 GPUs", "1 node 8*H20", "1 node, 8 A100"
 _COUNT_WORD = re.compile(r"(?<![\d.])(?P<n>\d{1,5})\s*(?:\u5361|\u5f20|\u5757|[x\u00d7*](?=\s*[A-Za-z]))", re.I)
 
 
