@@ -3922,3 +3922,17 @@ def test_a_kernels_on_chip_shared_memory_is_neither_gpu_memory_nor_host_ram(kb):
     assert diag.causes[0].id == "not-an-oom" and "kernel-shared-memory-limit" in diag.causes[0].rules
     assert "host-oom" not in {c.id for c in diag.causes}
     assert not {f.id for f in diag.fixes} & {"reduce-micro-batch", "add-gpus", "reduce-dataloader-workers"}
+
+
+@pytest.mark.parametrize("question", [
+    # NVIDIA/Megatron-LM#307 (set issue-24-s87): nodes at 50-70 % with selective recompute, even with full
+    "TP=2、PP=2 预训练 GPT-13B，用 selective 重计算时不同节点的显存占用差得很多，从 50% 到 70% 不等，"
+    "换成 full 重计算就均衡了。这是 bug 还是预期行为？怎么才能把显存用满？",
+    "GPT-13B with TP=2 PP=2: with selective recompute the memory usage differs a lot across nodes, 50% to 70%; "
+    "with full recompute it is balanced. Bug or expected?",
+])
+def test_memory_that_differs_from_stage_to_stage_with_nothing_failed_is_the_schedule(question, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, overrides=["pipeline_model_parallel_size=2"]), kb)
+    assert "pipeline-imbalance" in flat["question.topics"]
+    assert "memory-looks-full" not in flat["question.topics"]  # "ba xiancun yong man": filling it is the goal
+    assert diag.causes[0].id == "pipeline-stage-imbalance" and diag.fixes[0].id == "rebalance-pipeline-stages"
