@@ -3936,3 +3936,14 @@ def test_memory_that_differs_from_stage_to_stage_with_nothing_failed_is_the_sche
     assert "pipeline-imbalance" in flat["question.topics"]
     assert "memory-looks-full" not in flat["question.topics"]  # "ba xiancun yong man": filling it is the goal
     assert diag.causes[0].id == "pipeline-stage-imbalance" and diag.fixes[0].id == "rebalance-pipeline-stages"
+
+
+@pytest.mark.parametrize("question", [
+    # volcengine/verl#2151 (set issue-24-s87): the same e2e run on two vLLM versions, the newer takes more
+    "在两张 3090 上跑 verl 的 e2e 测试，遇到了 OOM。和 vllm 0.8.2 对比，vllm 0.9.1 大概多占 ~2GB 显存。",
+    "verl's e2e test on two 3090s OOMs: vllm 0.9.1 takes about 2GB more memory than vllm 0.8.2.",
+])
+def test_more_memory_on_one_of_two_versions_named_is_the_stack_moving(question, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert "stack" in flat["situation.changed"] and flat["situation.worked_before"]
+    assert "version-regression" in {c.id for c in diag.causes}

@@ -321,6 +321,8 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     if not sit.worked_before and words.versions.search(text):
         # "1.13.1: 5515MiB, 2.0.0: 6802MiB": the same run, measured on both
         moved = _more_memory_on_newer(text, compare["newer_version_more"])
+        if not moved and words.more_on_version is not None and words.more_on_version.search(text):
+            moved = next(iter(_two_versions(text, words)), None)  # "0.9.1 takes about 2GB more than 0.8.2"
         if moved:
             sit.worked_before = True
             sit.changed.append(moved)
@@ -1026,6 +1028,7 @@ class _Words:
     fsdp: _Literals | None = None  # situation.yaml fsdp_words: PyTorch FSDP named
     refusal: _Literals | None = None  # situation.yaml refusal_words: a measure the user will not take
     hf_trainer: _Literals | None = None  # situation.yaml hf_trainer_words: the Hugging Face Trainer named
+    more_on_version: _Literals | None = None  # situation.yaml changes.more_on_version: more memory on one version
     own_trainer: _Literals | None = None  # situation.yaml own_trainer_words: a training loop of the user's own
     one_process: _Literals | None = None  # situation.yaml one_process_words: one process started
     critic: _Literals | None = None  # situation.yaml critic_words: the RL run trains a critic
@@ -1141,6 +1144,7 @@ def _compile(kb: Knowledge) -> _Words:
                   refusal=_Literals(_both(table.get("refusal_words"))),
                   hf_trainer=_Literals(_both(table.get("hf_trainer_words"))),
                   own_trainer=_Literals(_both(table.get("own_trainer_words"))),
+                  more_on_version=_Literals(_both(changes.get("more_on_version"))),
                   one_process=_Literals(_both(table.get("one_process_words"))),
                   critic=_Literals(_both(table.get("critic_words"))),
                   engine_off=_Literals(_both(changes.get("engine_off"))),
