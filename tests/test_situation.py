@@ -3947,3 +3947,16 @@ def test_more_memory_on_one_of_two_versions_named_is_the_stack_moving(question, 
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert "stack" in flat["situation.changed"] and flat["situation.worked_before"]
     assert "version-regression" in {c.id for c in diag.causes}
+
+
+@pytest.mark.parametrize("question", [
+    # deepspeedai/DeepSpeed#1016 (set issue-24-s87): every failed try leaves its processes behind, holding memory
+    "DeepSpeed 训练脚本最近频繁 CUDA out of memory。nvidia-smi 看大部分显存一直被占着；发现有一堆我的 deepspeed "
+    "脚本实例还挂着，每次尝试运行都会留下一批。我只能一个个 kill -9，之后显存才释放。",
+    "My DeepSpeed script keeps hitting CUDA out of memory. Instances of my earlier runs are still running; "
+    "I kill -9 them one by one before the memory is freed.",
+])
+def test_earlier_runs_processes_still_alive_are_another_process_on_the_gpu(question, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.process"] == "other-process"
+    assert diag.causes[0].id == "foreign-process" and diag.fixes[0].id == "kill-stale-processes"
