@@ -3960,3 +3960,15 @@ def test_earlier_runs_processes_still_alive_are_another_process_on_the_gpu(quest
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert flat["situation.process"] == "other-process"
     assert diag.causes[0].id == "foreign-process" and diag.fixes[0].id == "kill-stale-processes"
+
+
+def test_a_sharded_run_that_fails_placing_the_whole_model_never_sharded_it(kb):
+    # deepspeedai/DeepSpeed#2497 (set issue-24-s87): stage 3 + offload, OOM at the engine's self.module.to(self.device)
+    question = ("I want ZeRO stage 3 + offload to train a model larger than the GPU, but I get an OOM where deepspeed "
+                "moves the model to the GPU: deepspeed/runtime/engine.py#L1056, self.module.to(self.device).")
+    overrides = ["zero_optimization.stage=3", "zero_optimization.offload_param.device=cpu"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, overrides=overrides), kb)
+    assert flat["situation.phase"] == "model-build" and flat["situation.trainer"] == "deepspeed"
+    assert diag.causes[0].id == "setting-not-applied"
+    assert "sharded-run-builds-the-whole-model-first" in diag.causes[0].rules
+    assert not {f.id for f in diag.fixes} & {"reduce-micro-batch", "full-recompute", "expandable-segments"}
