@@ -171,6 +171,9 @@ def test_question_failure_figure_is_the_most_held_and_never_a_request_or_what_wa
     q = parse_question("It runs out of memory on every GPU during the first backward pass: only 432 MiB remained "
                        "when PyTorch requested another 1.82 GiB.", vkb)
     assert [f["role"] for f in q.memory_figures] == ["free", "request"] and q.memory_bytes is None
+    # huggingface/transformers#48131 (set issue-24-s87): "tries to allocate a single 48 GiB tensor" is the request
+    q = parse_question("It OOMs instantly: it tries to allocate a single 48 GiB tensor.", vkb)
+    assert [f["role"] for f in q.memory_figures] == ["request"] and q.memory_bytes is None
 
 
 def test_question_chinese_lora_sp_example(vkb):
