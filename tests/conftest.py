@@ -23,9 +23,16 @@ sys.path.insert(0, str(SKILL / "scripts"))
 FULL_SWEEPS = os.environ.get("MEMTUNE_FULL_SWEEPS") == "1"
 
 
-def sweep(cases: list[Any], every: int) -> list[Any]:
-    """All ``cases`` under MEMTUNE_FULL_SWEEPS=1, else every ``every``-th of them (the same ones each run)."""
-    return list(cases) if FULL_SWEEPS else list(cases)[::every]
+def sweep(cases: list[Any], every: int, most: int | None = None) -> list[Any]:
+    """All ``cases`` under MEMTUNE_FULL_SWEEPS=1, else every ``every``-th of them (the same ones each run), and at
+    most ``most`` of those, evenly spread: a sample of the benchmark's scenarios, which grow by a hundred a week,
+    stays as long to run as it was."""
+    if FULL_SWEEPS:
+        return list(cases)
+    picked = list(cases)[::every]
+    if most is None or len(picked) <= most:
+        return picked
+    return [picked[i * len(picked) // most] for i in range(most)]
 
 
 def sweep_examples(full: int, every: int) -> int:

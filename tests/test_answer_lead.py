@@ -34,7 +34,7 @@ def _lead(markdown: str) -> str:
     return body.split("\n---\n", 1)[0] if "\n---\n" in body else ""
 
 
-@pytest.mark.parametrize("scenario", sweep(SCENARIOS, 10), ids=lambda s: s.id)
+@pytest.mark.parametrize("scenario", sweep(SCENARIOS, 10, most=100), ids=lambda s: s.id)
 def test_lead_is_short_and_carries_the_first_fix(scenario, diagnosed):
     import json
 
