@@ -3972,3 +3972,14 @@ def test_a_sharded_run_that_fails_placing_the_whole_model_never_sharded_it(kb):
     assert diag.causes[0].id == "setting-not-applied"
     assert "sharded-run-builds-the-whole-model-first" in diag.causes[0].rules
     assert not {f.id for f in diag.fixes} & {"reduce-micro-batch", "full-recompute", "expandable-segments"}
+
+
+@pytest.mark.parametrize("question", [
+    # hiyouga/LlamaFactory#544 (set issue-24-s87): asking whether the OOM is normal says it happened
+    "请问一下作者，Baichuan 13B全参数DPO在单机 A100 80G*8上OOM正常吗，accelerate 用Zero2和Zero3都不行",
+    "Is it normal that Baichuan-13B full-parameter DPO OOMs on 8x A100 80G? ZeRO-2 and ZeRO-3 both still fail.",
+])
+def test_asking_whether_an_oom_is_normal_says_it_happened(question, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.oom_said"] and diag.causes[0].id != "not-an-oom"
+

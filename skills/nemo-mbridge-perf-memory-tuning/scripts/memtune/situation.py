@@ -1028,6 +1028,8 @@ class _Words:
     fsdp: _Literals | None = None  # situation.yaml fsdp_words: PyTorch FSDP named
     refusal: _Literals | None = None  # situation.yaml refusal_words: a measure the user will not take
     hf_trainer: _Literals | None = None  # situation.yaml hf_trainer_words: the Hugging Face Trainer named
+    # situation.yaml asking.presupposes: "is it normal that it OOMs?" asks about what it says happened
+    presupposes: _Literals | None = None
     more_on_version: _Literals | None = None  # situation.yaml changes.more_on_version: more memory on one version
     own_trainer: _Literals | None = None  # situation.yaml own_trainer_words: a training loop of the user's own
     one_process: _Literals | None = None  # situation.yaml one_process_words: one process started
@@ -1144,6 +1146,7 @@ def _compile(kb: Knowledge) -> _Words:
                   refusal=_Literals(_both(table.get("refusal_words"))),
                   hf_trainer=_Literals(_both(table.get("hf_trainer_words"))),
                   own_trainer=_Literals(_both(table.get("own_trainer_words"))),
+                  presupposes=_Literals(list((table.get("asking") or {}).get("presupposes") or [])),
                   more_on_version=_Literals(_both(changes.get("more_on_version"))),
                   one_process=_Literals(_both(table.get("one_process_words"))),
                   critic=_Literals(_both(table.get("critic_words"))),
@@ -1643,12 +1646,14 @@ def _asked(reading: Reading | None) -> Reading | None:
 
 def _asks(clause: str, words: _Words) -> bool:
     """The clause asks whether something is so ("is it a leak?", shi bu shi xiecun xielou, "... ma"): it does not
-    say it is (situation.yaml asking)."""
+    say it is (situation.yaml asking), unless it asks whether what it says is normal ("is it normal that it OOMs?")."""
     said = f"{_normal(clause).strip()} "
     for lead in words.asking_lead:
         if said.startswith(lead):
             said = said[len(lead):]
             break
+    if words.presupposes is not None and words.presupposes.search(clause):
+        return False  # "is it normal that it OOMs?": it did
     return said.startswith(words.asking_start) or said.rstrip().endswith(words.asking_end)
 
 
