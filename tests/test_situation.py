@@ -2052,6 +2052,8 @@ def test_a_load_said_to_be_finished_is_not_where_it_failed_in_chinese(kb):
     # TU2021/D2Skill-AgenticRL#5 (set issue-24-s60): "trains to about step 30, then OOMs"
     ("您好，我复现您的代码，训练进行到30step左右时，就会OOM，请问您有这个情况吗？", "later-step"),
     ("Training OOMs at step 180 every time.", "later-step"),
+    # OpenPipe/ART#812 (set issue-24-s87): an RL run counts its training updates
+    ("Our RL run dies with an out-of-memory on optimizer update 4.", "later-step"),
     ("It dies after 1 step with CUDA OOM.", "second-step"),
     ("第 2 步就 OOM 了", "second-step"),
     ("OOM at iteration 1", "first-step"),
