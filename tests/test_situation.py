@@ -3985,3 +3985,13 @@ def test_asking_whether_an_oom_is_normal_says_it_happened(question, kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
     assert flat["situation.oom_said"] and diag.causes[0].id != "not-an-oom"
 
+
+
+def test_a_sample_step_inside_training_is_a_pass_with_no_backward(kb):
+    # ostris/ai-toolkit#819 (set issue-24-s88): training fits, the first sample step's VAE decode runs out
+    question = ("Training a Wan2.1-T2V-14B LoRA with ai-toolkit on a single 24GB GPU: training steps run, but it OOMs "
+                "at the first sample step (832x480, 40 frames). Why does sampling OOM when training fits?")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.phase"] == "eval"
+    offered = {f.id for f in diag.fixes}
+    assert not offered & {"full-recompute", "selective-recompute", "lora-input-regather"}
