@@ -3995,3 +3995,14 @@ def test_a_sample_step_inside_training_is_a_pass_with_no_backward(kb):
     assert flat["situation.phase"] == "eval"
     offered = {f.id for f in diag.fixes}
     assert not offered & {"full-recompute", "selective-recompute", "lora-input-regather"}
+
+
+def test_a_zero_stage_is_no_pipeline_stage(kb):
+    # deepspeedai/DeepSpeed#8029 (set issue-24-s88): "ZeRO stage 0" names how DeepSpeed shards, not a pipeline stage
+    question = ("After upgrading DeepSpeed, my LoRA fine-tune with bf16 and ZeRO stage 0 hits CUDA OOM before training "
+                "even starts.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat.get("situation.where") is None
+    assert "pipeline-stage-imbalance" not in {c.id for c in diag.causes}
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="Only stage 0 runs out of memory with PP=4."), kb)
+    assert flat["situation.where"] == "first-stage"

@@ -1364,8 +1364,9 @@ def _hits(key: str, clause: str, words: _Words, *, over: bool = False) -> list[t
     spans = []
     passed = []  # matches said to be later or over: a shorter word inside one ("after CUDA graph capture") is too
     norm = _normal(clause) if key in ("phases", "steps") else ""
-    if key == "phases" and words.lookalike is not None:
-        passed += [(start, end) for start, end, _ in words.lookalike.spans(clause)]  # a phase word inside drops
+    if key in ("phases", "places") and words.lookalike is not None:
+        # a phase or place word inside drops ("ZeRO stage 0" is no pipeline stage 0)
+        passed += [(start, end) for start, end, _ in words.lookalike.spans(clause)]
     for value, literals in words.lists.get(key, []):
         for start, end, said in literals.spans(clause):
             if norm and norm[end:end + 1] == "(":  # a call in code ("pause()/resume() cycle"), not a phase said
