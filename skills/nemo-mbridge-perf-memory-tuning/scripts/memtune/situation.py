@@ -987,7 +987,7 @@ class _Words:
     more_than_expected: _Literals
     device_zero_crowded: _Literals
     some_samples: _Literals  # situation.yaml changes.some_samples: only some of the data fails
-    no_more_gpus: _Literals  # situation.yaml changes.no_more_gpus: more GPUs are not an option
+    refused: tuple[tuple[str, _Literals], ...]  # situation.yaml changes.refused: (fix, the words that refuse it)
     not_applied: _Literals  # situation.yaml changes.not_applied: the setting never reached the run
     worse: _Literals
     versions: _Literals
@@ -1111,7 +1111,7 @@ def _compile(kb: Knowledge) -> _Words:
                   _Literals(_both(changes.get("forward_only"))), _Literals(_both(changes.get("more_than_expected"))),
                   _Literals(_both(changes.get("device_zero_crowded"))),
                   _Literals(_both(changes.get("some_samples"))),
-                  _Literals(_both(changes.get("no_more_gpus"))),
+                  tuple((g["id"], _Literals(_both(g.get("words")))) for g in changes.get("refused") or []),
                   _Literals(_both(changes.get("not_applied"))),
                   _Literals(_both(changes.get("worse"))),
                   _Literals(_both(changes.get("versions"))), _Literals(_both(changes.get("settings"))),
@@ -1510,10 +1510,10 @@ def _trainer(framework: Reading | None, table: Mapping[str, Any], text: str, wor
 
 
 def _refused(text: str, words: _Words) -> list[str]:
-    """Fixes the user says are not an option: more GPUs ("without adding GPUs", "bu jia ka").  A fix the user would
-    rather not take ("I don't want optimizer offload, it is slow") stays an option: an expert still names it, with
-    its cost, after the ones they can take (ms-swift#5980)."""
-    return ["add-gpus"] if words.no_more_gpus.search(text) else []
+    """Fixes the user says are not an option (situation.yaml changes.refused): more GPUs ("without adding GPUs",
+    "bu jia ka").  A fix the user would rather not take ("I don't want optimizer offload, it is slow") stays an
+    option: an expert still names it, with its cost, after the ones they can take (ms-swift#5980)."""
+    return [fix for fix, said in words.refused if said.search(text)]
 
 
 def _recompute_off(facts: Facts, kb: Knowledge, config_text: str | None, clauses: list[str], words: _Words) -> bool:
