@@ -3426,6 +3426,34 @@ def test_asking_whether_a_setting_reaches_the_run_at_all_checks_it_in_the_proces
     assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
 
 
+def test_why_isnt_it_taking_effect_asks_whether_the_setting_reached_the_run(kb):
+    # axolotl-ai-cloud/axolotl#2183 (set issue-24-s80): the allocator setting axolotl exports is not in the
+    # process; the question puts "it" between "isn't" and "taking effect"
+    question = ("axolotl is supposed to enable PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True for me, but the memory "
+                "profiler says it wasn't set. Why isn't it taking effect, and is the 37GB real?")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.not_applied_asked"] or flat["situation.not_applied_said"]
+    assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
+    # modelscope/ms-swift#10109 (set issue-24-s57): "offload bu shi yijing dakai le ma?" (isn't offload already on?)
+    question = "打开了 offload_model，还是 OOM。offload 不是已经打开了吗？"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.not_applied_asked"]
+
+
+def test_memory_seen_rising_with_several_samples_per_batch_is_the_longest_batch_first(kb):
+    # hiyouga/LlamaFactory#922 (set issue-24-s65): ChatGLM2 LoRA, batch 4, OOM after hours, "GPU zhanyong yizhi zengjia"
+    # (usage keeps rising); the maintainer: a long sample arrived, lower the batch size
+    question = ("微调一段时间OOM。单卡（32G），chatglm2微调，微调了几个小时，OOM。"
+                "用deepspeed 2卡跑，似乎GPU占用率一直增加。请问是什么原因呢？")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, overrides=["per_device_train_batch_size=4"]), kb)
+    assert flat["situation.trend"] == "grows" and flat["situation.trend_source"] == "words"
+    assert diag.causes[0].id == "capacity-activations" and diag.fixes[0].id == "reduce-micro-batch"
+    assert "track-memory-per-step" in [f.id for f in diag.fixes]  # the check that tells it from a leak follows
+    # one sample per micro-batch leaves nothing to lower: the rise is measured first
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question, overrides=["per_device_train_batch_size=1"]), kb)
+    assert diag.fixes[0].id == "track-memory-per-step"
+
+
 def test_one_copy_of_the_weights_against_the_machines_ram_is_the_load(kb):
     # tdrussell/diffusion-pipe#149 (set issue-24-s80): Wan2.1 14B LoRA under WSL, "WSL gei le 32GB neicun li de 24GB"
     # (32 GB of RAM, 24 GB of it given to WSL); the launcher reports its one process killed with -9
