@@ -3454,6 +3454,18 @@ def test_memory_seen_rising_with_several_samples_per_batch_is_the_longest_batch_
     assert diag.fixes[0].id == "track-memory-per-step"
 
 
+@pytest.mark.parametrize("question", [
+    # QwenLM/Qwen#887 (set issue-24-s89): "wei shenme jia dao 8 tai jiqi haishi bu xing?" (why does going up to 8
+    # machines still fail?) - under ZeRO-2 more nodes shrink only the optimizer shard
+    "Qwen-14B 全量微调，ds_config 采用 stage2，4096 长度 8 台机器都会 OOM。为什么加到8台机器还是不行？",
+    "We went from 4 to 8 nodes and it still OOMs at 4096 tokens with ZeRO-2.",
+])
+def test_more_machines_that_did_not_help_are_not_proposed_again(kb, question):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert "add-gpus" in flat["situation.tried"]
+    assert "add-gpus" not in [f.id for f in diag.fixes]
+
+
 def test_one_copy_of_the_weights_against_the_machines_ram_is_the_load(kb):
     # tdrussell/diffusion-pipe#149 (set issue-24-s80): Wan2.1 14B LoRA under WSL, "WSL gei le 32GB neicun li de 24GB"
     # (32 GB of RAM, 24 GB of it given to WSL); the launcher reports its one process killed with -9
