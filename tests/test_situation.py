@@ -3466,6 +3466,45 @@ def test_more_machines_that_did_not_help_are_not_proposed_again(kb, question):
     assert "add-gpus" not in [f.id for f in diag.fixes]
 
 
+def test_an_engine_on_its_own_gpus_is_not_colocated(kb):
+    # meta-pytorch/torchforge#312 (set issue-24-s89): "Policy is vLLM with tensor_parallel_size 4 on its own GPUs"
+    question = ("Policy is vLLM with tensor_parallel_size 4 on its own GPUs, and the trainer is 8 procs on one host "
+                "with FSDP, seq_len 2048, local_batch_size 8. With selective activation checkpointing the trainer "
+                "runs out of memory.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.process"] == "separate-engine"
+    assert "shrink-colocated-engine" not in [f.id for f in diag.fixes]
+
+
+def test_a_batch_that_changed_nothing_is_not_what_made_the_other_change_fit(kb):
+    # espnet/espnet#5652 (set issue-24-s89): "batch_size jiang dao 2 ye yiyang; tong yang de shuju huan Branchformer
+    # bianmaqi jiu bu hui OOM" (batch 2: the same; the same data with the Branchformer encoder does not OOM)
+    question = ("用 ESPnet 微调 wav2vec2，一开训就 CUDA out of memory："
+                "Tried to allocate 7.11 GiB (GPU 0; 23.69 GiB total capacity)。batch_size 降到 2 也一样；"
+                "同样的数据换 Branchformer 编码器就不会 OOM。这是什么原因？")
+    log = ["  File \"espnet2/asr/encoder/wav2vec2_encoder.py\", line 116, in forward",
+           "  File \"espnet/nets/pytorch_backend/nets_utils.py\", line 168, in make_pad_mask",
+           "RuntimeError: CUDA out of memory. Tried to allocate 7.11 GiB (GPU 0; 23.69 GiB total capacity)"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log, gpu="24G"), kb)
+    assert "reduce-micro-batch" in flat["situation.no_effect"]
+    assert not flat["situation.worked_with"]
+    # one forward request of a quarter of the GPU that a smaller batch did not shrink is no model state
+    assert diag.causes[0].id != "capacity-model-state"
+
+
+def test_the_value_a_setting_was_changed_from_is_not_what_the_user_tried(kb):
+    # baichuan-inc/Baichuan2#119 (set issue-24-s79): device_map="auto" changed to device_map="cuda:0", the load is
+    # still killed - spreading the weights (convert-sharded) was left, not tried
+    question = ('baichuan2-7b-base 执行 AutoModelForCausalLM.from_pretrained 加载模型时被 kill 掉，服务器内存 30g。'
+                '把 device_map="auto" 改成 device_map="cuda:0" 之后也一样，'
+                'Loading checkpoint shards 还是 0/2 就 Killed。')
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert "convert-sharded" not in flat["situation.tried"]
+    question = "把 micro_batch_size=4 改成 micro_batch_size=1 之后还是 OOM。"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert "reduce-micro-batch" in flat["situation.tried"]
+
+
 def test_one_copy_of_the_weights_against_the_machines_ram_is_the_load(kb):
     # tdrussell/diffusion-pipe#149 (set issue-24-s80): Wan2.1 14B LoRA under WSL, "WSL gei le 32GB neicun li de 24GB"
     # (32 GB of RAM, 24 GB of it given to WSL); the launcher reports its one process killed with -9

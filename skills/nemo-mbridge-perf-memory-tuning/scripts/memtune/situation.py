@@ -1031,6 +1031,7 @@ class _Words:
     # situation.yaml asking.presupposes: "is it normal that it OOMs?" asks about what it says happened
     presupposes: _Literals | None = None
     more_on_version: _Literals | None = None  # situation.yaml changes.more_on_version: more memory on one version
+    change_to: _Literals | None = None  # situation.yaml changes.change_to: between a setting's old and new value
     own_trainer: _Literals | None = None  # situation.yaml own_trainer_words: a training loop of the user's own
     one_process: _Literals | None = None  # situation.yaml one_process_words: one process started
     critic: _Literals | None = None  # situation.yaml critic_words: the RL run trains a critic
@@ -1148,6 +1149,7 @@ def _compile(kb: Knowledge) -> _Words:
                   own_trainer=_Literals(_both(table.get("own_trainer_words"))),
                   presupposes=_Literals(list((table.get("asking") or {}).get("presupposes") or [])),
                   more_on_version=_Literals(_both(changes.get("more_on_version"))),
+                  change_to=_Literals(_both(changes.get("change_to"))),
                   one_process=_Literals(_both(table.get("one_process_words"))),
                   critic=_Literals(_both(table.get("critic_words"))),
                   engine_off=_Literals(_both(changes.get("engine_off"))),
@@ -1837,7 +1839,9 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
             from .names import fixes_named  # ("set micro_train_batch_size to 2: OOM")
 
             spans = [sp for sp in fixes_named(clause, kb) if _NUMBER_AFTER.match(clause, sp[2])]
-        if not spans and fits and not useless and previous:  # "set X=2, Y=20480. That fixed the OOM."
+        # "set X=2, Y=20480. That fixed the OOM." - unless that clause said X did nothing ("batch 2 ye yiyang; huan
+        # Branchformer jiu bu hui OOM": what fits is the other change, which names no fix)
+        if not spans and fits and not useless and previous and not words.no_effect.search(previous):
             found = fix_recognizer(kb).find(previous)
             spans = [(m.ident, m.start, m.end) for m in found]
             quote_from = previous
@@ -1846,6 +1850,8 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
         if not spans and (is_try or useless) and not took_out:  # "changing the batch size didn't help"
             spans = [(fix_id, m.start(), m.end()) for fix_id, rx in words.tried_generic for m in rx.finditer(clause)
                      if not _GLOBAL_BATCH.search(clause, max(0, m.start() - 8), m.start())]
+        if quote_from is clause:
+            spans = _left_values(clause, spans, words)
         if is_change and not (is_try or useless or took_out or fits):  # "the X we used before": X did not change
             spans = [sp for sp in spans if not words.unchanged.search(clause[sp[2]:sp[2] + _UNCHANGED_AFTER])]
         if took_out:  # what the removal word itself names ("offload le, guandiao activation_checkpointing")
@@ -1874,6 +1880,23 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
             changed.setdefault("stack", Reading("stack", [Clue(f"\u201c{quote}\u201d", source)]))
     return (list(changed.values()), list(tried.values()), list(no_effect.values()), list(removed.values()),
             list(worked.values()))
+
+
+def _left_values(clause: str, spans: list[tuple[str, int, int]], words: _Words) -> list[tuple[str, int, int]]:
+    """Drop the fixes named by a setting's old value: in "device_map="auto" gaicheng device_map="cuda:0"" (changed
+    to) the key is set again after the change word, so the value before it is the one the user left, not tried."""
+    if words.change_to is None or not spans:
+        return spans
+    for start, end, _ in words.change_to.spans(clause):
+        after = _SETTING.match(clause[end:].lstrip())
+        if after is None:
+            continue
+        key = re.split(r"\s*[=\uff1d]", after.group(0), maxsplit=1)[0].lstrip("-")
+        left = [m for m in _SETTING.finditer(clause, 0, start) if m.group(0).lstrip("-").startswith(key)]
+        if left:
+            old_start, old_end = left[-1].span()
+            return [sp for sp in spans if not (old_start <= sp[1] < old_end)]
+    return spans
 
 
 # a setting as people write it: an environment variable, a --flag or a key=value
