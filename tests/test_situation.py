@@ -3505,6 +3505,21 @@ def test_the_value_a_setting_was_changed_from_is_not_what_the_user_tried(kb):
     assert "reduce-micro-batch" in flat["situation.tried"]
 
 
+def test_the_eval_loops_concatenated_predictions_are_logits_not_fragmentation(kb):
+    # huggingface/transformers#26702 (set issue-24-s89): trainer.evaluate() with compute_metrics dies in
+    # torch_pad_and_concatenate with 7.4 GiB reserved but unallocated; the kept logits grow every evaluation step
+    question = ("Mistral fine tune with SFTTrainer: trainer.evaluate() runs out of CUDA memory, but when "
+                "compute_metrics is commented out I can evaluate. Why?")
+    log = ["trainer_pt_utils.py in torch_pad_and_concatenate(tensor1, tensor2, padding_index)",
+           "---> 88     result = tensor1.new_full(new_shape, padding_index)",
+           "OutOfMemoryError: CUDA out of memory. Tried to allocate 12.94 GiB (GPU 0; 39.56 GiB total capacity; "
+           "18.33 GiB already allocated; 12.29 GiB free; 25.71 GiB reserved in total by PyTorch)"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
+    assert flat["situation.failed"] == "logits" and flat["situation.phase"] == "eval"
+    assert diag.causes[0].id == "logits-loss-memory"
+    assert "expandable-segments" in [a.id for a in diag.avoid]
+
+
 def test_one_copy_of_the_weights_against_the_machines_ram_is_the_load(kb):
     # tdrussell/diffusion-pipe#149 (set issue-24-s80): Wan2.1 14B LoRA under WSL, "WSL gei le 32GB neicun li de 24GB"
     # (32 GB of RAM, 24 GB of it given to WSL); the launcher reports its one process killed with -9
