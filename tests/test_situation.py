@@ -3520,6 +3520,14 @@ def test_the_eval_loops_concatenated_predictions_are_logits_not_fragmentation(kb
     assert "expandable-segments" in [a.id for a in diag.avoid]
 
 
+def test_a_length_that_fails_beside_a_smaller_one_that_fits_is_the_input_size(kb):
+    # NovaSky-AI/SkyThought#35 (set issue-24-s89): "context length = 16384 jiu OOM, gaicheng 8192 jiu bu hui OOM"
+    question = "机器是 8*A100(80GB)，context length = 16384 就 OOM， 改成 8192 就不会 OOM。"
+    facts, _, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert "larger-input-fails" in facts.question.topics
+    assert diag.causes[0].id != "capacity-model-state"  # what does not change with the input does not decide it
+
+
 def test_one_copy_of_the_weights_against_the_machines_ram_is_the_load(kb):
     # tdrussell/diffusion-pipe#149 (set issue-24-s80): Wan2.1 14B LoRA under WSL, "WSL gei le 32GB neicun li de 24GB"
     # (32 GB of RAM, 24 GB of it given to WSL); the launcher reports its one process killed with -9
