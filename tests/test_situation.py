@@ -3528,6 +3528,17 @@ def test_a_length_that_fails_beside_a_smaller_one_that_fits_is_the_input_size(kb
     assert diag.causes[0].id != "capacity-model-state"  # what does not change with the input does not decide it
 
 
+def test_worse_with_a_setting_than_without_says_the_setting_reached_the_run(kb):
+    # NVIDIA/Megatron-LM#6338 (set issue-24-s89): "It's much worse with full recompute than without" - a setting that
+    # changed the memory reached the run, so it is no setting that never applied
+    question = ("In Megatron-Core with hyper connections, torch.cuda.memory_allocated() between iterations stays well "
+                "above what it should; activations of the last micro-batch look alive after the iteration. It's much "
+                "worse with full recompute than without.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.made_worse"]
+    assert "setting-not-applied" not in [c.id for c in diag.causes]
+
+
 def test_one_copy_of_the_weights_against_the_machines_ram_is_the_load(kb):
     # tdrussell/diffusion-pipe#149 (set issue-24-s80): Wan2.1 14B LoRA under WSL, "WSL gei le 32GB neicun li de 24GB"
     # (32 GB of RAM, 24 GB of it given to WSL); the launcher reports its one process killed with -9
