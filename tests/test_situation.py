@@ -3539,6 +3539,19 @@ def test_worse_with_a_setting_than_without_says_the_setting_reached_the_run(kb):
     assert "setting-not-applied" not in [c.id for c in diag.causes]
 
 
+def test_the_hosts_ram_and_its_copies_of_the_weights_need_no_gpu_named(kb):
+    # hiyouga/LLaMA-Factory#668 (set issue-24-s89): "wo neicun you 300G" (my RAM is 300G), six ranks each loading
+    # Baichuan-13B; no GPU type given - the host's sum does not depend on it
+    question = ("deepspeed --include localhost:0,1,2,3,4,5 全量预训练 baichuan-13b，报错提示内存不够，"
+                "但是我内存有300G 感觉是够的。")
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.host_ram_bytes"] == 300e9
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="GPU 内存有 24G，还是 OOM"), kb)
+    assert flat.get("situation.host_ram_bytes") is None  # the GPU's memory, not the host's
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="6 卡 Llama 3 8B 全量微调，主机内存不够"), kb)
+    assert flat["derived.host_load_bytes"] > 6 * 15e9  # a whole BF16 copy per process of the node
+
+
 def test_one_copy_of_the_weights_against_the_machines_ram_is_the_load(kb):
     # tdrussell/diffusion-pipe#149 (set issue-24-s80): Wan2.1 14B LoRA under WSL, "WSL gei le 32GB neicun li de 24GB"
     # (32 GB of RAM, 24 GB of it given to WSL); the launcher reports its one process killed with -9

@@ -183,7 +183,7 @@ def _model_state_floor(facts: Facts, kb: Knowledge) -> dict[str, Any]:
     from .ledger import policy
 
     cfg, capacity = facts.config, facts.gpu.capacity_bytes
-    if not (cfg.num_layers and cfg.hidden_size and capacity):
+    if not (cfg.num_layers and cfg.hidden_size):
         return {}
     whole = replace(cfg, tensor_model_parallel_size=1, pipeline_model_parallel_size=1, context_parallel_size=1,
                     expert_model_parallel_size=1, virtual_pipeline_model_parallel_size=None, world_size=1,
@@ -194,16 +194,21 @@ def _model_state_floor(facts: Facts, kb: Knowledge) -> dict[str, Any]:
     except (UserError, IndexError):
         return {}
     # the whole model's weights on one device: what a converter that builds the model in one place must hold
-    weights = {"model_weights_ratio": stage.weights_bytes / capacity, "model_weights_bytes": stage.weights_bytes}
+    weights: dict[str, Any] = {"model_weights_bytes": stage.weights_bytes}
+    # ...and a whole copy per process of one node, which a loader that reads the checkpoint on every rank puts in
+    # host RAM: the host's sum, known without any GPU named
+    if cfg.world_size:
+        weights["host_load_bytes"] = stage.weights_bytes * min(cfg.world_size, _gpus_per_node(facts.gpu.name, kb))
+    if not capacity:
+        return weights
+    weights["model_weights_ratio"] = stage.weights_bytes / capacity
     if not cfg.world_size:
         return weights
     total = stage.weights_bytes + stage.grads_bytes + stage.optimizer_bytes
     room = float(policy(kb).get("model_state_room_share", 0.3))
     floor = total / cfg.world_size
-    # the weights alone split evenly over every GPU: what full sharding (ZeRO-3, FSDP) holds at best, loading included;
-    # and a whole copy per process of one node, which a loader that reads the checkpoint on every rank puts in host RAM
-    weights.update(host_load_bytes=stage.weights_bytes * min(cfg.world_size, _gpus_per_node(facts.gpu.name, kb)),
-                   weights_floor_bytes=stage.weights_bytes / cfg.world_size,
+    # the weights alone split evenly over every GPU: what full sharding (ZeRO-3, FSDP) holds at best, loading included
+    weights.update(weights_floor_bytes=stage.weights_bytes / cfg.world_size,
                    weights_floor_ratio=stage.weights_bytes / cfg.world_size / capacity,
                    weights_min_gpus=math.ceil(stage.weights_bytes / ((1 - room) * capacity)))
     return {**weights, "model_state_floor_bytes": floor, "model_state_floor_ratio": floor / capacity,
