@@ -3552,6 +3552,22 @@ def test_the_hosts_ram_and_its_copies_of_the_weights_need_no_gpu_named(kb):
     assert flat["derived.host_load_bytes"] > 6 * 15e9  # a whole BF16 copy per process of the node
 
 
+def test_a_4bit_base_under_zero3_is_whole_on_every_rank(kb):
+    # OpenRLHF/OpenRLHF#607 (set issue-24-s89): Qwen2.5-72B DPO with --load_in_4bit, --zero_stage 3 and --adam_offload
+    # on 8 x 80 GB; ZeRO-3 does not shard bitsandbytes' uint8 weights, so sharding is not yet in effect for them
+    question = ("deepspeed dpo lora 训练 qwen2.5-72B-Instruct 时 OOM，显存 80G 左右 8 卡，"
+                "调整了 batch_size、zero_stage、load_in_4bit 依旧存在问题")
+    log = ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 462.00 MiB."]
+    stated = ["zero_stage=3", "load_in_4bit=true", "lora_rank=32", "adam_offload=true", "micro_train_batch_size=1"]
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question, log=log, overrides=stated), kb)
+    assert diag.causes[0].id == "capacity-model-state" and diag.fixes[0].id == "megatron-fsdp"
+    assert "add-gpus" in [a.id for a in diag.avoid]
+    # with the 4-bit weights stored as bfloat16 ZeRO-3 shards them: the rule is silent
+    stored = question + "，已设置 bnb_4bit_quant_storage=bfloat16"
+    _, _, diag = pipeline.run(pipeline.Inputs(question=stored, log=log, overrides=stated), kb)
+    assert "quantized-base-not-sharded" not in [r for c in diag.causes for r in c.rules]
+
+
 def test_one_copy_of_the_weights_against_the_machines_ram_is_the_load(kb):
     # tdrussell/diffusion-pipe#149 (set issue-24-s80): Wan2.1 14B LoRA under WSL, "WSL gei le 32GB neicun li de 24GB"
     # (32 GB of RAM, 24 GB of it given to WSL); the launcher reports its one process killed with -9
