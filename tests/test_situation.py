@@ -3568,6 +3568,24 @@ def test_a_4bit_base_under_zero3_is_whole_on_every_rank(kb):
     assert "quantized-base-not-sharded" not in [r for c in diag.causes for r in c.rules]
 
 
+def test_the_published_script_run_unchanged_is_no_earlier_run_and_its_flags_count(kb):
+    # cooper#6 (set issue-24-s89): "jiaoben wo mei gai" (I did not change the script) - the repository's GRPO script
+    # as published, whose launch line sets --gradient_checkpointing false
+    question = ("我在用 scripts/train_reason_interleave_grpo.sh 里面的配置做 GRPO 训练，8 卡 A800，但是会报 OOM。"
+                "请问你们训练的时候是直接用这个配置跑的吗？（脚本我没改，关键参数见下）")
+    log = ["torchrun --nproc_per_node=8 train/grpo/interleave_grpo.py \\",
+           "    --deepspeed ./scripts/zero3_offload.json \\",
+           "    --per_device_train_batch_size 1 \\",
+           "    --gradient_checkpointing false \\",
+           "    --max_num_tokens 16384"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log, gpu="8 卡 A800"), kb)
+    assert not flat["situation.worked_before"] and flat["situation.recompute_off"]
+    assert diag.fixes[0].id == "full-recompute"
+    # beside an upgrade the same words do say it ran before
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="升级 transformers 之后 OOM 了，脚本我没改。"), kb)
+    assert flat["situation.worked_before"]
+
+
 def test_one_copy_of_the_weights_against_the_machines_ram_is_the_load(kb):
     # tdrussell/diffusion-pipe#149 (set issue-24-s80): Wan2.1 14B LoRA under WSL, "WSL gei le 32GB neicun li de 24GB"
     # (32 GB of RAM, 24 GB of it given to WSL); the launcher reports its one process killed with -9

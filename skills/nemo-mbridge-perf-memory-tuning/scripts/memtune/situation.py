@@ -317,7 +317,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     compare = (kb.tables.get("situation") or {})["comparisons"]
     sit.capacity_mismatch = bool(facts.log.capacity_bytes and named
                                  and facts.log.capacity_bytes < compare["other_device_share"] * named)
-    sit.worked_before = bool(words.worked_before.search(text))
+    sit.worked_before = _worked_before(text, words)
     if not sit.worked_before and words.versions.search(text):
         # "1.13.1: 5515MiB, 2.0.0: 6802MiB": the same run, measured on both
         moved = _more_memory_on_newer(text, compare["newer_version_more"])
@@ -355,7 +355,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.one_process = words.one_process is not None and bool(words.one_process.search(f"{text}\n{log_text or ''}"))
     everything = f"{text}\n{config_text or ''}\n{log_text or ''}"
     sit.critic = words.critic is not None and bool(words.critic.search(everything))
-    sit.recompute_off = _recompute_off(facts, kb, config_text, clauses, words)
+    sit.recompute_off = _recompute_off(facts, kb, f"{config_text or ''}\n{log_text or ''}", clauses, words)
     sit.env_case_mismatch = _env_case_mismatch(f"{text}\n{log_text or ''}", table)
     sit.not_applied_said = any(words.not_applied.search(c) for c in said)
     sit.not_applied_asked = not sit.not_applied_said and any(words.not_applied.search(c) for c in asking)
@@ -1521,8 +1521,9 @@ def _refused(text: str, words: _Words) -> list[str]:
 def _recompute_off(facts: Facts, kb: Knowledge, config_text: str | None, clauses: list[str], words: _Words) -> bool:
     """Activation recompute off and set on by nothing: the question says so ("mei you kai recompute", "no recompute")
     or a setting does (situation.yaml recompute_off_settings: "--gradient_checkpointing false" in a launch line,
-    gradient_checkpointing=false in the settings).  Not where the user refuses it ("I don't want to turn on gradient
-    checkpointing"): a rule leading with it would answer against their words."""
+    the config's or one pasted with the log, gradient_checkpointing=false in the settings).  Not where the user
+    refuses it ("I don't want to turn on gradient checkpointing"): a rule leading with it would answer against
+    their words."""
     if facts.config.recompute_granularity is not None:
         return False
     if words.refusal is not None and any(words.refusal.search(c) and _recompute_spans(c, kb) for c in clauses):
@@ -1880,6 +1881,19 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
             changed.setdefault("stack", Reading("stack", [Clue(f"\u201c{quote}\u201d", source)]))
     return (list(changed.values()), list(tried.values()), list(no_effect.values()), list(removed.values()),
             list(worked.values()))
+
+
+def _worked_before(text: str, words: _Words) -> bool:
+    """The same setup ran before.  "Same config" / "jiaoben wo mei gai" (I did not change the script) says so only
+    beside something that moved (an upgrade, a version, a change): alone it says the published script runs as it is
+    (cooper#6: "the repository script, unchanged, OOMs - did you run it like this?")."""
+    spans = words.worked_before.spans(text)
+    if not spans:
+        return False
+    unchanged = words.config_unchanged.spans(text) if words.config_unchanged is not None else []
+    if any(not any(u0 <= s0 and s1 <= u1 for u0, u1, _ in unchanged) for s0, s1, _ in spans):
+        return True  # "used to work", "zhiqian neng pao": said outright
+    return bool(words.changed.search(text) or words.upgraded.search(text) or words.versions.search(text))
 
 
 def _left_values(clause: str, spans: list[tuple[str, int, int]], words: _Words) -> list[tuple[str, int, int]]:
