@@ -3586,6 +3586,25 @@ def test_the_published_script_run_unchanged_is_no_earlier_run_and_its_flags_coun
     assert flat["situation.worked_before"]
 
 
+def test_a_token_budget_is_the_micro_batch_of_dynamic_batching(kb):
+    # tinker-cloud#33 (set issue-24-s89): NeMo-RL train_micro_batch_size=1, dynamic batching with a 32k token budget;
+    # the micro-batch to lower is the budget, whatever the sample count
+    question = ("Training Qwen3-8B with NeMo RL, TP=2 on H200, was slow because every sample ran as its own "
+                "micro-batch (train_micro_batch_size=1, no dynamic batching, padded to the global max), so we "
+                "turned on NeMo RL dynamic batching and set the per-micro-batch token budget to max_seq_len. "
+                "Now policy.train OOMs: memory goes up to about 136 GiB on the H200. We don't use activation "
+                "checkpointing. Our max_seq_len is 32k. What should the budget be?")
+    stated = ["policy.dynamic_batching.enabled=true", "policy.train_micro_batch_size=1", "max_seq_len=32768",
+              "tensor_model_parallel_size=2"]
+    _, _, diag = pipeline.run(pipeline.Inputs(question=question, overrides=stated, gpu="H200 (141 GB)"), kb)
+    assert diag.fixes[0].id == "reduce-micro-batch"
+    # ...unless the failure comes with the longest samples, each of which fills the budget alone
+    long = ("PPO on a 4B model on 4x H200, CP 1, full recompute, max length 65536, dynamic batch size on, "
+            "micro batch 1. It OOMs on long samples, and dynamic batching does not help.")
+    _, _, diag = pipeline.run(pipeline.Inputs(question=long, gpu="H200"), kb)
+    assert "reduce-micro-batch" not in [f.id for f in diag.fixes]
+
+
 def test_one_copy_of_the_weights_against_the_machines_ram_is_the_load(kb):
     # tdrussell/diffusion-pipe#149 (set issue-24-s80): Wan2.1 14B LoRA under WSL, "WSL gei le 32GB neicun li de 24GB"
     # (32 GB of RAM, 24 GB of it given to WSL); the launcher reports its one process killed with -9
