@@ -3605,6 +3605,17 @@ def test_a_token_budget_is_the_micro_batch_of_dynamic_batching(kb):
     assert "reduce-micro-batch" not in [f.id for f in diag.fixes]
 
 
+def test_cuda_in_cuda_oom_is_no_software_version(kb):
+    # rllm-org/rllm#182 (set issue-24-s89): "so I moved to 64 A100 80GB GPUs, but I still get CUDA OOM" - more GPUs
+    # tried, not a new stack ("CUDA" here names the failure, not the toolkit of "CUDA 12.4")
+    question = ("On 8 A100 80GB I got CUDA OOM even with small micro-batch sizes, so I moved to 64 A100 80GB GPUs, "
+                "but I still get CUDA OOM whenever max_turns is greater than 2.")
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert "stack" not in flat["situation.changed"] and "add-gpus" in flat["situation.tried"]
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="After we moved to CUDA 12.4 the same run OOMs."), kb)
+    assert "stack" in flat["situation.changed"]
+
+
 def test_one_copy_of_the_weights_against_the_machines_ram_is_the_load(kb):
     # tdrussell/diffusion-pipe#149 (set issue-24-s80): Wan2.1 14B LoRA under WSL, "WSL gei le 32GB neicun li de 24GB"
     # (32 GB of RAM, 24 GB of it given to WSL); the launcher reports its one process killed with -9

@@ -318,7 +318,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.capacity_mismatch = bool(facts.log.capacity_bytes and named
                                  and facts.log.capacity_bytes < compare["other_device_share"] * named)
     sit.worked_before = _worked_before(text, words)
-    if not sit.worked_before and words.versions.search(text):
+    if not sit.worked_before and words.versions.search(_software_words(text)):
         # "1.13.1: 5515MiB, 2.0.0: 6802MiB": the same run, measured on both
         moved = _more_memory_on_newer(text, compare["newer_version_more"])
         if not moved and words.more_on_version is not None and words.more_on_version.search(text):
@@ -331,7 +331,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     if sit.worked_before and not sit.changed and words.regressed.search(text):
         # "this configuration is a regression for us (container nightly-2026-04-28, Bridge commit fcb4c287)": it ran
         # before, no setting is said to have changed, and the software is named - the software is what moved
-        version = words.versions.spans(text)
+        version = words.versions.spans(_software_words(text))
         if version:
             sit.changed.append(Reading("stack", [Clue(f"\u201c{version[0][2].strip()}\u201d", "words")]))
     if any(r.value == "stack" for r in sit.changed) and words.config_unchanged.search(text):
@@ -1875,12 +1875,25 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
         if useless and not took_out and not no_effect and words.settings.search(clause):
             no_effect.setdefault("setting", Reading("setting", [Clue(f"\u201c{quote}\u201d", source)]))
         # "after updating verl": a framework that moved is a version change too
-        software = words.versions.search(_ENV_NAME.sub(" ", clause)) or any(
+        software = words.versions.search(_software_words(_ENV_NAME.sub(" ", clause))) or any(
             literals.search(clause) for _, literals in words.lists.get("frameworks", []))
         if moved and software:
             changed.setdefault("stack", Reading("stack", [Clue(f"\u201c{quote}\u201d", source)]))
     return (list(changed.values()), list(tried.values()), list(no_effect.values()), list(removed.values()),
             list(worked.values()))
+
+
+# "CUDA OOM", "CUDA out of memory", "CUDA error", "CUDA graphs": the word names the failure or a feature, not the
+# toolkit a version word stands for ("CUDA 12.4"): a sentence holding it says nothing of software that moved
+# (rllm#182: "moved to 64 A100 GPUs, but I still get CUDA OOM" is more GPUs, not a new stack)
+_CUDA_NOT_SOFTWARE = re.compile(
+    r"\bCUDA\s+(?:OOMs?|out\s+of\s+memory|errors?|memory|graphs?|kernels?|cores?|devices?|context|caching|allocator)\b",
+    re.IGNORECASE)
+
+
+def _software_words(text: str) -> str:
+    """The text with the CUDA phrases that name no software version blanked out (see _CUDA_NOT_SOFTWARE)."""
+    return _CUDA_NOT_SOFTWARE.sub(lambda m: " " * len(m.group(0)), text)  # positions kept
 
 
 def _worked_before(text: str, words: _Words) -> bool:
@@ -1893,7 +1906,8 @@ def _worked_before(text: str, words: _Words) -> bool:
     unchanged = words.config_unchanged.spans(text) if words.config_unchanged is not None else []
     if any(not any(u0 <= s0 and s1 <= u1 for u0, u1, _ in unchanged) for s0, s1, _ in spans):
         return True  # "used to work", "zhiqian neng pao": said outright
-    return bool(words.changed.search(text) or words.upgraded.search(text) or words.versions.search(text))
+    return bool(words.changed.search(text) or words.upgraded.search(text)
+                or words.versions.search(_software_words(text)))
 
 
 def _left_values(clause: str, spans: list[tuple[str, int, int]], words: _Words) -> list[tuple[str, int, int]]:
