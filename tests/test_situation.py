@@ -3616,6 +3616,28 @@ def test_cuda_in_cuda_oom_is_no_software_version(kb):
     assert "stack" in flat["situation.changed"]
 
 
+def test_a_pasted_launch_command_is_the_runs_own_settings(kb):
+    # OpenRLHF/OpenRLHF#275 (set issue-24-s89): the A100 script's batch sizes kept on 4 x 4090, with --adam_offload
+    # and --gradient_checkpointing only in the pasted ray command; a stated --set wins over the launch line
+    log = ["ray job submit --address=http://127.0.0.1:8265 -- python3 examples/train_ppo_ray.py \\",
+           "    --actor_num_gpus_per_node 1 \\",
+           "    --micro_train_batch_size 8 \\",
+           "    --zero_stage 2 \\",
+           "    --bf16 \\",
+           "    --adam_offload \\",
+           "    --gradient_checkpointing true \\",
+           "    --flash_attn",
+           "torch.cuda.OutOfMemoryError: CUDA out of memory."]
+    facts, _, _ = pipeline.run(pipeline.Inputs(question="OpenRLHF PPO on 4 x RTX 4090 OOMs", log=log), kb)
+    assert facts.config.optimizer_cpu_offload and facts.config.recompute_granularity == "full"
+    assert facts.config.micro_batch_size == 8 and facts.config.use_distributed_optimizer
+    facts, _, _ = pipeline.run(pipeline.Inputs(question="OpenRLHF PPO OOMs", log=log,
+                                               overrides=["micro_train_batch_size=2"]), kb)
+    assert facts.config.micro_batch_size == 2
+    # a flag memtune cannot read is skipped without a warning of its own
+    assert not any("flash_attn" in w for w in facts.config.warnings)
+
+
 def test_one_copy_of_the_weights_against_the_machines_ram_is_the_load(kb):
     # tdrussell/diffusion-pipe#149 (set issue-24-s80): Wan2.1 14B LoRA under WSL, "WSL gei le 32GB neicun li de 24GB"
     # (32 GB of RAM, 24 GB of it given to WSL); the launcher reports its one process killed with -9

@@ -8,6 +8,7 @@ numbers the question mentions only fill gaps; --env beats env_vars in the config
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -75,6 +76,8 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
     config = read_config(inputs.config, inputs.overrides, kb=kb) if inputs.config else TrainingConfig()
     if not inputs.config and inputs.overrides:
         config = apply_overrides(config, inputs.overrides, kb=kb)
+    if not inputs.config:
+        config = _with_launch_flags(config, log_text, inputs.overrides, kb)
     launched = _launched_processes(log_text, kb)
     if launched and config.world_size is None:  # the pasted launch command says how many processes ran
         said = {} if config.provided else {"provided": True, "source": "question"}
@@ -432,6 +435,40 @@ def _request_simulations(fix_ids: list[str], flat: dict[str, Any], led: Any, kb:
 # A pasted excerpt is read whole for frame names the parser's traceback reader cannot place ("-> compute_log_probs");
 # a full training log is left to the streaming parser.
 PASTED_LOG_BYTES = 256 * 1024
+
+
+_LAUNCH_FLAG = re.compile(r"(?:^|\s)--(?P<key>[A-Za-z][\w.\-]*)(?:[ \t]*=[ \t]*|[ \t]+)?(?P<value>(?!--)[^\s\\]+)?")
+
+
+def _launch_flags(log_text: str) -> list[str]:
+    """The --key value and bare --flag settings of a launch command pasted with the log (its lines continued with a
+    backslash), as key=value: what the run was started with, the user's own settings."""
+    lines = log_text.splitlines()
+    flags: list[str] = []
+    for i, line in enumerate(lines):
+        if not (line.rstrip().endswith("\\") or (i and lines[i - 1].rstrip().endswith("\\"))):
+            continue
+        for m in _LAUNCH_FLAG.finditer(line):
+            value = m.group("value")
+            flags.append(f"{m.group('key').replace('-', '_')}={value if value is not None else 'true'}")
+    return flags
+
+
+def _with_launch_flags(config: TrainingConfig, log_text: str, overrides: list[str], kb: Knowledge) -> TrainingConfig:
+    """The config with the pasted launch command's settings the stated ones (--set) leave unset; a flag memtune cannot
+    read is skipped without a word (the launch line is the user's, not an input to check)."""
+    from .errors import UserError
+    from .inputs.config import apply_overrides
+
+    stated = {item.split("=", 1)[0].lstrip("+~").split(".")[-1] for item in overrides}
+    for item in _launch_flags(log_text):
+        if item.split("=", 1)[0].split(".")[-1] in stated:
+            continue
+        try:
+            config = replace(apply_overrides(config, [item], kb=kb, hints=False), warnings=config.warnings)
+        except UserError:
+            continue
+    return config
 
 
 def _command_lines(text: str | None) -> list[str]:
