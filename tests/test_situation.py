@@ -3638,6 +3638,17 @@ def test_a_pasted_launch_command_is_the_runs_own_settings(kb):
     assert not any("flash_attn" in w for w in facts.config.warnings)
 
 
+def test_an_engine_resuming_its_weights_and_kv_cache_is_no_checkpoint_resume(kb):
+    # volcengine/verl#1911 (set issue-24-s89): "huanxing SGLang (weights he KV cache yiqi resume)" - the engine
+    # woken from its memory saver, not a training run resumed from a checkpoint
+    question = ("verl 里用 SGLang 做 rollout（colocate），8 张 H100 跑 32B。"
+                "mem fraction 0.8 会在 update weight 那一步 OOM。现在的流程是训练完把 optimizer state "
+                "offload 到 CPU，然后唤醒 SGLang（weights 和 KV cache 一起 resume）。")
+    facts, _, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert "resume" not in facts.question.topics
+    assert "checkpoint-load" not in [c.id for c in diag.causes]
+
+
 def test_one_copy_of_the_weights_against_the_machines_ram_is_the_load(kb):
     # tdrussell/diffusion-pipe#149 (set issue-24-s80): Wan2.1 14B LoRA under WSL, "WSL gei le 32GB neicun li de 24GB"
     # (32 GB of RAM, 24 GB of it given to WSL); the launcher reports its one process killed with -9
