@@ -3649,6 +3649,17 @@ def test_an_engine_resuming_its_weights_and_kv_cache_is_no_checkpoint_resume(kb)
     assert "checkpoint-load" not in [c.id for c in diag.causes]
 
 
+def test_saving_that_needs_more_than_training_is_the_save_not_a_new_version(kb):
+    # huggingface/transformers#12587 (set issue-24-s89): ZeRO-3 fp16 training fits, "during the saving step I get
+    # OOM ... why does saving need more GPU memory than training?" with the versions listed in another sentence
+    question = ("Training Blenderbot-9B with DeepSpeed ZeRO-3 on 8 x 16GB GPUs, save_steps 10. Training and evaluation "
+                "run fine at about 10GB per GPU. However during the saving step I get OOM. Deepspeed 0.4.3, torch "
+                "1.8, transformers 4.9.0. Why does saving need more GPU memory than training?")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.phase"] == "checkpoint-save" and "stack" not in flat["situation.changed"]
+    assert diag.fixes[0].id == "checkpoint-save-memory"
+
+
 def test_one_copy_of_the_weights_against_the_machines_ram_is_the_load(kb):
     # tdrussell/diffusion-pipe#149 (set issue-24-s80): Wan2.1 14B LoRA under WSL, "WSL gei le 32GB neicun li de 24GB"
     # (32 GB of RAM, 24 GB of it given to WSL); the launcher reports its one process killed with -9

@@ -321,8 +321,11 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     if not sit.worked_before and words.versions.search(_software_words(text)):
         # "1.13.1: 5515MiB, 2.0.0: 6802MiB": the same run, measured on both
         moved = _more_memory_on_newer(text, compare["newer_version_more"])
-        if not moved and words.more_on_version is not None and words.more_on_version.search(text):
-            moved = next(iter(_two_versions(text, words)), None)  # "0.9.1 takes about 2GB more than 0.8.2"
+        if not moved and words.more_on_version is not None:
+            # "0.9.1 takes about 2GB more than 0.8.2": the comparison names a version ("why does saving need more GPU
+            # memory than training? ... deepspeed 0.4.3, torch 1.8" compares saving with training, no versions)
+            if any(words.more_on_version.search(c) and _VERSION.search(c) for c in _sentences(text)):
+                moved = next(iter(_two_versions(text, words)), None)
         if moved:
             sit.worked_before = True
             sit.changed.append(moved)
