@@ -3660,6 +3660,22 @@ def test_saving_that_needs_more_than_training_is_the_save_not_a_new_version(kb):
     assert diag.fixes[0].id == "checkpoint-save-memory"
 
 
+def test_a_failure_beside_settings_the_user_names_checks_that_the_run_has_them(kb):
+    # volcengine/verl#647 (set issue-24-s40): the same script runs with vLLM and OOMs in the actor update with
+    # SGLang as the rollout engine; with nothing deciding between the generic causes, the check that separates a
+    # setting that never applied (SGLang's memory release) from a layout that does not fit comes first
+    question = ("I find the same verl PPO/GRPO script can run perfectly using vLLM (0.7.3) for rollout, however it "
+                "fails with an OutOfMemoryError using SGLang (0.4.4.post1) as the rollout engine. The error is raised "
+                "from the actor update (actor_output = self.actor_rollout_wg.update_actor(...)) after the first "
+                "generation. What is different between the two engines here and what should I change?")
+    log = ["ray.exceptions.RayTaskError(OutOfMemoryError): ray::main_task()",
+           "    actor_output = self.actor_rollout_wg.update_actor(batch)"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, log=log,
+                                                 overrides=["actor_rollout_ref.rollout.name=sglang"]), kb)
+    assert flat["situation.setting_stated"]
+    assert diag.fixes[0].id == "confirm-setting-applied"
+
+
 def test_one_copy_of_the_weights_against_the_machines_ram_is_the_load(kb):
     # tdrussell/diffusion-pipe#149 (set issue-24-s80): Wan2.1 14B LoRA under WSL, "WSL gei le 32GB neicun li de 24GB"
     # (32 GB of RAM, 24 GB of it given to WSL); the launcher reports its one process killed with -9

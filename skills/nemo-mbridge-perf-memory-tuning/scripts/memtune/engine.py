@@ -692,6 +692,13 @@ def _check_fix(candidates: Mapping[str, Any], flat: Mapping[str, Any]) -> str | 
     if moving and not ranks and (flat.get("situation.trend") in (candidates.get("moving_trends") or ())
                                  or flat.get("situation.step") in (candidates.get("moving_steps") or ())):
         return moving
+    stated = candidates.get("check_fix_setting_stated")
+    # memory ran out (not a crash or a kernel fault, whose first failing rank's error is the evidence)
+    ran_out = ((flat.get("log.has_memory_failure") or flat.get("situation.oom_said")
+                or flat.get("situation.gpu_memory_failed"))
+               and not flat.get("log.crash") and "kernel-fault" not in topics)
+    if stated and ran_out and not ranks and flat.get("situation.setting_stated"):
+        return stated  # the settings the user names: does the run have them?
     return quiet if quiet and not failed and not ranks else candidates.get("check_fix")
 
 

@@ -638,7 +638,7 @@ def _reference_problems(kb: Knowledge) -> list[str]:
                 problems.append(f"{where}: unknown fix {ref!r}")
     problems += _situation_problems(kb)
     cand = (kb.tables.get("ledger") or {}).get("candidates") or {}
-    for key in ("check_fix", "check_fix_no_failure"):
+    for key in (k for k in cand if k.startswith("check_fix")):  # every check the candidates name is a fix
         if cand.get(key) and cand[key] not in fixes:
             problems.append(f"ledger.yaml: candidates.{key}: unknown fix {cand[key]!r}")
     problems += [f"ledger.yaml: candidates.generic: unknown cause {c['cause']!r}" for c in cand.get("generic", [])
