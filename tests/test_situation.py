@@ -3676,6 +3676,21 @@ def test_a_failure_beside_settings_the_user_names_checks_that_the_run_has_them(k
     assert diag.fixes[0].id == "confirm-setting-applied"
 
 
+def test_of_a_setup_that_fit_the_setting_taken_out_is_the_lever(kb):
+    # om-ai-lab/VLM-R1#36 (set issue-24-s90): "yong Zero3 + gradient_checkpointing=True neng zhengchang xunlian; ke
+    # yidan ba gradient_checkpointing guandiao jiu OOM" - ZeRO-3 stayed on in the run that failed
+    question = ("我们在 8 张 A800（每张 80GB）上跑 Qwen2.5VL-3B 的 GRPO，"
+                "用 Zero3 + gradient_checkpointing=True 能正常训练；可一旦把 gradient_checkpointing 关掉就 OOM。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, overrides=["deepspeed=zero3"]), kb)
+    assert flat["situation.removed"] == ["full-recompute"] and flat["situation.worked_with"] == ["full-recompute"]
+    assert diag.fixes[0].id == "full-recompute" and "megatron-fsdp" not in [f.id for f in diag.fixes]
+    # "the same as when it is turned off" names no setting beside the removal word (volcengine/verl#26)
+    question = ("When turning on critic.model.enable_gradient_checkpointing, these values remain the same as when it "
+                "is turned off.")
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert not flat["situation.removed"]
+
+
 def test_one_copy_of_the_weights_against_the_machines_ram_is_the_load(kb):
     # tdrussell/diffusion-pipe#149 (set issue-24-s80): Wan2.1 14B LoRA under WSL, "WSL gei le 32GB neicun li de 24GB"
     # (32 GB of RAM, 24 GB of it given to WSL); the launcher reports its one process killed with -9

@@ -306,6 +306,11 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
         own = (sit.changed, sit.tried, sit.no_effect, sit.removed, sit.worked_with)
         (sit.changed, sit.tried, sit.no_effect, sit.removed,
          sit.worked_with) = (_merge(a, b) for a, b in zip(agent, own, strict=True))
+    # "with ZeRO-3 + gradient checkpointing it trains; turn checkpointing off and it OOMs": of the setup that fit,
+    # the setting taken out is what made it fit - the rest stayed in the run that failed (VLM-R1#36)
+    lever = [r for r in sit.worked_with if r.value in {x.value for x in sit.removed}]
+    if lever:
+        sit.worked_with = lever
     sit.absent = _absent(sentences, kb, words, {r.value for r in [*sit.removed, *sit.worked_with]})
     sit.figures = _figures(facts)
     sit.waste_bytes, sit.waste_share = _waste(facts)
@@ -1843,6 +1848,12 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
             from .names import fixes_named  # ("set micro_train_batch_size to 2: OOM")
 
             spans = [sp for sp in fixes_named(clause, kb) if _NUMBER_AFTER.match(clause, sp[2])]
+        if not spans and took_out:  # a setting's own name switched off ("ba gradient_checkpointing guandiao")
+            from .names import fixes_named  # right beside the removal word: "the same as when it is turned off"
+
+            offs = words.removed.spans(clause)  # refers to no setting by name
+            spans = [sp for sp in fixes_named(clause, kb) if any(
+                -_BESIDE <= r0 - sp[2] <= _BESIDE or -_BESIDE <= sp[1] - r1 <= _BESIDE for r0, r1, _ in offs)]
         # "set X=2, Y=20480. That fixed the OOM." - unless that clause said X did nothing ("batch 2 ye yiyang; huan
         # Branchformer jiu bu hui OOM": what fits is the other change, which names no fix)
         if not spans and fits and not useless and previous and not words.no_effect.search(previous):
@@ -1911,6 +1922,9 @@ def _worked_before(text: str, words: _Words) -> bool:
         return True  # "used to work", "zhiqian neng pao": said outright
     return bool(words.changed.search(text) or words.upgraded.search(text)
                 or words.versions.search(_software_words(text)))
+
+
+_BESIDE = 6  # characters between a setting's name and the removal word that switches it off ("X guandiao", "disable X")
 
 
 def _left_values(clause: str, spans: list[tuple[str, int, int]], words: _Words) -> list[tuple[str, int, int]]:
