@@ -3691,6 +3691,16 @@ def test_of_a_setup_that_fit_the_setting_taken_out_is_the_lever(kb):
     assert not flat["situation.removed"]
 
 
+def test_a_failure_right_after_the_evaluation_phase_ended(kb):
+    # hiyouga/LLaMA-Factory#836 (set issue-24-s90): "pinggu jieduan jieshu zhihou hui zhijie bao xiancun" (right after
+    # the evaluation phase ends it runs out) - what the evaluation left behind is the suspect; more GPUs are not
+    question = ("baichaun2-13B-Chat 微调在评估后会爆显存：两张4090，训练阶段 batchsize 为1大概13G，"
+                "但是评估阶段结束之后会直接爆显存。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.after_phase"] == "eval"
+    assert "memory-growth" in [c.id for c in diag.causes] and "add-gpus" not in [f.id for f in diag.fixes]
+
+
 def test_one_copy_of_the_weights_against_the_machines_ram_is_the_load(kb):
     # tdrussell/diffusion-pipe#149 (set issue-24-s80): Wan2.1 14B LoRA under WSL, "WSL gei le 32GB neicun li de 24GB"
     # (32 GB of RAM, 24 GB of it given to WSL); the launcher reports its one process killed with -9
