@@ -3701,6 +3701,17 @@ def test_a_failure_right_after_the_evaluation_phase_ended(kb):
     assert "memory-growth" in [c.id for c in diag.causes] and "add-gpus" not in [f.id for f in diag.fixes]
 
 
+def test_memory_that_stays_where_an_enabled_setting_should_move_it_says_the_setting_did_not_apply(kb):
+    # deepspeedai/DeepSpeed#1624 (set issue-24-s90): ZeRO-3 on 4 x 3090, "FP16 model weight and gradients take up
+    # about 21GBs, and they seemed to stay on the GPU VRAM though I enabled parameter offloading"
+    question = ("I run a GPT-2 like model with ZeRO-3 on 4 RTX 3090. FP16 model weight and gradients take up about "
+                "21GBs, and they seemed to stay on the GPU VRAM though I enabled parameter offloading. I keep getting "
+                "CUDA OOM on the 2nd iteration.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question, gpu="4 RTX 3090 (24GiB VRAM)"), kb)
+    assert flat["situation.not_applied_said"]
+    assert diag.fixes[0].id == "confirm-setting-applied"
+
+
 def test_one_copy_of_the_weights_against_the_machines_ram_is_the_load(kb):
     # tdrussell/diffusion-pipe#149 (set issue-24-s80): Wan2.1 14B LoRA under WSL, "WSL gei le 32GB neicun li de 24GB"
     # (32 GB of RAM, 24 GB of it given to WSL); the launcher reports its one process killed with -9
