@@ -8,7 +8,6 @@ numbers the question mentions only fill gaps; --env beats env_vars in the config
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -437,20 +436,29 @@ def _request_simulations(fix_ids: list[str], flat: dict[str, Any], led: Any, kb:
 PASTED_LOG_BYTES = 256 * 1024
 
 
-_LAUNCH_FLAG = re.compile(r"(?:^|\s)--(?P<key>[A-Za-z][\w.\-]*)(?:[ \t]*=[ \t]*|[ \t]+)?(?P<value>(?!--)[^\s\\]+)?")
-
-
 def _launch_flags(log_text: str) -> list[str]:
-    """The --key value and bare --flag settings of a launch command pasted with the log (its lines continued with a
-    backslash), as key=value: what the run was started with, the user's own settings."""
+    """The --key value, --key=value and bare --flag settings of a launch command pasted with the log (its lines
+    continued with a backslash), as key=value: what the run was started with, the user's own settings.  The words
+    come from the launch-script reader's shell tokenizer (quotes, variables, continuations), one command at a time."""
+    from .errors import UserError
+    from .inputs.megatron_args import shell_args
+
     lines = log_text.splitlines()
+    block = "\n".join(line for i, line in enumerate(lines)
+                      if line.rstrip().endswith("\\") or (i and lines[i - 1].rstrip().endswith("\\")))
+    try:
+        args = shell_args(block, "<pasted launch command>").args
+    except UserError:
+        return []
     flags: list[str] = []
-    for i, line in enumerate(lines):
-        if not (line.rstrip().endswith("\\") or (i and lines[i - 1].rstrip().endswith("\\"))):
+    for i, arg in enumerate(args):
+        if not arg.text.startswith("--") or len(arg.text) < 3:
             continue
-        for m in _LAUNCH_FLAG.finditer(line):
-            value = m.group("value")
-            flags.append(f"{m.group('key').replace('-', '_')}={value if value is not None else 'true'}")
+        key, eq, value = arg.text[2:].partition("=")
+        if not eq:  # a value in the next word of the same command, else a bare flag
+            nxt = args[i + 1] if i + 1 < len(args) and args[i + 1].group == arg.group else None
+            value = nxt.text if nxt is not None and not nxt.text.startswith("-") else "true"
+        flags.append(f"{key.replace('-', '_')}={value}")
     return flags
 
 
