@@ -323,7 +323,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.capacity_mismatch = bool(facts.log.capacity_bytes and named
                                  and facts.log.capacity_bytes < compare["other_device_share"] * named)
     sit.worked_before = _worked_before(text, words)
-    if not sit.worked_before and words.versions.search(_software_words(text)):
+    if not sit.worked_before and words.versions.search(_software_words(text, words)):
         # "1.13.1: 5515MiB, 2.0.0: 6802MiB": the same run, measured on both
         moved = _more_memory_on_newer(text, compare["newer_version_more"])
         if not moved and words.more_on_version is not None:
@@ -339,7 +339,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     if sit.worked_before and not sit.changed and words.regressed.search(text):
         # "this configuration is a regression for us (container nightly-2026-04-28, Bridge commit fcb4c287)": it ran
         # before, no setting is said to have changed, and the software is named - the software is what moved
-        version = words.versions.spans(_software_words(text))
+        version = words.versions.spans(_software_words(text, words))
         if version:
             sit.changed.append(Reading("stack", [Clue(f"\u201c{version[0][2].strip()}\u201d", "words")]))
     if any(r.value == "stack" for r in sit.changed) and words.config_unchanged.search(text):
@@ -1040,6 +1040,7 @@ class _Words:
     presupposes: _Literals | None = None
     more_on_version: _Literals | None = None  # situation.yaml changes.more_on_version: more memory on one version
     change_to: _Literals | None = None  # situation.yaml changes.change_to: between a setting's old and new value
+    not_versions: _Literals | None = None  # situation.yaml changes.not_versions: version words naming no software
     own_trainer: _Literals | None = None  # situation.yaml own_trainer_words: a training loop of the user's own
     one_process: _Literals | None = None  # situation.yaml one_process_words: one process started
     critic: _Literals | None = None  # situation.yaml critic_words: the RL run trains a critic
@@ -1158,6 +1159,7 @@ def _compile(kb: Knowledge) -> _Words:
                   presupposes=_Literals(list((table.get("asking") or {}).get("presupposes") or [])),
                   more_on_version=_Literals(_both(changes.get("more_on_version"))),
                   change_to=_Literals(_both(changes.get("change_to"))),
+                  not_versions=_Literals(_both(changes.get("not_versions"))),
                   one_process=_Literals(_both(table.get("one_process_words"))),
                   critic=_Literals(_both(table.get("critic_words"))),
                   engine_off=_Literals(_both(changes.get("engine_off"))),
@@ -1889,7 +1891,7 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
         if useless and not took_out and not no_effect and words.settings.search(clause):
             no_effect.setdefault("setting", Reading("setting", [Clue(f"\u201c{quote}\u201d", source)]))
         # "after updating verl": a framework that moved is a version change too
-        software = words.versions.search(_software_words(_ENV_NAME.sub(" ", clause))) or any(
+        software = words.versions.search(_software_words(_ENV_NAME.sub(" ", clause), words)) or any(
             literals.search(clause) for _, literals in words.lists.get("frameworks", []))
         if moved and software:
             changed.setdefault("stack", Reading("stack", [Clue(f"\u201c{quote}\u201d", source)]))
@@ -1897,17 +1899,14 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
             list(worked.values()))
 
 
-# "CUDA OOM", "CUDA out of memory", "CUDA error", "CUDA graphs": the word names the failure or a feature, not the
-# toolkit a version word stands for ("CUDA 12.4"): a sentence holding it says nothing of software that moved
-# (rllm#182: "moved to 64 A100 GPUs, but I still get CUDA OOM" is more GPUs, not a new stack)
-_CUDA_NOT_SOFTWARE = re.compile(
-    r"\bCUDA\s+(?:OOMs?|out\s+of\s+memory|errors?|memory|graphs?|kernels?|cores?|devices?|context|caching|allocator)\b",
-    re.IGNORECASE)
-
-
-def _software_words(text: str) -> str:
-    """The text with the CUDA phrases that name no software version blanked out (see _CUDA_NOT_SOFTWARE)."""
-    return _CUDA_NOT_SOFTWARE.sub(lambda m: " " * len(m.group(0)), text)  # positions kept
+def _software_words(text: str, words: _Words) -> str:
+    """The text with the phrases that hold a version word and name no software blanked out (situation.yaml
+    changes.not_versions: "CUDA OOM", "CUDA graphs"), positions kept."""
+    if words.not_versions is None:
+        return text
+    for start, end, _ in words.not_versions.spans(text):
+        text = text[:start] + " " * (end - start) + text[end:]
+    return text
 
 
 def _worked_before(text: str, words: _Words) -> bool:
@@ -1921,7 +1920,7 @@ def _worked_before(text: str, words: _Words) -> bool:
     if any(not any(u0 <= s0 and s1 <= u1 for u0, u1, _ in unchanged) for s0, s1, _ in spans):
         return True  # "used to work", "zhiqian neng pao": said outright
     return bool(words.changed.search(text) or words.upgraded.search(text)
-                or words.versions.search(_software_words(text)))
+                or words.versions.search(_software_words(text, words)))
 
 
 _BESIDE = 6  # characters between a setting's name and the removal word that switches it off ("X guandiao", "disable X")
