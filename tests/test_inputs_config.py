@@ -525,6 +525,7 @@ def test_megatron_turns_sequence_parallel_off_at_tp_1(vkb):
     # DeepSpeed-Chat / OpenRLHF flags (01-ai/Yi#125) and the ms-swift / LLaMA-Factory presets (ms-swift#3559)
     (["zero_stage=2", "offload=true"], {"use_distributed_optimizer": True, "optimizer_cpu_offload": True}),
     (["adam_offload=true"], {"optimizer_cpu_offload": True}),
+    (["zero_optimization.offload=cpu"], {"optimizer_cpu_offload": True}),  # the device it names is the switch
     (["deepspeed=zero3_offload"], {"use_torch_fsdp2": True, "optimizer_cpu_offload": True}),
     (["deepspeed=zero2"], {"use_distributed_optimizer": True, "optimizer_cpu_offload": None}),
     (["zero_optimization.offload_optimizer.device=none"], {"optimizer_cpu_offload": None}),

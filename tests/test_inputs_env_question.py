@@ -315,6 +315,11 @@ def test_activation_checkpointing_is_not_a_checkpoint_question(vkb):
     ("CUDA graph 关了", {"cuda_graph_impl": "none"}),
     ("use_megatron_fsdp=True", {"use_megatron_fsdp": True}),
     ("--optimizer-cpu-offload", {"optimizer_cpu_offload": True}),
+    # the offloaded optimizer by its own names (OpenRLHF#198, LLaMA-Factory#6755); asked about, it states nothing
+    ("actor \u7528\u7684\u662f DeepSpeedCPUAdam\uff08adam offload\uff09", {"optimizer_cpu_offload": True}),
+    ("\u4f7f\u7528\u4e86zero-3-offload\uff0cbatch_size\u4e3a1", {"optimizer_cpu_offload": True}),
+    ("should I use adam offload here?", {"optimizer_cpu_offload": "<unset>"}),
+    ("without adam offload it fits", {"optimizer_cpu_offload": False}),
     ("activation CPU offloading is on", {"cpu_offloading": True}),
     ("Tensor Parallelism (TP): 2, Expert Parallelism (EP): 8", {"tensor_model_parallel_size": 2,
                                                                 "expert_model_parallel_size": 8}),

@@ -4292,3 +4292,20 @@ def test_a_zero_stage_is_no_pipeline_stage(kb):
     assert "pipeline-stage-imbalance" not in {c.id for c in diag.causes}
     _, flat, _ = pipeline.run(pipeline.Inputs(question="Only stage 0 runs out of memory with PP=4."), kb)
     assert flat["situation.where"] == "first-stage"
+
+
+def test_a_host_kill_beside_an_offloaded_optimizer_is_its_state_and_more_nodes_split_it(kb):
+    """OpenRLHF#198: a 70B actor with DeepSpeedCPUAdam killed for host memory. The offloaded state is 12 B per
+    parameter (FP32 master + two Adam moments, ~840 GB for the model, the maintainer's sum), which more nodes split;
+    "nothing says which process holds it" would be wrong, and offloading more adds to what ran out."""
+    question = ("Running train_ppo_llama_ray_70b.sh, Ray says workers were killed due to memory pressure (OOM); "
+                "the actor uses DeepSpeedCPUAdam (adam offload). Llama-2-70B.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["config.optimizer_cpu_offload"] is True
+    assert 0.8e12 < flat["derived.offloaded_optimizer_bytes"] < 0.9e12
+    assert diag.fixes[0].id == "add-gpus"
+    assert "host-memory-unplaced" not in {r for c in diag.causes for r in c.rules}
+    # the same kill without the offload has no such sum
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question.replace(" (adam offload)", "").replace(
+        "uses DeepSpeedCPUAdam", "uses Adam")), kb)
+    assert flat.get("derived.offloaded_optimizer_bytes") is None

@@ -182,6 +182,8 @@ def _model_state_floor(facts: Facts, kb: Knowledge) -> dict[str, Any]:
 
     from .errors import UserError
     from .estimator import estimate
+    from .estimator.constants import constants
+    from .estimator.setup import resolve
     from .ledger import policy
 
     cfg, capacity = facts.config, facts.gpu.capacity_bytes
@@ -201,6 +203,12 @@ def _model_state_floor(facts: Facts, kb: Knowledge) -> dict[str, Any]:
     # host RAM: the host's sum, known without any GPU named
     if cfg.world_size:
         weights["host_load_bytes"] = stage.weights_bytes * min(cfg.world_size, _gpus_per_node(facts.gpu.name, kb))
+    # ...and an optimizer offloaded to the CPU keeps its master weights and moments (FP32 Adam: 12 B per trained
+    # parameter) in host RAM, the whole model's divided among the nodes its ranks span: "70B x 12 B = 840 GB"
+    if cfg.optimizer_cpu_offload and not (cfg.peft and cfg.peft.lower() not in {"none", "false"}):
+        setup = resolve(whole, constants(kb), [])
+        fraction = 1.0 if cfg.optimizer_offload_fraction is None else float(cfg.optimizer_offload_fraction)
+        weights["offloaded_optimizer_bytes"] = stage.params * (setup.master_bytes + setup.moment_bytes) * fraction
     if not capacity:
         return weights
     weights["model_weights_ratio"] = stage.weights_bytes / capacity

@@ -629,8 +629,8 @@ def _deepspeed_fields(parts: list[str], value: Any) -> dict[str, Any]:
         stage = int(text) if text.isdigit() else None
     elif name == "device" and len(parts) > 1 and parts[-2] == "offload_optimizer":
         offload = text in ("cpu", "nvme")
-    elif name in ("offload", "adam_offload"):
-        offload = text in ("true", "1", "yes", "")
+    elif name in ("offload", "adam_offload"):  # a switch, or the device it names ("zero_optimization.offload=cpu")
+        offload = text in ("true", "1", "yes", "", "cpu", "nvme")
     elif name == "deepspeed" and (m := re.search(r"(?:zero[_-]?|\bds_z)([123])(?:[_-]?(offload))?", text)):
         stage, offload = int(m.group(1)), bool(m.group(2))
     fields: dict[str, Any] = {}
