@@ -192,6 +192,14 @@ def test_an_engine_said_not_to_share_the_gpus_is_separate(text, process, kb):
     assert "trainer-side" in q.topics
 
 
+def test_a_setting_said_already_written_in_the_config_is_stated(kb):
+    # Datawhale unlock-deepseek#22: "yaml li attn_implementation yijing xie le flash_attention_2" - the user names
+    # a setting the run should have; whether it does is the first check
+    assert _said("yaml \u91cc attn_implementation \u5df2\u7ecf\u5199\u4e86 flash_attention_2\uff0c"
+                 "\u4e3a\u4ec0\u4e48 0.5B \u90fd\u8981 50G\uff1f", kb).setting_stated
+    assert _said("I've set attn_implementation to flash_attention_2, why does 0.5B take 50G?", kb).setting_stated
+
+
 @pytest.mark.parametrize("text", [
     # ms-swift / TRL server mode: vLLM is a process of its own on other GPUs (ms-swift#6413)
     "GKD OOMs while loading the teacher; use_vllm=true vllm_mode=server",
