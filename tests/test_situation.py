@@ -4317,3 +4317,16 @@ def test_a_host_kill_beside_an_offloaded_optimizer_is_its_state_and_more_nodes_s
     _, flat, _ = pipeline.run(pipeline.Inputs(question=question.replace(" (adam offload)", "").replace(
         "uses DeepSpeedCPUAdam", "uses Adam")), kb)
     assert flat.get("derived.offloaded_optimizer_bytes") is None
+
+
+def test_a_call_the_user_quotes_as_what_ran_out_names_the_request(kb):
+    """modelscope/ms-swift#6966: "logits.float() xin shenqing de xiancun guo da daozhi oom ... logits.float() zhege
+    49G" - the quoted call is the failing line (logits), the size written right after it its request. A call named
+    beside a try ("tried torch.cuda.empty_cache(), still OOM") is no failing line."""
+    question = ("\u8bad\u7ec3\u65f6\uff0clogits.float()\u65b0\u7533\u8bf7\u7684\u663e\u5b58\u6570\u8fc7\u5927"
+                "\u5bfc\u81f4oom\u3002\u8bf7\u95eelogits.float()\u8fd9\u4e2a49G\u54ea\u6765\uff1f")
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question), kb)
+    assert flat["situation.failed"] == "logits" and flat["situation.failed_source"] == "words"
+    assert flat["situation.failed_bytes"] == 49e9
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="I tried torch.cuda.empty_cache(), still OOM at step 3."), kb)
+    assert not flat.get("situation.call_path")

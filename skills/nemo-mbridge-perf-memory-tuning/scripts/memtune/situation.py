@@ -378,10 +378,13 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.grows_per_step = sit.trend is not None and sit.trend.value == "grows" and (
         sit.trend.source == "log" or any(words.per_step.search(c) for c in sentences  # "every save, it rises a notch"
                                          if any(v == "grows" for v, _ in _hits("trends", c, words))))
-    sit.call_path = _call_path(facts, log_text) or _said_call_path(text)
+    logged = _call_path(facts, log_text)
+    sit.call_path = logged or _said_call_path(text, words)
     if sit.failed is None and not facts.log.frames and sit.call_path:  # a pasted trace the parser could not read
         functions = [name.split(" (", 1)[0] for name in sit.call_path[:_FRAME_WORDS_DEPTH]]  # not the file names
-        sit.failed = _failed_in_names(functions, table, "log")
+        sit.failed = _failed_in_names(functions, table, "log" if logged else "words")
+        if sit.failed is not None and not logged and sit.failed_bytes is None:
+            sit.failed_bytes = _figure_beside(text, functions, facts.question.memory_figures)
     if facts.log.crash and not facts.log.has_memory_failure and facts.log.first_error:
         sit.error = facts.log.first_error.strip()[:ERROR_CHARS]
     refusals = {k["id"] for k in (kb.tables.get("signatures") or {}).get("kinds") or [] if k.get("refusal")}
@@ -497,6 +500,19 @@ def _failed(facts: Facts, table: Mapping[str, Any], kb: Knowledge) -> tuple[Read
         if clue is not None:
             return Reading(kind, [Clue(clue.text, kind_of_source)]), request
     return _failed_in_frame(facts, table), request
+
+
+_BESIDE_CALL = 24  # characters from a call the user names to the size they give for it: "logits.float() zhege 49G"
+
+
+def _figure_beside(text: str, names: list[str], figures: list[dict[str, Any]]) -> float | None:
+    """The memory figure the user writes right after naming the call that asked for it: that call's request."""
+    for name in names:
+        for m in re.finditer(re.escape(name), text):
+            near = [f["bytes"] for f in figures if m.end() <= f.get("at", -1) <= m.end() + _BESIDE_CALL]
+            if near:
+                return near[0]
+    return None
 
 
 def _largest_gpu(kb: Knowledge) -> tuple[str, float] | None:
@@ -850,12 +866,24 @@ _SAID_FRAME = re.compile(r"(?:\b(?:in|inside|within|from|via|through)\s+|->\s*|\
 ERROR_CHARS = 160
 
 
-def _said_call_path(text: str) -> list[str]:
-    """Functions the user names as where it failed, in the order named (the innermost is usually first)."""
+# a method call written as code ("logits.float()", "self.lm_head(hidden_states)"): in a sentence that says what
+# failed, the line the user points at (modelscope/ms-swift#6966: "logits.float() xin shenqing de xiancun ... oom")
+_SAID_CALL = re.compile(r"(?<![\w.])((?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*)\([^()]{0,40}\)")
+
+
+def _said_call_path(text: str, words: _Words) -> list[str]:
+    """Functions the user names as where it failed, in the order named (the innermost is usually first): after
+    "in" / "from" / an arrow, or a method call in a sentence that reports the failure and no try."""
     out: list[str] = []
     for m in _SAID_FRAME.finditer(text or ""):
         if m.group(1) not in out:
             out.append(m.group(1))
+    for sentence in _sentences(text or ""):
+        if not words.failure.search(sentence) or words.tried.search(sentence):
+            continue
+        for m in _SAID_CALL.finditer(sentence):
+            if m.group(1) not in out:
+                out.append(m.group(1))
     return out[:CALL_PATH_DEPTH]
 
 
