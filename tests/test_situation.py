@@ -4330,3 +4330,13 @@ def test_a_call_the_user_quotes_as_what_ran_out_names_the_request(kb):
     assert flat["situation.failed_bytes"] == 49e9
     _, flat, _ = pipeline.run(pipeline.Inputs(question="I tried torch.cuda.empty_cache(), still OOM at step 3."), kb)
     assert not flat.get("situation.call_path")
+
+
+@pytest.mark.parametrize("text", [
+    # PKU-YuanGroup/MoE-LLaVA#64: "zai chushihua optimizer zhuangtai shi hui bao cuda: out of memory"
+    "\u6211\u4f7f\u7528\u4e86ZeRO-2\uff0cEP_SIZE=8\uff1b\u5728\u521d\u59cb\u5316optimizer\u72b6\u6001\u65f6\u4f1a"
+    "\u62a5cuda: out of memory\u3002",
+    "It runs out of memory while initializing optimizer states, before the first step.",
+])
+def test_initialising_the_optimizer_state_is_the_optimizer_phase(text, kb):
+    assert _said(text, kb).phase.value == "optimizer-step"
