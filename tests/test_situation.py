@@ -4340,3 +4340,13 @@ def test_a_call_the_user_quotes_as_what_ran_out_names_the_request(kb):
 ])
 def test_initialising_the_optimizer_state_is_the_optimizer_phase(text, kb):
     assert _said(text, kb).phase.value == "optimizer-step"
+
+
+def test_an_input_size_that_fits_and_a_larger_one_that_fails_and_more_gpus_tried_in_zh(kb):
+    """Pyramid-Flow#159: "zhi neng pao NUM_FRAMES=8, she cheng 16 huo 32 jiu CUDA OOM ... gai cheng 8*5 zhang A100
+    pao, 16 zhen haishi OOM": the larger input fails (activations), and more GPUs were tried."""
+    text = ("8 \u5f20 A100 \u4e0a\u5c31\u7b97 SHARD_STRATEGY=zero3\uff0c\u4e5f\u53ea\u80fd\u8dd1 NUM_FRAMES=8\uff0c"
+            "\u8bbe\u6210 16 \u6216 32 \u5c31 CUDA OOM\u3002\u6211\u628a\u4ee3\u7801\u6539\u6210 8*5 \u5f20 A100 "
+            "\u8dd1\uff0c 16 \u5e27\u8fd8\u662f OOM\u3002")
+    assert "larger-input-fails" in parse_question(text, kb).topics
+    assert "add-gpus" in {r.value for r in _said(text, kb).tried}
