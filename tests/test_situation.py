@@ -4350,3 +4350,21 @@ def test_an_input_size_that_fits_and_a_larger_one_that_fails_and_more_gpus_tried
             "\u8dd1\uff0c 16 \u5e27\u8fd8\u662f OOM\u3002")
     assert "larger-input-fails" in parse_question(text, kb).topics
     assert "add-gpus" in {r.value for r in _said(text, kb).tried}
+
+
+@pytest.mark.parametrize("text, short", [
+    # QwenLM/Qwen#1043: "model_max_length tiao cheng 8192 de hua jiu hui bao OOM, wo de xunlian yangben changdu bing
+    # meiyou tai chang" - the samples are short: the maximum, not the data, sets the padded length
+    ("model_max_length \u8c03\u6210 8192 \u7684\u8bdd\u5c31\u4f1a\u62a5 OOM\uff0c\u6211\u7684\u8bad\u7ec3\u6837\u672c"
+     "\u957f\u5ea6\u5e76\u6ca1\u6709\u592a\u957f\u3002", True),
+    ("It OOMs at max_length 8192 although my samples are not that long.", True),
+    # ...the configured sequence length called "not long" is no statement about the samples (siiRL#46)
+    ("max_model_len=10k \u65f6\u5c31 OOM \u4e86\u3002 10k \u7684\u5e8f\u5217\u957f\u5ea6\u5e76\u4e0d\u7b97"
+     "\u7279\u522b\u957f\u3002", False),
+])
+def test_samples_said_to_be_short_where_the_maximum_fails_are_padded_to_it(text, short, kb):
+    _, _, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    rules = {r for c in diag.causes for r in c.rules}
+    assert ("short-samples-padded-to-the-maximum" in rules) is short
+    if short:
+        assert diag.fixes[0].id == "sequence-packing"
