@@ -359,6 +359,9 @@ def test_question_layout_reads_no_statement_into_questions_and_other_engines(tex
     ("a 7B model with 500M tokens", [], None),  # parameter and token counts are not memory
     # the failed request with a measure word between the verb and the size (ms-swift#9882): not in use at the OOM
     ("第一个训练 step 就 OOM，报错是申请一块 5.72 GiB 的显存失败", [(5.72 * GIB, "request")], None),
+    # a container or machine given that much RAM (Qwen#245): the host's memory, not a request on the GPU
+    ("启动容器分配了 1007G 内存", [(1007e9, "host-ram")], None),
+    ("the container was allocated 512 GB of RAM", [(512e9, "host-ram")], None),
 ])
 def test_question_memory_roles_and_card_sizes(text, figures, nominal, vkb):
     q = parse_question(text, vkb)

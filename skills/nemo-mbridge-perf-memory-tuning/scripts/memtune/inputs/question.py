@@ -537,7 +537,8 @@ def _memory_figures(text: str, vocab: Mapping[str, Any], words: Mapping[str, str
     reach = int(mem.get("before_chars") or 240)
     roles = [(r, [_rx(_expand(p, words)) for p in r.get("before") or []],
               [_rx(_expand(p, words)) for p in r.get("after") or []],
-              [_rx(_expand(p, words)) for p in r.get("around") or []]) for r in mem.get("roles") or []]
+              [_rx(_expand(p, words)) for p in r.get("around") or []],
+              [_rx(_expand(p, words)) for p in r.get("unless_after") or []]) for r in mem.get("roles") or []]
     continues = _rx(mem["continues"]) if mem.get("continues") else None
     out: list[dict[str, Any]] = []
     last_end = None
@@ -546,9 +547,9 @@ def _memory_figures(text: str, vocab: Mapping[str, Any], words: Mapping[str, str
                     default=max(0, start - reach))
         before, after = text[first:start], text[end:end + 40]
         around = before + _FIGURE_MARK + after
-        role = next((r for r, bef, aft, aro in roles
-                     if any(p.search(after) for p in aft) or any(p.search(before) for p in bef)
-                     or any(p.search(around) for p in aro)), None)
+        role = next((r for r, bef, aft, aro, unless in roles
+                     if (any(p.search(after) for p in aft) or any(p.search(before) for p in bef)
+                         or any(p.search(around) for p in aro)) and not any(p.search(after) for p in unless)), None)
         name = role["role"] if role else None
         if name is None and out and continues and continues.search(text[last_end:start]):
             name = out[-1]["role"]
