@@ -4368,3 +4368,22 @@ def test_samples_said_to_be_short_where_the_maximum_fails_are_padded_to_it(text,
     assert ("short-samples-padded-to-the-maximum" in rules) is short
     if short:
         assert diag.fixes[0].id == "sequence-packing"
+
+
+@pytest.mark.parametrize("text", [
+    # NVIDIA-NeMo/RL PR 3592: a SIGKILLed vLLM shard's EngineCore kept 115 GiB; the replacement never fits
+    "One vLLM generation shard got SIGKILLed; why is the memory still taken when the shard is dead?",
+    "\u628a\u8fdb\u7a0b kill \u6389\u4ee5\u540e\u663e\u5b58\u8fd8\u5728\uff0c"
+    "\u65b0\u7684 vLLM \u8d77\u4e0d\u6765\u3002",
+])
+def test_memory_held_after_its_process_died_is_a_leftover_process_even_beside_an_engine(text, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.owner_gone"]
+    assert diag.causes[0].id == "foreign-process" and diag.fixes[0].id == "kill-stale-processes"
+    assert "shrink-colocated-engine" in {a.id for a in diag.avoid}
+    assert {"memory-growth", "non-pytorch-memory"} <= set(diag.ruled_out)
+
+
+def test_memory_held_by_a_running_engine_is_not_a_dead_processes_leftover(kb):
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="After vLLM goes to sleep 20 GB is still held on each GPU."), kb)
+    assert not flat["situation.owner_gone"]
