@@ -4387,3 +4387,13 @@ def test_memory_held_after_its_process_died_is_a_leftover_process_even_beside_an
 def test_memory_held_by_a_running_engine_is_not_a_dead_processes_leftover(kb):
     _, flat, _ = pipeline.run(pipeline.Inputs(question="After vLLM goes to sleep 20 GB is still held on each GPU."), kb)
     assert not flat["situation.owner_gone"]
+
+
+def test_a_load_said_in_plain_words_is_the_checkpoint_load_and_a_zero3_run_there_is_checked(kb):
+    """deepspeedai/DeepSpeed#8084: "Every GPU goes to ~170GB during the load ... under an active HfDeepSpeedConfig
+    (ZeRO-3)": the load phase, and a ZeRO-3 run whole on every rank there is a partitioning that did not apply."""
+    text = ("Loading the model with from_pretrained under an active HfDeepSpeedConfig (ZeRO-3): every GPU goes to "
+            "~170GB during the load and I get CUDA OOM before training even starts.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text, overrides=["zero_optimization.stage=3"]), kb)
+    assert flat["situation.phase"] == "checkpoint-load"
+    assert "setting-not-applied" in {c.id for c in diag.causes}
