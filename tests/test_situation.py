@@ -4397,3 +4397,14 @@ def test_a_load_said_in_plain_words_is_the_checkpoint_load_and_a_zero3_run_there
     _, flat, diag = pipeline.run(pipeline.Inputs(question=text, overrides=["zero_optimization.stage=3"]), kb)
     assert flat["situation.phase"] == "checkpoint-load"
     assert "setting-not-applied" in {c.id for c in diag.causes}
+
+
+def test_one_gpu_full_while_the_others_are_light_in_a_zero3_run_checks_what_that_rank_holds(kb):
+    """QwenLM/Qwen#755: "zong shi mou zhang GPU shunjian bei dabao, ci shi qita 7 ka zhanyong bu duo" with ZeRO-3: an
+    equal shard per rank cannot make one GPU full - what that rank holds beyond its shard is the question."""
+    text = ("\u7528\u4ed3\u5e93\u7ed9\u5b9a\u7684 zero3 \u914d\u7f6e\u5168\u91cf\u5fae\u8c03\uff0cOOM\u3002"
+            "\u603b\u662f\u67d0\u5f20 GPU \u77ac\u95f4\u88ab\u6253\u7206\uff0c\u6b64\u65f6\u5176\u4ed6 7 \u5361"
+            "\u5360\u7528\u4e0d\u591a\u3002")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.where"] == "some-ranks"
+    assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
