@@ -443,7 +443,9 @@ def test_lookup_gpu_facts(vkb):
     ("4x A10G", "A10G", 22.2, 4), ("L20 8卡", "L20", 44.53, 8), ("2x RTX A6000", "RTX A6000", 47.54, 2),
     ("2080ti", "RTX 2080 Ti", 10.76, None),
     ("L40S 48GB, 512GB RAM", "L40S", 44.4, None),  # the host's RAM beside the card's size is not the card's
-    ("RTX 6000 48GB, host RAM 1TB", "RTX 6000 48GB, host RAM 1TB", 47.5, None),
+    ("RTX 6000 48GB, host RAM 1TB", "RTX 6000 48GB", 47.5, None),
+    # the host's RAM as an item of its own: the card's size and count are read from the rest (MOSS#262)
+    ("RTX A5000(24GB) * 5\uff0c\u5185\u5b58 210GB", "RTX A5000(24GB)", 23.7, 5),
     # nodes times the cards of each, a comma between them or not (NVIDIA-NeMo/RL#279's "1 node, 8 GPUs")
     ("64 nodes x 8 GPUs, 140GB per GPU", "140GB per GPU", 138.5, 512),
     # a variant of a card with another memory size than the table's: the size typed is the card's, and the cards

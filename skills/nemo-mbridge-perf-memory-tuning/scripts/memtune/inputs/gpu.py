@@ -85,7 +85,7 @@ def lookup_gpu(name_or_capacity: str | float | int, kb: Knowledge) -> GpuFacts:
     typed = " ".join(str(name_or_capacity).split())
     if not typed:
         raise UserError("--gpu: empty; give a GPU name such as H100-80GB, or a size such as 80GB")
-    count, name = _split_count(typed)
+    count, name = _split_count(_card_items(typed))
     by_id = {e["id"]: e for e in _entries(kb)}
     entry = by_id.get(name.lower()) or next(
         (e for start, end, e in find_gpus(name, kb) if start == 0 and end >= len(name.rstrip("s"))), None)
@@ -198,11 +198,29 @@ _HOST = re.compile(r"\b(?:host|cpu|system|node|server)\s*(?:ram|memory|mem)\b|(?
 _HOST_BEFORE_CHARS, _HOST_AFTER_CHARS = 12, 8
 
 
+# where one item of a description ends: "RTX A5000(24GB) * 5, neicun 210GB" labels only the second size the host's
+_ITEM_BREAK = re.compile(r"[,;|\uff0c\uff1b\u3001]")
+
+
+_ANY_SIZE = re.compile(r"(?<![A-Za-z0-9_.])\d+(?:\.\d+)?\s*(?:tib|tb|t|gib|gb|g)(?![a-z])", re.I)  # "1TB RAM" too
+
+
+def _card_items(typed: str) -> str:
+    """The description without its items that size the host ("RTX A5000(24GB) * 5, neicun 210GB" -> the first):
+    the count and the card's name are read from what is left."""
+    items = [i.strip() for i in _ITEM_BREAK.split(typed)]
+    card = [i for i in items if i and not (_HOST.search(i) and _ANY_SIZE.search(i))]
+    return " ".join(card) if card and len(card) < len(items) else typed
+
+
 def _typed_size_gib(text: str) -> float | None:
     """The card's memory as typed ("24GB", "96 GiB", "80G"), in GiB: cards are sold by their GiB of HBM/GDDR.
-    A size labelled as the host's ("host RAM 504GB", "504GB neicun") is not the card's."""
+    A size labelled as the host's ("host RAM 504GB", "504GB neicun") is not the card's; the label is looked for in
+    the size's own item of the description (up to a comma), so "A5000(24GB) * 5, neicun 210GB" keeps the 24GB."""
     for m in _SIZE.finditer(text):
-        around = text[max(0, m.start() - _HOST_BEFORE_CHARS):m.end() + _HOST_AFTER_CHARS]
+        start = max([m.start() - _HOST_BEFORE_CHARS, 0, *(b.end() for b in _ITEM_BREAK.finditer(text, 0, m.start()))])
+        stop = next((b.start() for b in _ITEM_BREAK.finditer(text, m.end())), len(text))
+        around = text[start:min(stop, m.end() + _HOST_AFTER_CHARS)]
         if _HOST.search(around):
             continue
         value = float(m.group("v"))
