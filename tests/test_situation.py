@@ -4408,3 +4408,10 @@ def test_one_gpu_full_while_the_others_are_light_in_a_zero3_run_checks_what_that
     _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
     assert flat["situation.where"] == "some-ranks"
     assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
+
+
+def test_reverting_a_named_package_back_to_a_version_says_it_worked_before(kb):
+    # huggingface/trl#876: "reverting trl back to v0.7.1, I'm able to run the fine-tuning job"
+    sit = _said("trl v0.7.2 hits a CUDA OOM regardless of batch size. Leaving all hyperparameters unchanged but "
+                "reverting trl back to v0.7.1, I'm able to run the fine-tuning job without any errors.", kb)
+    assert sit.worked_before and [r.value for r in sit.changed] == ["stack"]
