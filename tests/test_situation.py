@@ -4415,3 +4415,18 @@ def test_reverting_a_named_package_back_to_a_version_says_it_worked_before(kb):
     sit = _said("trl v0.7.2 hits a CUDA OOM regardless of batch size. Leaving all hyperparameters unchanged but "
                 "reverting trl back to v0.7.1, I'm able to run the fine-tuning job without any errors.", kb)
     assert sit.worked_before and [r.value for r in sit.changed] == ["stack"]
+
+
+def test_an_engine_pool_refusing_expandable_segments_is_a_config_conflict_not_a_host_kill(kb):
+    """unslothai/unsloth-zoo#1030: Unsloth wraps vLLM's standby assertion as "MemoryError: Your GPU ran out of memory"
+    on a B200 with 180 GB free; the assertion itself is the conflict with expandable_segments."""
+    log = ("MemoryError: Your GPU ran out of memory\n"
+           "Standby mode is not supported with expandable segments.\n")
+    assert not parse_log(log.splitlines(), kb).host_oom
+    _, _, diag = pipeline.run(pipeline.Inputs(
+        question="Unsloth GRPO with a colocated vLLM engine in standby mode (UNSLOTH_VLLM_STANDBY=1) fails at load "
+                 "with 'Your GPU ran out of memory' on a B200 with 180 GB free.",
+        log=log.splitlines(), env=["PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"]), kb)
+    assert "config-incompatibility" in {c.id for c in diag.causes} and "host-oom" not in {c.id for c in diag.causes}
+    assert "confirm-setting-applied" in [f.id for f in diag.fixes[:2]]
+    assert "expandable-segments" in {a.id for a in diag.avoid}
