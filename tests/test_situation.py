@@ -4430,3 +4430,10 @@ def test_an_engine_pool_refusing_expandable_segments_is_a_config_conflict_not_a_
     assert "config-incompatibility" in {c.id for c in diag.causes} and "host-oom" not in {c.id for c in diag.causes}
     assert "confirm-setting-applied" in [f.id for f in diag.fixes[:2]]
     assert "expandable-segments" in {a.id for a in diag.avoid}
+
+
+def test_only_one_gpu_holding_memory_in_zh_is_some_ranks(kb):
+    # InternLM/xtuner#846: "zhiyou yi kuai GPU shang you xiancun zhanyong, qiyu GPU de xiancun dou shi kong de"
+    sit = _said("\u8bad\u7ec3\u8fc7\u7a0b\u4e2d\u53ea\u6709\u4e00\u5757GPU\u4e0a\u6709\u663e\u5b58\u5360\u7528"
+                "\uff0c\u5176\u4f59GPU\u7684\u663e\u5b58\u90fd\u662f\u7a7a\u7684\u3002", kb)
+    assert sit.where is not None and sit.where.value == "some-ranks"
