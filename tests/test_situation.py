@@ -4437,3 +4437,20 @@ def test_only_one_gpu_holding_memory_in_zh_is_some_ranks(kb):
     sit = _said("\u8bad\u7ec3\u8fc7\u7a0b\u4e2d\u53ea\u6709\u4e00\u5757GPU\u4e0a\u6709\u663e\u5b58\u5360\u7528"
                 "\uff0c\u5176\u4f59GPU\u7684\u663e\u5b58\u90fd\u662f\u7a7a\u7684\u3002", kb)
     assert sit.where is not None and sit.where.value == "some-ranks"
+
+
+def test_a_command_pasted_with_its_output_after_a_trailing_backslash_is_not_cut(kb):
+    """hpcaitech/ColossalAI#4470: the launch command's last option kept its backslash, an empty line, then the OOM the
+    program printed - that is output, not a command line that lost the settings above it."""
+    from memtune.inputs.shell_lines import cut_by_comment
+
+    assert cut_by_comment(["torchrun --standalone --nproc_per_node=1 train_reward_model.py \\", "--max_len 2048 \\",
+                           "", "torch.cuda.OutOfMemoryError: CUDA out of memory."]) is None
+
+
+def test_a_shorter_input_that_runs_is_a_larger_one_that_fails_and_gemini_cpu_placement_is_offload(kb):
+    # hpcaitech/ColossalAI#4470: "If I lower max_len to 1000 it runs OK", GeminiStrategy(placement_policy='cpu')
+    q = parse_question("max_len 2048 goes CUDA OOM. If I lower max_len to 1000 it runs OK.", kb)
+    assert "larger-input-fails" in q.topics
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="OOM", overrides=["placement_policy=cpu"]), kb)
+    assert flat["config.optimizer_cpu_offload"] is True

@@ -621,7 +621,8 @@ def _deepspeed_fields(parts: list[str], value: Any) -> dict[str, Any]:
     FSDP does), and an optimizer offloaded to CPU or NVMe is all of it (fraction 1.0).  Keys: the DeepSpeed config's
     zero_optimization.stage and offload_optimizer.device, OpenRLHF / DeepSpeed-Chat --zero_stage and --offload /
     --adam_offload, ms-swift's deepspeed=zero3_offload presets and LLaMA-Factory's examples/deepspeed/ds_z3_config.json
-    files."""
+    files; ColossalAI Gemini's placement_policy=cpu keeps the optimizer state (and the FP32 master weights) on the
+    host."""
     name, text = parts[-1], str(value).strip().lower()
     stage = None
     offload = False
@@ -631,6 +632,8 @@ def _deepspeed_fields(parts: list[str], value: Any) -> dict[str, Any]:
         offload = text in ("cpu", "nvme")
     elif name in ("offload", "adam_offload"):  # a switch, or the device it names ("zero_optimization.offload=cpu")
         offload = text in ("true", "1", "yes", "", "cpu", "nvme")
+    elif name in ("placement_policy", "tensor_placement_policy"):  # ColossalAI Gemini: "cpu" keeps it on the host
+        offload = text == "cpu"
     elif name == "deepspeed" and (m := re.search(r"(?:zero[_-]?|\bds_z)([123])(?:[_-]?(offload))?", text)):
         stage, offload = int(m.group(1)), bool(m.group(2))
     fields: dict[str, Any] = {}

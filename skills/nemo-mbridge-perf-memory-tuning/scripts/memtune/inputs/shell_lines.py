@@ -13,6 +13,7 @@ next line is a command of its own and the run is plain DDP).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 CUT_QUOTE = 120  # characters of the cutting comment line kept for the answer
@@ -21,6 +22,9 @@ NO_BACKSLASH = "(no trailing backslash)"  # how a continued line that lost its b
 
 
 _ELISIONS = ("...", "\u2026")  # a line standing for the lines left out of a paste
+# the program's output pasted after its command, not a command line: an exception or a "Key: text" log line, a
+# traceback, a rank-prefixed line ("torch.cuda.OutOfMemoryError: CUDA out of memory" after "--loss_fn 'log_sig'\\")
+_OUTPUT = re.compile(r"^(?:Traceback\b|\[|[\w.]*(?:Error|Exception|Warning)\b|[\w.\-]+:\s)")
 
 
 def lost_backslash(lines: Iterable[str]) -> tuple[str, str] | None:
@@ -53,7 +57,7 @@ def cut_by_comment(lines: Iterable[str]) -> str | None:
         stripped = line.strip()
         if continues and (not stripped or stripped.startswith("#")):
             after = next((r.strip() for r in rows[i + 1:] if r.strip()), "")
-            if after and not after.startswith("#"):
+            if after and not after.startswith("#") and not _OUTPUT.match(after):
                 return stripped[:CUT_QUOTE] if stripped else f"{EMPTY_AFTER} {rows[i - 1].strip()[:CUT_QUOTE]}"
         continues = stripped.endswith("\\") and not stripped.startswith("#")
     return None
