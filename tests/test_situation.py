@@ -4454,3 +4454,21 @@ def test_a_shorter_input_that_runs_is_a_larger_one_that_fails_and_gemini_cpu_pla
     assert "larger-input-fails" in q.topics
     _, flat, _ = pipeline.run(pipeline.Inputs(question="OOM", overrides=["placement_policy=cpu"]), kb)
     assert flat["config.optimizer_cpu_offload"] is True
+
+
+@pytest.mark.parametrize("name, size, moe", [
+    ("moss-moon-003-base", 16, False), ("HunyuanVideo", 13, False), ("dbrx-instruct", 132, True),
+    ("Kimi-K2", 1000, True), ("MiniMax-M2", 230, True), ("MiniMax-Text-01", 456, True),
+])
+def test_models_named_without_a_size_have_their_model_cards_total(name, size, moe, kb):
+    q = parse_question(f"Full fine-tune of {name} OOMs on 8 GPUs.", kb)
+    assert q.model_size_b == size and ("moe" in q.topics) is moe
+
+
+def test_a_sizeless_moe_name_takes_an_moe_stand_in_and_its_state_needs_more_gpus(kb):
+    # mosaicml/llm-foundry#1105: DBRX (132B MoE) full fine-tune on one node of 8 H100s; the recipe says ~64 x 80 GB
+    _, flat, diag = pipeline.run(pipeline.Inputs(
+        question="I'm trying to fine-tune dbrx-instruct on a single machine with 8 H100 GPUs and keep getting OOM.",
+        gpu="8 H100 GPUs (8x80 GB)"), kb)
+    assert flat["config.num_moe_experts"] and flat["derived.model_state_floor_ratio"] > 1
+    assert diag.fixes[0].id == "add-gpus"
