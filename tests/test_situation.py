@@ -4472,3 +4472,24 @@ def test_a_sizeless_moe_name_takes_an_moe_stand_in_and_its_state_needs_more_gpus
         gpu="8 H100 GPUs (8x80 GB)"), kb)
     assert flat["config.num_moe_experts"] and flat["derived.model_state_floor_ratio"] > 1
     assert diag.fixes[0].id == "add-gpus"
+
+
+@pytest.mark.parametrize("text", [
+    # NVIDIA/bionemo-framework (ESM-2 pretraining): the rise comes back with gc.collect(), so it is garbage kept alive
+    "\u663e\u5b58\u5728\u8bad\u7ec3\u8fc7\u7a0b\u4e2d\u7f13\u6162\u4e0a\u6da8\uff0c\u6bcf\u9694\u5927\u7ea6 1000 "
+    "\u6b65\u8c03\u7528\u4e00\u6b21 gc.collect(); torch.cuda.empty_cache() \u597d\u50cf\u80fd\u628a\u6da8\u4e0a\u53bb"
+    "\u7684\u663e\u5b58\u6536\u56de\u6765\u3002micro batch size 48\uff0c\u8dd1\u5230\u7b2c 5800 \u6b65 OOM\u3002",
+    "Memory creeps up over training with micro batch size 48 until it OOMs at step 5800; calling gc.collect() "
+    "every 1000 steps frees it again.",
+])
+def test_memory_that_gc_collect_gives_back_is_a_leak_not_the_longest_batch(text, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.freed_by_collect"]
+    assert "rising-reserve-follows-the-longest-batch" not in {r for c in diag.causes for r in c.rules}
+    assert "memory-growth" in {c.id for c in diag.causes} and "track-memory-per-step" in {f.id for f in diag.fixes}
+
+
+def test_ram_not_vram_names_the_host(kb):
+    # TinyZero#62: "Ray errored out with OOM - RAM, not VRAM; I'm running on a machine with 32G RAM"
+    sit = _said("I ran the 0.5B model for a few minutes before Ray errored out with OOM - RAM, not VRAM.", kb)
+    assert sit.process is not None and sit.process.value == "host"

@@ -89,6 +89,7 @@ class Situation:
     worked_before: bool = False  # the user says the same setup ran before
     expected_release: bool = False  # the user expects memory to have been released (offload, sleep) before it failed
     owner_gone: bool = False  # memory stays held after the process that held it was killed or exited
+    freed_by_collect: bool = False  # the user says gc.collect() (with empty_cache) gives the risen memory back
     fewer_gpus_fit: bool = False  # the run works on fewer GPUs than the count it fails on
     kept: list[str] = field(default_factory=list)  # components the user says stay on the GPU ("optimizer still on it")
     forward_only: bool = False  # the user says the model or pass that holds the memory only runs forward (no update)
@@ -141,6 +142,7 @@ class Situation:
         out["situation.worked_before"] = self.worked_before
         out["situation.expected_release"] = self.expected_release
         out["situation.owner_gone"] = self.owner_gone
+        out["situation.freed_by_collect"] = self.freed_by_collect
         out["situation.fewer_gpus_fit"] = self.fewer_gpus_fit
         out["situation.kept"] = list(self.kept)
         out["situation.forward_only"] = self.forward_only
@@ -349,6 +351,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
         sit.changed = [r for r in sit.changed if r.value == "stack"]
     sit.expected_release = bool(words.expected_release.search(text))
     sit.owner_gone = bool(words.owner_gone.search(text))
+    sit.freed_by_collect = bool(words.freed_by_collect.search(text))
     sit.fewer_gpus_fit = _fewer_gpus_fit(said, words, kb)
     kept = [(c, v) for c in said if words.kept.search(c) for v, _ in _hits("components", c, words)]
     sit.kept = list(dict.fromkeys(v for _, v in kept))
@@ -1018,6 +1021,7 @@ class _Words:
     regressed: _Literals
     expected_release: _Literals
     owner_gone: _Literals  # situation.yaml changes.owner_gone: memory held after the process that held it is gone
+    freed_by_collect: _Literals  # situation.yaml changes.freed_by_collect: gc.collect() gives the memory back
     fits_on: _Literals
     one_gpu: _Literals  # "on a single GPU" (and its Chinese): a count of one said in words
     several_gpus: _Literals  # "multi-GPU" (and its Chinese): more than one, said in words
@@ -1147,6 +1151,7 @@ def _compile(kb: Knowledge) -> _Words:
                   _Literals(_both(changes.get("regressed"))),
                   _Literals(_both(changes.get("expected_release"))),
                   _Literals(_both(changes.get("owner_gone"))),
+                  _Literals(_both(changes.get("freed_by_collect"))),
                   _Literals(_both(changes.get("fits_on"))),
                   _Literals(_both(changes.get("one_gpu"))), _Literals(_both(changes.get("several_gpus"))),
                   _Literals(_both(changes.get("kept"))),
