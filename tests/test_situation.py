@@ -4493,3 +4493,11 @@ def test_ram_not_vram_names_the_host(kb):
     # TinyZero#62: "Ray errored out with OOM - RAM, not VRAM; I'm running on a machine with 32G RAM"
     sit = _said("I ran the 0.5B model for a few minutes before Ray errored out with OOM - RAM, not VRAM.", kb)
     assert sit.process is not None and sit.process.value == "host"
+
+
+def test_the_trainer_starting_to_evaluate_is_the_eval_phase(kb):
+    # huggingface/trl#893: "whenever the trainer starts evaluating, an OOM error occurs with my customized bleu metric"
+    _, flat, diag = pipeline.run(pipeline.Inputs(
+        question="Fine-tuning llama2 with SFTTrainer: whenever the trainer starts evaluating, an OOM error occurs with "
+                 "my compute_metrics; without it everything is ok."), kb)
+    assert flat["situation.phase"] == "eval" and diag.causes[0].id == "logits-loss-memory"
