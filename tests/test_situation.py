@@ -4501,3 +4501,14 @@ def test_the_trainer_starting_to_evaluate_is_the_eval_phase(kb):
         question="Fine-tuning llama2 with SFTTrainer: whenever the trainer starts evaluating, an OOM error occurs with "
                  "my compute_metrics; without it everything is ok."), kb)
     assert flat["situation.phase"] == "eval" and diag.causes[0].id == "logits-loss-memory"
+
+
+def test_an_oom_while_nccl_communicators_initialise_is_nccl_before_training_and_no_batch_fix(kb):
+    # NVIDIA/JAX-Toolbox PR 383: "fail with an out-of-memory while the NCCL communicators are being initialized"
+    _, flat, diag = pipeline.run(pipeline.Inputs(
+        question="Our multi-GPU runs sometimes fail with an out-of-memory while the NCCL communicators are being "
+                 "initialized."), kb)
+    assert flat["situation.step"] == "before-training" and "nccl" in flat["situation.components"]
+    assert diag.causes[0].id == "non-pytorch-memory"
+    fixes = [f.id for f in diag.fixes]
+    assert "reduce-micro-batch" not in fixes
