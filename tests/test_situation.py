@@ -4512,3 +4512,15 @@ def test_an_oom_while_nccl_communicators_initialise_is_nccl_before_training_and_
     assert diag.causes[0].id == "non-pytorch-memory"
     fixes = [f.id for f in diag.fixes]
     assert "reduce-micro-batch" not in fixes
+
+
+def test_a_sharded_hf_run_that_fails_building_the_model_did_not_shard_it(kb):
+    """oumi-ai/oumi#398: Llama-3.1-70B with Accelerate FSDP (FULL_SHARD, fsdp_cpu_ram_efficient_loading) on 8 x A100
+    80GB OOMs 'on model instantiation'. The setting's name is no host memory, the optimizer state does not exist yet,
+    and an eighth of the weights fits: the build did not shard them."""
+    _, flat, diag = pipeline.run(pipeline.Inputs(
+        question="Training Llama-3.1-70B with FSDP through accelerate (TRL SFT trainer) on one node of 8 A100-80GB "
+                 "GPUs, fsdp_cpu_ram_efficient_loading true: the job OOMs on model instantiation, before any step.",
+        overrides=["fsdp_sharding_strategy=FULL_SHARD"], gpu="8 A100-80GB"), kb)
+    assert flat.get("situation.process") != "host"
+    assert diag.causes[0].id == "setting-not-applied" and "capacity-model-state" in diag.ruled_out

@@ -1414,8 +1414,9 @@ def _hits(key: str, clause: str, words: _Words, *, over: bool = False) -> list[t
     spans = []
     passed = []  # matches said to be later or over: a shorter word inside one ("after CUDA graph capture") is too
     norm = _normal(clause) if key in ("phases", "steps") else ""
-    if key in ("phases", "places") and words.lookalike is not None:
-        # a phase or place word inside drops ("ZeRO stage 0" is no pipeline stage 0)
+    if key in ("phases", "places", "processes") and words.lookalike is not None:
+        # a phase, place or process word inside drops ("ZeRO stage 0" is no pipeline stage 0; the setting
+        # fsdp_cpu_ram_efficient_loading says nothing of the host's RAM running out)
         passed += [(start, end) for start, end, _ in words.lookalike.spans(clause)]
     for value, literals in words.lists.get(key, []):
         for start, end, said in literals.spans(clause):
