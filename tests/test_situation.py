@@ -4524,3 +4524,14 @@ def test_a_sharded_hf_run_that_fails_building_the_model_did_not_shard_it(kb):
         overrides=["fsdp_sharding_strategy=FULL_SHARD"], gpu="8 A100-80GB"), kb)
     assert flat.get("situation.process") != "host"
     assert diag.causes[0].id == "setting-not-applied" and "capacity-model-state" in diag.ruled_out
+
+
+def test_raising_the_per_device_batch_in_the_present_is_a_micro_batch_change(kb):
+    # microsoft/DeepSpeedExamples#410: "When I increase per_device_train_batch_size to 32, it raises OOM"
+    _, flat, diag = pipeline.run(pipeline.Inputs(
+        question="per_device_train_batch_size is 16 in run_13b.sh. When I increase per_device_train_batch_size to "
+                 "32, it raises OOM."), kb)
+    assert flat["situation.changed"] == ["reduce-micro-batch"] and diag.fixes[0].id == "reduce-micro-batch"
+    # the global batch named with a number is no micro-batch change (Code-LMs#21: "train_batch_size bian cheng 1")
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="I changed train_batch_size to 1 and it still OOMs."), kb)
+    assert "reduce-micro-batch" not in (flat.get("situation.changed") or [])
