@@ -4535,3 +4535,11 @@ def test_raising_the_per_device_batch_in_the_present_is_a_micro_batch_change(kb)
     # the global batch named with a number is no micro-batch change (Code-LMs#21: "train_batch_size bian cheng 1")
     _, flat, _ = pipeline.run(pipeline.Inputs(question="I changed train_batch_size to 1 and it still OOMs."), kb)
     assert "reduce-micro-batch" not in (flat.get("situation.changed") or [])
+
+
+def test_a_sharding_that_behaves_as_if_each_gpu_held_the_full_model_did_not_apply(kb):
+    # huggingface/accelerate PR 3999: FSDP2 with TRANSFORMER_BASED_WRAP and no layer class wrapped nothing
+    _, flat, diag = pipeline.run(pipeline.Inputs(
+        question="FSDP2 doesn't seem to save memory here: each GPU behaves as if it holds the full model parameters "
+                 "during forward, and the large model OOMs in the forward pass."), kb)
+    assert flat["situation.not_applied_said"] and diag.fixes[0].id == "confirm-setting-applied"
