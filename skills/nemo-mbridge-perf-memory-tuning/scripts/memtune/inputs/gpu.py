@@ -135,6 +135,8 @@ _COUNT_BEFORE = re.compile(r"^(?:(?P<nodes>\d{1,4})\s*[x\u00d7*]\s*)?(?P<n>\d{1,
 _COUNT_AFTER = re.compile(r"\s*(?:(?<![a-z])[x\u00d7*]\s*(?P<n>\d{1,5})|(?P<m>\d{1,5})\s*(?:\u5f20|\u5757|\u5361))\s*$",
                           re.I)
 _SIZE = re.compile(r"(?<![A-Za-z0-9_.])(?P<v>\d+(?:\.\d+)?)\s*(?P<u>gib|gb|g)(?![a-z])", re.I)  # "yigong128G"
+# ...and any size an item of the description may give the host, terabytes included ("1TB RAM"): no card is sold so
+_ANY_SIZE = re.compile(r"(?<![A-Za-z0-9_.])\d+(?:\.\d+)?\s*(?:tib|tb|t|gib|gb|g)(?![a-z])", re.I)
 # a size that is all the cards together: "128G total", "in total", Chinese yigong / zonggong / heji (in all)
 _TOTAL = re.compile(r"\btotal\b|\bin all\b|\baltogether\b|\u4e00\u5171|\u603b\u5171|\u5408\u8ba1|\u603b\u663e\u5b58",
                     re.I)
@@ -200,9 +202,6 @@ _HOST_BEFORE_CHARS, _HOST_AFTER_CHARS = 12, 8
 
 # where one item of a description ends: "RTX A5000(24GB) * 5, neicun 210GB" labels only the second size the host's
 _ITEM_BREAK = re.compile(r"[,;|\uff0c\uff1b\u3001]")
-
-
-_ANY_SIZE = re.compile(r"(?<![A-Za-z0-9_.])\d+(?:\.\d+)?\s*(?:tib|tb|t|gib|gb|g)(?![a-z])", re.I)  # "1TB RAM" too
 
 
 def _card_items(typed: str) -> str:
