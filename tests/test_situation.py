@@ -4459,6 +4459,7 @@ def test_a_shorter_input_that_runs_is_a_larger_one_that_fails_and_gemini_cpu_pla
 @pytest.mark.parametrize("name, size, moe", [
     ("moss-moon-003-base", 16, False), ("HunyuanVideo", 13, False), ("dbrx-instruct", 132, True),
     ("Kimi-K2", 1000, True), ("MiniMax-M2", 230, True), ("MiniMax-Text-01", 456, True),
+    ("CogVLM2", 19, False), ("CogVLM", 17, False),
 ])
 def test_models_named_without_a_size_have_their_model_cards_total(name, size, moe, kb):
     q = parse_question(f"Full fine-tune of {name} OOMs on 8 GPUs.", kb)
@@ -4543,3 +4544,71 @@ def test_a_sharding_that_behaves_as_if_each_gpu_held_the_full_model_did_not_appl
         question="FSDP2 doesn't seem to save memory here: each GPU behaves as if it holds the full model parameters "
                  "during forward, and the large model OOMs in the forward pass."), kb)
     assert flat["situation.not_applied_said"] and diag.fixes[0].id == "confirm-setting-applied"
+
+
+def test_reserved_far_above_allocated_in_the_users_figures_is_the_allocators_cache(kb):
+    # nvidia-cosmos/cosmos-rl PR 388: "fenpei le" (allocated, past) is memory in use, not a request
+    _, flat, diag = pipeline.run(pipeline.Inputs(
+        question="第 3 步之后真实 tensor 只分配了 60.93 GB，但 reserved 到了 126.97 GB，"
+                 "卡基本被吃满了，怎么降下来？"), kb)
+    assert flat.get("situation.failed_bytes") is None
+    assert flat["situation.waste_source"] == "words" and flat["situation.waste_share"] > 0.5
+    assert diag.causes[0].id == "fragmentation" and diag.fixes[0].id == "expandable-segments"
+
+
+def test_one_dated_build_that_fits_and_the_next_that_fails_is_the_stack_moving(kb):
+    # Lightning-AI/lightning-thunder#439: no 'upgrade' or 'regression' word, two nightly images
+    _, flat, diag = pipeline.run(pipeline.Inputs(
+        question="Llama-3-8B FSDP on 8 H100: it works with the pjnl-20240503 image and goes OOM with pjnl-20240504."),
+        kb)
+    assert flat["situation.worked_before"] and "stack" in flat["situation.changed"]
+    assert diag.causes[0].id == "version-regression"
+    # two versions, neither said to fit: no comparison
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="torch 2.4.0 and vllm 0.6.3 OOM on 8 H100."), kb)
+    assert not flat.get("situation.worked_before")
+
+
+def test_settings_called_small_in_the_clause_that_says_it_still_ooms_are_not_ruled_out(kb):
+    # mosaicml/llm-foundry#468: "with these already very small settings it still OOMs"
+    _, flat, diag = pipeline.run(pipeline.Inputs(
+        question="我用下面这些已经很小的配置还是 OOM：global_train_batch_size = 1，"
+                 "activation_checkpointing = true。"), kb)
+    assert "oom" in flat["question.topics"] and flat["situation.oom_said"]
+    assert diag.causes[0].id != "not-an-oom"
+
+
+def test_a_conversion_pasted_before_the_training_command_is_a_finished_step(kb):
+    # Lightning-AI/lit-gpt#781: download, convert, prepare, then the LoRA fine-tune ran out of memory
+    ckpt = "--checkpoint_dir checkpoints/mistralai/Mistral-7B-Instruct-v0.1"
+    log = ["python scripts/download.py --repo_id mistralai/Mistral-7B-Instruct-v0.1",
+           f"python scripts/convert_hf_checkpoint.py {ckpt}", f"python finetune/lora.py {ckpt} --precision bf16-true"]
+    question = ("I ran download, convert_hf_checkpoint and prepare_alpaca, then finetune/lora.py on one A100 40GB: "
+                "CUDA out of memory.")
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=question, log=log), kb)
+    assert flat.get("situation.phase") != "conversion"
+    # the converter pasted last is the program that failed
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="convert_hf_checkpoint runs out of memory", log=log[:2]), kb)
+    assert flat.get("situation.phase") == "conversion"
+
+
+@pytest.mark.parametrize("text", ["I am not using FSDP.",
+                                  "Is there any code to train it using FSDP? It may require FSDP."])
+def test_fsdp_said_off_or_asked_for_is_a_run_that_does_not_shard(text, kb):
+    # haotian-liu/LLaVA#155, yifan123/flow_grpo#237: every GPU holds the whole 13-14B model state
+    _, flat, diag = pipeline.run(pipeline.Inputs(
+        question=f"Training a 13B model on 8 A100 40 GB GPUs runs out of memory. {text}"), kb)
+    assert flat["situation.trainer"] == "own" and not flat.get("config.use_torch_fsdp2")
+    assert "megatron-fsdp" in flat["situation.absent"]
+    assert "replicated-model-state-fills-the-gpu" in diag.causes[0].rules
+    assert diag.fixes[0].id == "megatron-fsdp" and "add-gpus" not in [f.id for f in diag.fixes]
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="Training a 13B model with FSDP on 8 A100 40 GB OOMs."), kb)
+    assert flat["situation.trainer"] == "fsdp"
+
+
+def test_a_run_seen_using_far_less_than_the_counted_state_is_not_over_capacity_by_the_count(kb):
+    # huggingface/trl#5700: a 9B model "uses 8.5 GB" on a 24 GB card - adapters or quantised weights
+    _, flat, diag = pipeline.run(pipeline.Inputs(
+        question="Training a 9B model on a single RTX 3090: in text mode it uses 8.5 GB, in vision mode it uses "
+                 "20.3 GB and then OOMs."), kb)
+    assert flat["derived.stated_usage_bytes"] < 0.5 * flat["derived.model_state_floor_bytes"]
+    assert "no-layout-of-these-gpus-holds-the-model-state" not in [r for c in diag.causes for r in c.rules]

@@ -124,6 +124,11 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
         facts.derived.update(_model_state_only(facts, kb))
     facts.derived.update(_model_state_floor(facts, kb))
     facts.derived.update(_logprob_logits(facts))
+    # what the user saw the run use ("in text mode it uses 8.5 GB"): far below the model state counted for it, the
+    # count's reading of the run (full training, its precision, the model's size) is what is wrong, not the GPU
+    used = [f["bytes"] for f in facts.question.memory_figures if f.get("role") == "peak" and f.get("bytes")]
+    if used:
+        facts.derived["stated_usage_bytes"] = min(used)
     needed = facts.derived.get("model_state_min_gpus")
     if needed and needed > (facts.derived.get("next_world") or 0):  # "add GPUs" says how many hold the state
         node = _gpus_per_node(facts.gpu.name, kb)
@@ -221,6 +226,9 @@ def _model_state_floor(facts: Facts, kb: Knowledge) -> dict[str, Any]:
     weights.update(weights_floor_bytes=stage.weights_bytes / cfg.world_size,
                    weights_floor_ratio=stage.weights_bytes / cfg.world_size / capacity,
                    weights_min_gpus=math.ceil(stage.weights_bytes / ((1 - room) * capacity)))
+    # ...and the whole state on every GPU, what data parallelism alone (DDP, no ZeRO / FSDP) keeps per rank whatever
+    # the Megatron defaults the estimate of the run's own layout assumes (its distributed optimizer)
+    weights.update(model_state_replicated_bytes=total, model_state_replicated_ratio=total / capacity)
     return {**weights, "model_state_floor_bytes": floor, "model_state_floor_ratio": floor / capacity,
             "model_state_offload_floor_bytes": (stage.weights_bytes + stage.grads_bytes) / cfg.world_size,
             "model_state_offload_floor_ratio": (stage.weights_bytes + stage.grads_bytes) / cfg.world_size / capacity,

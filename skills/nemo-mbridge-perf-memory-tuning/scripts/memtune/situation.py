@@ -229,6 +229,11 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.phase = (_stated(stated.phase, "phase") or _refined(_phase_from_log(facts, words, log_text), said_phase)
                  or said_phase or _phase_from_question_frames(text, words) or _phase_from_logprob_logits(facts))
     sit.after_phase = next((v for c in clauses for v, _ in _hits("phases", c, words, over=True)), None)
+    # commands pasted in the order they ran (download, convert_hf_checkpoint, ..., finetune/lora.py): the last one is
+    # what failed, so a phase the words take from an earlier program's name is a step that finished
+    # (Lightning-AI/lit-gpt#781: the conversion ran, then the LoRA fine-tune ran out of memory)
+    if sit.phase is not None and sit.phase.source == "words" and sit.phase.value in _done_programs(log_text, words):
+        sit.phase = None
     # "died right after the rollout phase" with "the actor does its own rollout generation" elsewhere: a phase the
     # failure's own clause places before the failure, naming no other, is not where it failed, whichever clause
     # also names it ("fails when it wakes up after the weight sync" names the wake-up it failed in)
@@ -327,6 +332,12 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.capacity_mismatch = bool(facts.log.capacity_bytes and named
                                  and facts.log.capacity_bytes < compare["other_device_share"] * named)
     sit.worked_before = _worked_before(text, words)
+    if not sit.worked_before:
+        # "it works with the pjnl-20240503 image and goes OOM with pjnl-20240504": one build fits, the next fails
+        moved = _fits_on_one_build(text, words)
+        if moved:
+            sit.worked_before = True
+            sit.changed.append(moved)
     if not sit.worked_before and words.versions.search(_software_words(text, words)):
         # "1.13.1: 5515MiB, 2.0.0: 6802MiB": the same run, measured on both
         moved = _more_memory_on_newer(text, compare["newer_version_more"])
@@ -1253,6 +1264,15 @@ _ENTRY_FRAME = re.compile(r'File "([^"]+\.py)", line \d+, in <module>')
 _MEGATRON_PROGRAM = re.compile(r"megatron|nemo|bridge|pretrain_|recipes?/", re.IGNORECASE)
 
 
+def _done_programs(log_text: str | None, words: _Words) -> set[str]:
+    """Phases of the programs a pasted run of commands launched before its last, when the last is none of them."""
+    text = (log_text or "").replace("\\\n", " ")
+    programs = [_script_name(next(g for g in m.groups() if g)) for m in _LAUNCHED.finditer(text)]
+    if len(programs) < 2 or words.script_phase(programs[-1:]):
+        return set()
+    return {hit[0] for hit in (words.script_phase([p]) for p in programs[:-1]) if hit}
+
+
 def own_program(log_text: str | None, said: str, kb: Knowledge) -> bool:
     """The pasted launch command (or the traceback's first frame) starts a program of no Megatron-based stack
     ("torchrun ... fastvideo/v1/training/wan_training_pipeline.py", 'File "pretraining.py" ... in <module>') and
@@ -1281,7 +1301,7 @@ def _own_trainer(framework: Reading | None, log_text: str | None, said: str, wor
 def fsdp_named(text: str, kb: Knowledge) -> bool:
     """PyTorch FSDP named as the trainer (fsdp_words), with no Megatron word and no framework of ours named."""
     words = _Words.of(kb)
-    if not text or words.fsdp is None or not words.fsdp.search(text):
+    if not text or words.fsdp is None or not _named_in_use(text, words.fsdp, words):
         return False
     return not ((words.megatron is not None and words.megatron.search(text))
                 or _one("frameworks", _clauses(text), words, failing_only=False))
@@ -1553,11 +1573,25 @@ def _trainer(framework: Reading | None, table: Mapping[str, Any], text: str, wor
     # DeepSpeed ZeRO named and Megatron not ("ZeRO2 on 8 GPUs runs out of memory", zero_stage=3): a DeepSpeed trainer
     if words.deepspeed is not None and words.deepspeed.search(text):
         return "deepspeed"
-    # PyTorch FSDP named and Megatron not ("Qwen2.5-32B with FSDP at 32K"): torch's sharding trainer
+    # PyTorch FSDP named and Megatron not ("Qwen2.5-32B with FSDP at 32K"): torch's sharding trainer - not where it
+    # is named only to say it is off or to ask for it ("I am not using FSDP", "is there code to train it with FSDP?")
     if framework is None and words.fsdp is not None and words.fsdp.search(text):
-        return "fsdp"
+        # ...and FSDP said to be off is a run that does not shard: PyTorch DDP (or the HF Trainer's), not Megatron
+        return "fsdp" if _named_in_use(text, words.fsdp, words) else "own"
     # a loop of the user's own, no framework ("the training code is my own"): plain PyTorch
     return "own" if framework is None and words.own_trainer is not None and words.own_trainer.search(text) else None
+
+
+def _named_in_use(text: str, literals: _Literals, words: _Words) -> bool:
+    """One of ``literals`` named in a clause that does not ask, and not said to be off there."""
+    asking = _asking_clauses(text, words)
+    for clause in _clauses(text):
+        if clause in asking:
+            continue
+        norm = _normal(clause)
+        if any(not _said_off(norm, start, end, words) for start, end, _ in literals.spans(clause)):
+            return True
+    return False
 
 
 def _refused(text: str, words: _Words) -> list[str]:
@@ -1760,12 +1794,14 @@ def _merge(first: list[Reading], then: list[Reading]) -> list[Reading]:
 _ENV_NAME = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
 
 
-# a release number (a sentence may end right after it: "OOMs in 0.8.1."), or a commit hash beside the word "commit"
-# ("on commit 3e5481fd", "after commit e3af337")
+# a release number (a sentence may end right after it: "OOMs in 0.8.1."), a commit hash beside the word "commit"
+# ("on commit 3e5481fd", "after commit e3af337"), or a dated build's tag ("pjnl-20240503", "nightly-2026-04-28":
+# lightning-thunder#439 fits on one nightly image and OOMs on the next)
 # a quantity is no version: "7.81 GiB", "1.5x", "0.9 s" (an OOM message's figures beside the word "torch")
 _VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+|\.dev\d+|rc\d+)?)(?!\w|\.\w)"
                       r"(?!\s*(?:[KMGT]i?B\b|[KMGT]\b|%|x\b|\u00d7|s\b|ms\b|ns\b))"
-                      r"|\bcommits?\s+([0-9a-f]{7,40})\b", re.I)
+                      r"|\bcommits?\s+([0-9a-f]{7,40})\b"
+                      r"|(?<=[a-z][-_])(20\d\d-?[01]\d-?[0-3]\d)\b", re.I)
 
 
 def _fewer_gpus_fit(clauses: list[str], words: _Words, kb: Knowledge) -> bool:
@@ -1786,10 +1822,36 @@ def _fewer_gpus_fit(clauses: list[str], words: _Words, kb: Knowledge) -> bool:
 def _two_versions(text: str, words: _Words) -> list[Reading]:
     """"3.12.4 OOMs, 3.10.3 runs fine": two versions of the software named, one said to have worked, is the stack
     moving under a config that fit, whether or not the user wrote the word 'upgrade'."""
-    found = list(dict.fromkeys(m.group(1) or m.group(2) for m in _VERSION.finditer(text)))
+    found = list(dict.fromkeys(m.group(1) or m.group(2) or m.group(3) for m in _VERSION.finditer(text)))
     if len(found) < 2 or not words.versions.search(text):
         return []
     return [Reading("stack", [Clue(f"\u201c{found[0]}\u201d / \u201c{found[1]}\u201d", "words")])]
+
+
+_BUILD_AFTER = 40  # characters from "works" / "OOMs" to the version it is said of ("works with the X image")
+
+
+def _fits_on_one_build(text: str, words: _Words) -> Reading | None:
+    """One version of the software said to work and another said to fail, each right after its verdict ("works with
+    the pjnl-20240503 image and goes OOM with pjnl-20240504", lightning-thunder#439): the stack moved under a setup
+    that fit, whichever word ('upgrade', 'regression') the user did or did not write."""
+    if not words.versions.search(_software_words(text, words)):
+        return None
+    norm = text.lower()
+    versions = [(m.start(), m.group(1) or m.group(2) or m.group(3)) for m in _VERSION.finditer(norm)]
+    if len(set(v for _, v in versions)) < 2:
+        return None
+
+    def said(literals: _Literals) -> set[str]:
+        ends = [m.end() for w in literals.words for m in re.finditer(rf"\b{re.escape(w)}\b", norm)]
+        return {v for at, v in versions if any(0 <= at - end <= _BUILD_AFTER for end in ends)}
+
+    fit, failed = said(words.fits_on), said(words.failure)
+    fit_only, failed_only = fit - failed, failed - fit
+    if not fit_only or not failed_only:
+        return None
+    fit, failed = sorted(fit_only)[0], sorted(failed_only)[0]
+    return Reading("stack", [Clue(f"\u201c{fit}\u201d / \u201c{failed}\u201d", "words")])
 
 
 # a release number and the memory figure written right after it ("2.0.0+cu118: 6802MiB", "torch 2.0 uses 7gb VRAM")

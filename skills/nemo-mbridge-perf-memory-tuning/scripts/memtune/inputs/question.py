@@ -461,10 +461,15 @@ def without_small(text: str, kb: Any) -> str:
     if not any(w in low for w in (*small, *considered, *support, *capability)):
         return text
 
+    # ...but a clause that also says it ran out of memory describes the failure ("with these already very small
+    # settings it still OOMs", mosaicml/llm-foundry#468): its small words are the settings, not a component ruled out
+    oom = next((tp for tp in (kb.tables.get("vocabulary") or {}).get("topics") or [] if tp.get("id") == "oom"), None)
+
     def dropped(m: re.Match[str]) -> bool:
         clause = m.group().lower()
         asked = text[m.end():m.end() + 1] in ("?", "\uff1f")
-        return (any(w in clause for w in (*small, *considered))
+        said_small = any(w in clause for w in small) and not (oom and _names(m.group(), oom))
+        return (said_small or any(w in clause for w in considered)
                 or asked and any(_word_in(w, clause) for w in support)
                 or any(_word_in(w, clause) for w in capability) and not any(_word_in(w, clause) for w in person))
 
