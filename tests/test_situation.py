@@ -4612,3 +4612,39 @@ def test_a_run_seen_using_far_less_than_the_counted_state_is_not_over_capacity_b
                  "20.3 GB and then OOMs."), kb)
     assert flat["derived.stated_usage_bytes"] < 0.5 * flat["derived.model_state_floor_bytes"]
     assert "no-layout-of-these-gpus-holds-the-model-state" not in [r for c in diag.causes for r in c.rules]
+
+
+def test_a_training_batch_of_one_bounds_the_micro_batch(kb):
+    # espnet/espnet#2831: "batch-size yijing she cheng 1" - lowering the batch is no lever left
+    for text in ["train.yaml 里 batch-size 已经设成 1 了，还是 CUDA out of memory。",
+                 "With batch_size=1 it still runs out of memory on one GPU."]:
+        _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+        assert flat["config.micro_batch_size"] == 1
+        assert "reduce-micro-batch" not in [f.id for f in diag.fixes]
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="eval batch size 1, training OOMs"), kb)
+    assert flat.get("config.micro_batch_size") is None
+
+
+def test_a_sharding_said_not_to_shard_did_not_apply(kb):
+    # huggingface/alignment-handbook#58: ZeRO-3 set, every GPU holds the whole 70B (a device_map was passed)
+    _, flat, diag = pipeline.run(pipeline.Inputs(
+        question="Using the ZeRO-3 config for llama 2 70b on 8xA100 I get OOM. Why isn't ZeRO-3 sharding the model "
+                 "here?"), kb)
+    assert flat["situation.not_applied_said"] and diag.fixes[0].id == "confirm-setting-applied"
+
+
+def test_dataparallel_code_in_the_traceback_is_one_process_on_every_gpu(kb):
+    # zai-org/ChatGLM-6B#914: CUDA_VISIBLE_DEVICES=0,1,2,3 with a python launch - nn.DataParallel, GPU 0 fills
+    log = ["Traceback (most recent call last):",
+           '  File "main.py", line 370, in main',
+           "    train_result = trainer.train(resume_from_checkpoint=checkpoint)",
+           '  File "/x/site-packages/torch/nn/parallel/_functions.py", line 34, in backward',
+           "    return (None,) + ReduceAddCoalesced.apply(ctx.input_device, ctx.num_inputs, *grad_outputs)",
+           "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question="4*32g multi-GPU p-tuning OOMs", log=log), kb)
+    assert "dataparallel-frames" in flat["log.signatures"]
+    assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
+    # DistributedDataParallel's own file is no DataParallel
+    ddp = [*log[:3], '  File "/x/site-packages/torch/nn/parallel/distributed.py", line 1, in forward', "  x", log[-1]]
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="OOM", log=ddp), kb)
+    assert "dataparallel-frames" not in flat["log.signatures"]

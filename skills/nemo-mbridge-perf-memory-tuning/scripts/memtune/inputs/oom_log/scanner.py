@@ -171,6 +171,8 @@ class _Scanner(EventsMixin, SideFactsMixin, FramesMixin):
                 del self.tracebacks[rank]
                 tb = None
             elif self._traceback_line(tb, text):
+                if p.frame and tb.expect_code:  # a frame line: where the code that ran lives
+                    self._frame_signatures(text, rank)
                 return
         present = self._present(text)
         plan = self._plan_for(present) if present else None
@@ -237,6 +239,13 @@ class _Scanner(EventsMixin, SideFactsMixin, FramesMixin):
                 self._plans.clear()
             plan = self._plans[present] = _plan(self.p, present)
         return plan
+
+    def _frame_signatures(self, text: str, rank: int | None) -> None:
+        """Signatures of the code a traceback ran through ('torch/nn/parallel/_functions.py': DataParallel)."""
+        for sig in self.p.frame:
+            m = sig.regex.search(text) if sig.regex else None
+            if m and not any(e.signature == sig.id and e.rank == rank for e in self.events):
+                self._add(self._event(sig, m, text.strip(), rank, self.lineno, self._phase_for(rank)))
 
     def _match_line(self, text: str, rank: int | None, present: frozenset[str]) -> bool:
         """Run the line signatures; True when a memory failure or timeout starts on this line."""

@@ -140,6 +140,7 @@ class Patterns:
     env_triggers: tuple[str, ...]  # vocabulary.yaml env.process_prefixes: the names worth keeping
     env_never: tuple[str, ...]  # vocabulary.yaml env.never_read, upper-cased
     exception: tuple[Signature, ...]
+    frame: tuple[Signature, ...]  # matched against a traceback's frame lines, which no line signature sees
     constraint_signature: str | None
     constraints: tuple[tuple[str, Regex, frozenset[str] | None], ...]  # id, regex, required literals
     triggers: tuple[str, ...]  # every literal that can make a line matter (the pre-filter)
@@ -237,6 +238,7 @@ def _compile(kb: Knowledge, made: list[LazyPattern]) -> Patterns:
         env_triggers=env_triggers,
         env_never=tuple(str(n).upper() for n in vocab.get("never_read") or ()),
         exception=tuple(by_context.get("traceback-exception", [])),
+        frame=tuple(by_context.get("frame", [])),
         constraint_signature=constraint_sigs[0].id if constraint_sigs else None,
         constraints=constraints,
         triggers=tuple(sorted(triggers)),
