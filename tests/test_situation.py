@@ -4648,3 +4648,19 @@ def test_dataparallel_code_in_the_traceback_is_one_process_on_every_gpu(kb):
     ddp = [*log[:3], '  File "/x/site-packages/torch/nn/parallel/distributed.py", line 1, in forward', "  x", log[-1]]
     _, flat, _ = pipeline.run(pipeline.Inputs(question="OOM", log=ddp), kb)
     assert "dataparallel-frames" not in flat["log.signatures"]
+
+
+def test_running_out_of_cuda_memory_is_an_oom(kb):
+    # huggingface/transformers#39136: "The job runs out of CUDA memory before the first training step"
+    _, flat, diag = pipeline.run(pipeline.Inputs(
+        question="With bf16_full_eval=True the job runs out of CUDA memory before the first training step."), kb)
+    assert "oom" in flat["question.topics"] and diag.causes[0].id != "not-an-oom"
+
+
+def test_an_engine_sleep_that_frees_zero_bytes_did_not_take_effect(kb):
+    # UniRL#481: SGLang started without its memory saver; sleep() returns HTTP 200 and frees nothing
+    _, flat, diag = pipeline.run(pipeline.Inputs(
+        question="The colocated SGLang rollout's sleep() returns HTTP 200 but frees zero bytes, so we keep "
+                 "mem_fraction_static at 0.3. Why does sleep() not release anything?"), kb)
+    assert flat["situation.not_applied_said"] and diag.causes[0].id == "setting-not-applied"
+    assert diag.fixes[0].id == "confirm-setting-applied"
