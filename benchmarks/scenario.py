@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -77,11 +78,18 @@ def scenario_schema(ids: KnownIds) -> dict[str, Any]:
     return schema
 
 
-def validate(data: Any, ids: KnownIds, where: str) -> list[str]:
-    """Schema problems of one scenario document, one line each naming file and key."""
+@lru_cache(maxsize=4)
+def _validator(ids: KnownIds) -> Any:
+    """One validator per set of known ids: building it (schema read, copied, checked) costs more than a scenario's
+    validation, and the suite validates 1,700 scenarios."""
     import jsonschema  # heavy import only where scenarios are validated
 
-    validator = jsonschema.Draft202012Validator(scenario_schema(ids))
+    return jsonschema.Draft202012Validator(scenario_schema(ids))
+
+
+def validate(data: Any, ids: KnownIds, where: str) -> list[str]:
+    """Schema problems of one scenario document, one line each naming file and key."""
+    validator = _validator(ids)
     problems = []
     for err in sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path)):
         key = "/".join(str(p) for p in err.absolute_path) or "(top)"

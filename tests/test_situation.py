@@ -4459,7 +4459,8 @@ def test_a_shorter_input_that_runs_is_a_larger_one_that_fails_and_gemini_cpu_pla
 @pytest.mark.parametrize("name, size, moe", [
     ("moss-moon-003-base", 16, False), ("HunyuanVideo", 13, False), ("dbrx-instruct", 132, True),
     ("Kimi-K2", 1000, True), ("MiniMax-M2", 230, True), ("MiniMax-Text-01", 456, True),
-    ("CogVLM2", 19, False), ("CogVLM", 17, False),
+    ("CogVLM2", 19, False), ("CogVLM", 17, False), ("MiniCPM-Llama3-V 2.5", 8.5, False), ("miniCPM-V2.5", 8.5, False),
+    ("MiniCPM-V-2_6", 8.1, False), ("MiniCPM-o-2_6", 8.7, False), ("MiniCPM-V-2", 2.8, False),
 ])
 def test_models_named_without_a_size_have_their_model_cards_total(name, size, moe, kb):
     q = parse_question(f"Full fine-tune of {name} OOMs on 8 GPUs.", kb)
