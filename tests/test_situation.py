@@ -4665,3 +4665,30 @@ def test_an_engine_sleep_that_frees_zero_bytes_did_not_take_effect(kb):
                  "mem_fraction_static at 0.3. Why does sleep() not release anything?"), kb)
     assert flat["situation.not_applied_said"] and diag.causes[0].id == "setting-not-applied"
     assert diag.fixes[0].id == "confirm-setting-applied"
+
+
+def test_a_version_said_broken_beside_one_said_working_is_the_stack_moving(kb):
+    # pytorch/pytorch#174244: "Working correctly (Jan 29) version ... Broken (Feb 2) version", no word 'upgrade'
+    _, flat, diag = pipeline.run(pipeline.Inputs(
+        question="A run that was supposed to fit now goes OOM even at batch size 1. Working correctly (Jan 29) "
+                 "version: torch 2.11.0.dev20260129+cu126. Broken (Feb 2) version: torch 2.11.0.dev20260202+cu126."),
+        kb)
+    assert "stack" in flat["situation.changed"] and diag.causes[0].id == "version-regression"
+    zh = "torch 2.4.0 版本可以正常训练，torch 2.5.1 版本有问题，显存不足"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=zh), kb)
+    assert "stack" in flat["situation.changed"]
+
+
+def test_a_phase_said_to_have_finished_in_chinese_is_not_where_it_failed(kb):
+    # zai-org/CogVLM#394: "moxing jiazai wancheng zhihou" (after the model finished loading) the barrier fails
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="在完成环境配置后，模型加载完成之后，报错信息如下"), kb)
+    assert flat.get("situation.phase") is None and flat["situation.after_phase"] == "checkpoint-load"
+
+
+def test_nccl_failing_to_create_its_shm_segment_is_the_containers_shared_memory(kb):
+    # zai-org/CogVLM#394: NCCL's "unhandled system error" at the first barrier, its last error naming /dev/shm
+    log = ["torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1691, unhandled system error",
+           "Last error:", "Error while creating shared memory segment /dev/shm/nccl-ENPWQG (size 4194656)"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question="4x A6000 LoRA fails at the barrier", log=log), kb)
+    assert "nccl-shm-segment" in flat["log.signatures"]
+    assert diag.causes[0].id == "not-an-oom" and "container-shared-memory-limit" in diag.causes[0].rules

@@ -1086,6 +1086,7 @@ class _Words:
     # situation.yaml asking.presupposes: "is it normal that it OOMs?" asks about what it says happened
     presupposes: _Literals | None = None
     more_on_version: _Literals | None = None  # situation.yaml changes.more_on_version: more memory on one version
+    broken_on: _Literals | None = None  # situation.yaml changes.broken_on: a version said not to work, beside failures
     change_to: _Literals | None = None  # situation.yaml changes.change_to: between a setting's old and new value
     not_versions: _Literals | None = None  # situation.yaml changes.not_versions: version words naming no software
     own_trainer: _Literals | None = None  # situation.yaml own_trainer_words: a training loop of the user's own
@@ -1207,6 +1208,7 @@ def _compile(kb: Knowledge) -> _Words:
                   own_trainer=_Literals(_both(table.get("own_trainer_words"))),
                   presupposes=_Literals(list((table.get("asking") or {}).get("presupposes") or [])),
                   more_on_version=_Literals(_both(changes.get("more_on_version"))),
+                  broken_on=_Literals(_both(changes.get("broken_on"))),
                   change_to=_Literals(_both(changes.get("change_to"))),
                   not_versions=_Literals(_both(changes.get("not_versions"))),
                   one_process=_Literals(_both(table.get("one_process_words"))),
@@ -1843,10 +1845,12 @@ def _fits_on_one_build(text: str, words: _Words) -> Reading | None:
         return None
 
     def said(literals: _Literals) -> set[str]:
-        ends = [m.end() for w in literals.words for m in re.finditer(rf"\b{re.escape(w)}\b", norm)]
+        ends = [m.end() for w in literals.words
+                for m in re.finditer(rf"\b{re.escape(w)}\b" if w.isascii() else re.escape(w), norm)]
         return {v for at, v in versions if any(0 <= at - end <= _BUILD_AFTER for end in ends)}
 
-    fit, failed = said(words.fits_on), said(words.failure)
+    fit = said(words.fits_on)
+    failed = said(words.failure) | (said(words.broken_on) if words.broken_on is not None else set())
     fit_only, failed_only = fit - failed, failed - fit
     if not fit_only or not failed_only:
         return None
