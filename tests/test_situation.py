@@ -4692,3 +4692,27 @@ def test_nccl_failing_to_create_its_shm_segment_is_the_containers_shared_memory(
     _, flat, diag = pipeline.run(pipeline.Inputs(question="4x A6000 LoRA fails at the barrier", log=log), kb)
     assert "nccl-shm-segment" in flat["log.signatures"]
     assert diag.causes[0].id == "not-an-oom" and "container-shared-memory-limit" in diag.causes[0].rules
+
+
+def test_the_last_program_a_pasted_launch_line_starts_names_the_phase(kb):
+    # facebookresearch/metaseq#589: consolidating FSDP shards on the host under a SLURM memory limit
+    log = ["python -m metaseq.scripts.consolidate_fsdp_shards ckpt/checkpoint_last --save-prefix ckpt/consolidated"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(
+        question="The consolidation step runs out of memory with a SLURM limit of 500GB. How much RAM does it need?",
+        log=log), kb)
+    assert flat["situation.phase"] == "conversion" and "host-memory" in flat["question.topics"]
+    assert diag.fixes[0].id == "convert-sharded"
+
+
+def test_every_gpu_holding_one_process_per_rank_is_ranks_touching_every_device(kb):
+    # hiyouga/LlamaFactory#5750: "each card shows as many processes as cards, from the checkpoint load on; when
+    # training starts it OOMs" - the load finished, the ranks are not pinned to their GPU
+    _, flat, diag = pipeline.run(pipeline.Inputs(
+        question="单机多卡训练时一张卡上有多个进程，每张卡上进程的数量=用了多少卡。从刚开始加载ckpt的时候就出现很多个进程，"
+                 "然后到开始训练的时候就会爆显存。"), kb)
+    assert flat["situation.device_zero_crowded"] and flat.get("situation.phase") is None
+    assert flat["situation.step"] == "first-step" and diag.causes[0].id == "foreign-process"
+    # the failure's own clause tying the first step to the load keeps the load ("after resuming, the first round OOMs")
+    _, flat, _ = pipeline.run(pipeline.Inputs(
+        question="只要从保存的 checkpoint resume，恢复之后第一轮就 OOM。"), kb)
+    assert flat["situation.phase"] == "checkpoint-load"

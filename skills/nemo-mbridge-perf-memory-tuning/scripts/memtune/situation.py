@@ -243,6 +243,16 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
         sit.phase = None
     sit.step = (_stated(stated.step, "step") or _step_from_log(facts)
                 or _one("steps", clauses, words, failing_only=False) or _step_from_number(text, words))
+    # "the processes appear from the checkpoint load on; when training starts it OOMs": a set-up phase named only
+    # beside no failure, with the first step in the failure's own clause, finished before it failed (LlamaFactory#5750)
+    # (not where the failure's clause ties the step to what came before: "after the resume, the first round OOMs")
+    if (sit.phase is not None and sit.phase.source == "words" and sit.phase.value in _BEFORE_THE_FIRST_STEP
+            and sit.step is not None and sit.step.value == "first-step"
+            and not any(words.failure.search(c) and any(v == sit.phase.value for v, _ in _hits("phases", c, words))
+                        for c in said)
+            and any(words.failure.search(c) and any(v == "first-step" for v, _ in _hits("steps", c, words))
+                    and not any(o in _normal(c) for o in words.over) for c in said)):
+        sit.phase = None
     sit.where = _stated(stated.where, "where") or _where_from_log(facts) or _one("places", clauses, words)
     # several trends named, none beside the failure: growth first, since measuring it per step is also the check
     # that tells a leak from a spike ("memory keeps rising, then suddenly needs 21 GiB")
@@ -776,6 +786,11 @@ def _phase_from_log(facts: Facts, words: _Words, log_text: str | None) -> Readin
     by_script = words.script_phase(entry + _entry_scripts(log_text or ""))
     if by_script:
         return Reading(by_script[0], [Clue(f"the traceback starts in {by_script[1]}", "log")])
+    # ...else the last program a pasted launch line starts ("python -m metaseq.scripts.consolidate_fsdp_shards ...")
+    launched = _launched_programs(log_text)
+    by_launch = words.script_phase(launched[-1:]) if launched else None
+    if by_launch:
+        return Reading(by_launch[0], [Clue(f"the pasted command runs {by_launch[1]}", "log")])
     error = facts.log.first_error if facts.log.crash and not facts.log.has_memory_failure else None
     refused = words.refused_phase(error.strip()) if error else None
     if refused:
@@ -1266,10 +1281,17 @@ _ENTRY_FRAME = re.compile(r'File "([^"]+\.py)", line \d+, in <module>')
 _MEGATRON_PROGRAM = re.compile(r"megatron|nemo|bridge|pretrain_|recipes?/", re.IGNORECASE)
 
 
+def _launched_programs(log_text: str | None) -> list[str]:
+    """The programs the launch lines pasted with the log start, in order (a module's last part:
+    "consolidate_fsdp_shards" for "python -m metaseq.scripts.consolidate_fsdp_shards")."""
+    text = (log_text or "").replace("\\\n", " ")
+    return [_script_name(next(g for g in m.groups() if g).rsplit(".", 1)[-1] if m.group(1) else m.group(2))
+            for m in _LAUNCHED.finditer(text)]
+
+
 def _done_programs(log_text: str | None, words: _Words) -> set[str]:
     """Phases of the programs a pasted run of commands launched before its last, when the last is none of them."""
-    text = (log_text or "").replace("\\\n", " ")
-    programs = [_script_name(next(g for g in m.groups() if g)) for m in _LAUNCHED.finditer(text)]
+    programs = _launched_programs(log_text)
     if len(programs) < 2 or words.script_phase(programs[-1:]):
         return set()
     return {hit[0] for hit in (words.script_phase([p]) for p in programs[:-1]) if hit}
