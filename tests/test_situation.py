@@ -4716,3 +4716,21 @@ def test_every_gpu_holding_one_process_per_rank_is_ranks_touching_every_device(k
     _, flat, _ = pipeline.run(pipeline.Inputs(
         question="只要从保存的 checkpoint resume，恢复之后第一轮就 OOM。"), kb)
     assert flat["situation.phase"] == "checkpoint-load"
+
+
+def test_memory_left_by_a_run_that_crashed_or_was_interrupted_is_its_leftover_processes(kb):
+    # rllm-org/rllm#568: after a crash or Ctrl-C, the vLLM replicas and orphaned Ray actors keep their memory
+    _, flat, diag = pipeline.run(pipeline.Inputs(
+        question="When my run crashes, or when I Ctrl-C it, the vLLM rollout replicas stay awake on every GPU and keep "
+                 "holding tens of GB each; I still see orphaned Ray actors after the driver is gone."), kb)
+    assert flat["situation.owner_gone"] and diag.fixes[0].id == "kill-stale-processes"
+
+
+def test_vllm_profiling_its_cuda_graphs_is_graph_capture_and_a_refused_fix_is_not_first(kb):
+    # pytorch/torchtitan#3865: OOM inside vLLM's cudagraph memory profiling; DeepEP needs expandable_segments off
+    _, flat, diag = pipeline.run(pipeline.Inputs(
+        question="The vLLM generator OOMs during engine init, inside cudagraph memory profiling, before the KV cache "
+                 "is allocated. DeepEP needs expandable_segments:False, so the usual expandable_segments fix is out.",
+        env=["PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False"]), kb)
+    assert flat["situation.phase"] == "graph-capture" and "expandable-segments" in flat["situation.refused"]
+    assert diag.causes[0].id == "cuda-graph-memory" and diag.fixes[0].id != "expandable-segments"
