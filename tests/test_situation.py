@@ -4734,3 +4734,21 @@ def test_vllm_profiling_its_cuda_graphs_is_graph_capture_and_a_refused_fix_is_no
         env=["PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False"]), kb)
     assert flat["situation.phase"] == "graph-capture" and "expandable-segments" in flat["situation.refused"]
     assert diag.causes[0].id == "cuda-graph-memory" and diag.fixes[0].id != "expandable-segments"
+
+
+def test_the_gpu_count_said_to_fail_is_the_runs_not_the_machines(kb):
+    # facebookresearch/metaseq#131: a DGX-2 with 16 V100s; loading OPT-175B on 8 of them OOMs
+    q = parse_question("我们有一台 DGX-2，16 张 V100 32GB，想跑 OPT 的 175B 模型。把模型加载到 8 张卡上会 OOM。", kb)
+    assert q.num_gpus == 8
+    # several counts said to fail: the first one named stays
+    q = parse_question("GPU是8张H800。8GPU跑不了，7GPU也是OOM。", kb)
+    assert q.num_gpus == 8
+
+
+def test_a_stand_in_shape_counts_the_whole_model_at_the_size_the_user_named(kb):
+    # OPT-175B has no preset: its stand-in is smaller, but 175B of FP16 weights are 350 GB, 43.75 GB per GPU on 8
+    _, flat, diag = pipeline.run(pipeline.Inputs(
+        question="Loading OPT 175B on 8 V100 32GB OOMs."), kb)
+    assert flat["config.approximate_shape"]
+    assert flat["derived.model_weights_bytes"] == pytest.approx(175e9 * 2, rel=0.02)
+    assert flat["derived.weights_floor_ratio"] > 1 and diag.causes[0].id == "capacity-model-state"

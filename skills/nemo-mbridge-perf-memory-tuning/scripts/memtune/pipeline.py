@@ -202,6 +202,13 @@ def _model_state_floor(facts: Facts, kb: Knowledge) -> dict[str, Any]:
         stage = estimate(whole, gpu=facts.gpu, kb=kb, env=facts.env).stages[0]
     except (UserError, IndexError):
         return {}
+    # a stand-in shape for a model the presets lack holds its own parameter count; the whole model's bytes follow
+    # the size the user named (OPT-175B through a 117B stand-in would lose a third of its weights)
+    named = facts.question.model_size_b
+    if cfg.approximate_shape and named and stage.params:
+        scale = named * 1e9 / stage.params
+        stage = replace(stage, params=stage.params * scale, weights_bytes=stage.weights_bytes * scale,
+                        grads_bytes=stage.grads_bytes * scale, optimizer_bytes=stage.optimizer_bytes * scale)
     # the whole model's weights on one device: what a converter that builds the model in one place must hold
     weights: dict[str, Any] = {"model_weights_bytes": stage.weights_bytes}
     # ...and a whole copy per process of one node, which a loader that reads the checkpoint on every rank puts in

@@ -271,11 +271,23 @@ def _int(text: str | None, vocab: Mapping[str, Any]) -> int | None:
 
 
 def _gpu_count(text: str, vocab: Mapping[str, Any], kb: Any, words: Mapping[str, str]) -> int | None:
-    return next(_counts(text, vocab, kb, words), None)
+    """The run's GPU count: the strongest pattern's first count - unless another count stands in the clause that says
+    something failed and this one does not ("a DGX-2 with 16 V100s ... loading it on 8 of them OOMs": the failing
+    run had 8, metaseq#131)."""
+    found = list(_counts(text, vocab, kb, words, at=True))
+    if len({count for _, count in found}) > 1:
+        failed = _failing_clause(text, vocab)
+        # one count of several GPUs said to fail, and not the first one named ("the last card OOMs", "one 24G card
+        # cannot hold it" name a card, not the run's count)
+        failing = {count for start, count in found if failed(start) and count > 1}
+        if len(failing) == 1 and not failed(found[0][0]):
+            return failing.pop()
+    return found[0][1] if found else None
 
 
-def _counts(text: str, vocab: Mapping[str, Any], kb: Any, words: Mapping[str, str]) -> Iterator[int]:
-    """Each GPU count the vocabulary's gpu_count patterns read, the strongest pattern group first."""
+def _counts(text: str, vocab: Mapping[str, Any], kb: Any, words: Mapping[str, str], at: bool = False) -> Iterator[Any]:
+    """Each GPU count the vocabulary's gpu_count patterns read, the strongest pattern group first (with ``at``:
+    as (position, count))."""
     text = _blank(text, (_expand(p, words) for p in vocab.get("gpu_count_ignore") or []))
     low = lowered(text)
     for group in vocab.get("gpu_count") or []:
@@ -286,7 +298,7 @@ def _counts(text: str, vocab: Mapping[str, Any], kb: Any, words: Mapping[str, st
             for m in rx.finditer(text):
                 count = _count_of(m.groupdict(), vocab, kb)
                 if count:
-                    yield count
+                    yield (m.start(), count) if at else count
 
 
 def gpu_counts_in(text: str, kb: Knowledge) -> list[int]:
