@@ -4752,3 +4752,11 @@ def test_a_stand_in_shape_counts_the_whole_model_at_the_size_the_user_named(kb):
     assert flat["config.approximate_shape"]
     assert flat["derived.model_weights_bytes"] == pytest.approx(175e9 * 2, rel=0.02)
     assert flat["derived.weights_floor_ratio"] > 1 and diag.causes[0].id == "capacity-model-state"
+
+
+def test_full_parameters_rather_than_lora_is_no_lora_run_and_moss_is_its_16b_model(kb):
+    # deepseek-ai/DeepSeek-Coder#78: "full parameters rather than LoRA"; OpenMOSS/MOSS#189: "MOSS de weitiao daima"
+    q = parse_question("How can I finetune deepseek-coder-33b-instruct with full parameters rather than LoRA?", kb)
+    assert q.layout.get("task") == "sft"
+    assert parse_question("在8张40g A100上运行 MOSS 的微调代码，bsz=1，报显存不够错误", kb).model_size_b == 16
+    assert parse_question("moss grows on the rocks", kb).model_size_b is None
