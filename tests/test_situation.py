@@ -4760,3 +4760,20 @@ def test_full_parameters_rather_than_lora_is_no_lora_run_and_moss_is_its_16b_mod
     assert q.layout.get("task") == "sft"
     assert parse_question("在8张40g A100上运行 MOSS 的微调代码，bsz=1，报显存不够错误", kb).model_size_b == 16
     assert parse_question("moss grows on the rocks", kb).model_size_b is None
+
+
+def test_other_ranks_holding_memory_on_gpu_0_and_each_rank_on_its_own_gpu(kb):
+    # pytorch/pytorch#135279: non-0 ranks each put ~1 GB on GPU 0; "keep each rank on its own GPU" names no engine
+    _, flat, diag = pipeline.run(pipeline.Inputs(
+        question="In my torchrun job every non-0 rank is occupying ~1GB memory on GPU 0 - nvidia-smi shows one extra "
+                 "process per rank on GPU 0. How do I keep each rank on its own GPU?"), kb)
+    assert flat["situation.device_zero_crowded"] and flat.get("situation.process") is None
+    assert diag.fixes[0].id == "confirm-setting-applied"
+
+
+def test_lightning_model_checkpointing_is_the_checkpoint_save(kb):
+    # Lightning-AI/pytorch-lightning#20312: FSDP's full state dict gathered at the save; disabling it removes the OOM
+    _, flat, diag = pipeline.run(pipeline.Inputs(
+        question="Using FSDP and model checkpointing in Lightning 2.3, training runs a full epoch fine, then I get "
+                 "CUDA OOM. With model checkpointing disabled the memory error went away."), kb)
+    assert flat["situation.phase"] == "checkpoint-save" and diag.fixes[0].id == "checkpoint-save-memory"
