@@ -4777,3 +4777,12 @@ def test_lightning_model_checkpointing_is_the_checkpoint_save(kb):
         question="Using FSDP and model checkpointing in Lightning 2.3, training runs a full epoch fine, then I get "
                  "CUDA OOM. With model checkpointing disabled the memory error went away."), kb)
     assert flat["situation.phase"] == "checkpoint-save" and diag.fixes[0].id == "checkpoint-save-memory"
+
+
+def test_pretrained_names_a_model_and_only_evaluation_is_forward_only(kb):
+    # EleutherAI/lm-evaluation-harness#770: "pretrained=huggyllama/llama-13b ... It's only evaluation, no training"
+    q = parse_question("accelerate launch main.py --model_args pretrained=huggyllama/llama-13b. It's only evaluation, "
+                       "no training.", kb)
+    assert q.layout.get("task") != "pretrain"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="It's only evaluation, no training, and it OOMs."), kb)
+    assert flat["situation.forward_only"]
