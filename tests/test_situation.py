@@ -4786,3 +4786,20 @@ def test_pretrained_names_a_model_and_only_evaluation_is_forward_only(kb):
     assert q.layout.get("task") != "pretrain"
     _, flat, _ = pipeline.run(pipeline.Inputs(question="It's only evaluation, no training, and it OOMs."), kb)
     assert flat["situation.forward_only"]
+
+
+def test_another_dataset_with_larger_samples_is_a_larger_input_and_no_growth(kb):
+    # modelscope/ms-swift#5289: the same command, only the dataset differs; its images are much larger
+    q = parse_question("命令都是同样的命令，只是数据集不一样，第二次运行几个step之后就爆显存了，"
+                       "第二次运行的数据集图像size比第一次的大不少。", kb)
+    assert "larger-input-fails" in q.topics
+    zh = "第二次运行的数据集图像size比第一次的大不少，几个step之后爆显存"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=zh), kb)
+    assert flat.get("situation.trend") != "grows"
+    # code that accumulates into a buffer is no memory growth; memory that accumulates every step is
+    _, flat, _ = pipeline.run(pipeline.Inputs(
+        question="Automodel accumulates the expert outputs into an FP32 buffer and the MoE forward OOMs."), kb)
+    assert flat.get("situation.trend") != "grows"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="Memory looks like something accumulates every step, then OOM."),
+                              kb)
+    assert flat.get("situation.trend") == "grows"
