@@ -4803,3 +4803,9 @@ def test_another_dataset_with_larger_samples_is_a_larger_input_and_no_growth(kb)
     _, flat, _ = pipeline.run(pipeline.Inputs(question="Memory looks like something accumulates every step, then OOM."),
                               kb)
     assert flat.get("situation.trend") == "grows"
+
+
+def test_hugging_faces_loading_checkpoint_shards_is_a_pretrained_weights_load(kb):
+    # ymcui/Chinese-LLaMA-Alpaca-2#547: the OOM at "Loading checkpoint shards 2/3" reads no optimizer state
+    q = parse_question("6卡指令精调，Loading checkpoint shards 到 2/3 的时候就报 CUDA out of memory", kb)
+    assert "pretrained-weights" in q.topics
