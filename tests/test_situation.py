@@ -4809,3 +4809,9 @@ def test_hugging_faces_loading_checkpoint_shards_is_a_pretrained_weights_load(kb
     # ymcui/Chinese-LLaMA-Alpaca-2#547: the OOM at "Loading checkpoint shards 2/3" reads no optimizer state
     q = parse_question("6卡指令精调，Loading checkpoint shards 到 2/3 的时候就报 CUDA out of memory", kb)
     assert "pretrained-weights" in q.topics
+
+
+def test_a_length_cap_written_with_a_space_is_the_sequence_length(kb):
+    # hiyouga/LlamaFactory#8471: a pasted config "cutoff_len 20480" (no '=' or ':')
+    q = parse_question("finetuning_type lora，cutoff_len 20480，per_device_train_batch_size 1，两张 A100 OOM", kb)
+    assert q.layout.get("seq_length") == 20480
