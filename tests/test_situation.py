@@ -4815,3 +4815,14 @@ def test_a_length_cap_written_with_a_space_is_the_sequence_length(kb):
     # hiyouga/LlamaFactory#8471: a pasted config "cutoff_len 20480" (no '=' or ':')
     q = parse_question("finetuning_type lora，cutoff_len 20480，per_device_train_batch_size 1，两张 A100 OOM", kb)
     assert q.layout.get("seq_length") == 20480
+
+
+def test_a_gpu_model_number_is_no_gpus_per_node_and_a_rollout_tp_names_no_megatron(kb):
+    # ToolRL#39: "6 x 3090 GPUs" is six RTX 3090s (not 18,540 GPUs); the verl actor is FSDP although the rollout's
+    # own actor_rollout_ref.rollout.tensor_model_parallel_size=4 is set
+    assert parse_question("training on 6 x 3090 GPUs (24GB each) OOMs", kb).num_gpus == 6
+    assert parse_question("2 x 8 GPUs OOM", kb).num_gpus == 16
+    _, flat, _ = pipeline.run(pipeline.Inputs(
+        question="verl GRPO OOMs", overrides=["actor_rollout_ref.rollout.tensor_model_parallel_size=4",
+                                             "actor_rollout_ref.actor.ppo_micro_batch_size=1"]), kb)
+    assert flat["situation.trainer"] == "fsdp"

@@ -1581,12 +1581,17 @@ def _framework_from_config(config_text: str | None, words: _Words) -> Reading | 
     return Reading(value, [Clue(said, "config")])
 
 
+# a rollout engine's own settings ("actor_rollout_ref.rollout.tensor_model_parallel_size=4": vLLM's TP) name no
+# Megatron trainer (ToolRL#39, a verl FSDP actor)
+_ROLLOUT_SETTING = re.compile(r"\brollout\.[\w.]+\s*[=:]\s*\S+")
+
+
 def _trainer(framework: Reading | None, table: Mapping[str, Any], text: str, words: _Words) -> str | None:
     """The trainer when it is not Megatron-Core: the framework's own (situation.yaml frameworks ``trainer``), the HF
     Trainer where the text names it (hf_trainer_words), DeepSpeed where the text names ZeRO (deepspeed_words), PyTorch
     FSDP (fsdp_words) or a loop of the user's own (own_trainer_words); None where the text names Megatron
     (megatron_words)."""
-    if words.megatron is not None and words.megatron.search(text):
+    if words.megatron is not None and words.megatron.search(_ROLLOUT_SETTING.sub(" ", text)):
         return None
     row = next((f for f in table.get("frameworks") or [] if framework and f.get("id") == framework.value), None)
     if (row or {}).get("trainer"):

@@ -309,11 +309,15 @@ def gpu_counts_in(text: str, kb: Knowledge) -> list[int]:
     return list(_counts(text, vocab, kb, words))
 
 
+_MAX_GPUS_PER_NODE = 72  # an NVL72 rack is the largest GPU domain sold as one system
+
+
 def _count_of(parts: Mapping[str, str | None], vocab: Mapping[str, Any], kb: Any) -> int | None:
     nodes = _int(parts.get("nodes"), vocab)
     if nodes and parts.get("per_node"):
         per_node = _int(parts["per_node"], vocab)
-        return nodes * per_node if per_node else None
+        # a node holds a few GPUs, never thousands: "6 x 3090 GPUs" is six RTX 3090s, not 6 nodes of 3090
+        return nodes * per_node if per_node and per_node <= _MAX_GPUS_PER_NODE else None
     if nodes and parts.get("node_gpu"):
         entry = next((e for s, _, e in find_gpus(parts["node_gpu"], kb) if s == 0), None)
         per_node = (entry or {}).get("gpus_per_node")
