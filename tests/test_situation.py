@@ -4822,6 +4822,7 @@ def test_a_gpu_model_number_is_no_gpus_per_node_and_a_rollout_tp_names_no_megatr
     # own actor_rollout_ref.rollout.tensor_model_parallel_size=4 is set
     assert parse_question("training on 6 x 3090 GPUs (24GB each) OOMs", kb).num_gpus == 6
     assert parse_question("2 x 8 GPUs OOM", kb).num_gpus == 16
+    assert parse_question("机器环境：3090显卡x2，训练 Qwen3 OOM", kb).num_gpus != 3090
     _, flat, _ = pipeline.run(pipeline.Inputs(
         question="verl GRPO OOMs", overrides=["actor_rollout_ref.rollout.tensor_model_parallel_size=4",
                                              "actor_rollout_ref.actor.ppo_micro_batch_size=1"]), kb)

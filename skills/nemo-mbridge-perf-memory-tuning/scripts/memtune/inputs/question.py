@@ -323,6 +323,8 @@ def _count_of(parts: Mapping[str, str | None], vocab: Mapping[str, Any], kb: Any
         per_node = (entry or {}).get("gpus_per_node")
         return nodes * int(per_node) if per_node else None
     n = _int(parts.get("n"), vocab)
+    if n is not None and n > _MAX_GPUS_PER_NODE and any(s == 0 for s, _, _ in find_gpus(str(n), kb)):
+        return None  # a GPU's model number, not a count ("3090 xianka x2": RTX 3090 cards)
     return n + 1 if n is not None and parts.get("more") else n  # "n_gpus_per_node > 2": more than two
 
 
