@@ -4827,3 +4827,10 @@ def test_a_gpu_model_number_is_no_gpus_per_node_and_a_rollout_tp_names_no_megatr
         question="verl GRPO OOMs", overrides=["actor_rollout_ref.rollout.tensor_model_parallel_size=4",
                                              "actor_rollout_ref.actor.ppo_micro_batch_size=1"]), kb)
     assert flat["situation.trainer"] == "fsdp"
+
+
+def test_a_figures_integer_part_is_no_sequence_length(kb):
+    # NVIDIA-NeMo/RL#3314: "peak memory grows linearly with sequence length: 4.06 GiB at 2048 tokens"
+    q = parse_question("The loss step's peak grows linearly with sequence length: 4.06 GiB at 2048 tokens.", kb)
+    assert q.layout.get("seq_length") != 4
+    assert parse_question("sequence length 4096 OOMs", kb).layout.get("seq_length") == 4096
