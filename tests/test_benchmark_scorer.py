@@ -647,3 +647,15 @@ def test_the_benchmarks_markdown_is_what_diagnose_prints_as_markdown(diagnosed):
         with tempfile.TemporaryDirectory() as tmp:
             printed = _run_memtune(diagnose_argv(scen, Path(tmp), "markdown"))
         assert diagnosed(scen)[1][:2] == printed[:2], scen.id
+
+
+def test_our_diagnose_in_parallel_scores_like_one_process(tmp_path):
+    """--jobs spreads our diagnose over processes; the report is the same, scenario for scenario, in order."""
+    only = ["--only", "fragmentation-cosmos-rl-388", "--only", "capacity-model-state-llava-155",
+            "--only", "not-an-oom-cogvlm-394", "--only", "host-oom-metaseq-589"]
+    reports = []
+    for jobs in ("1", "2"):
+        out = tmp_path / f"jobs{jobs}.json"
+        assert run.main([*only, "--format", "json", "--jobs", jobs, "--output", str(out)]) == 0
+        reports.append(json.loads(out.read_text()))
+    assert reports[0] == reports[1] and reports[0]["scenarios"] == 4
