@@ -4834,3 +4834,17 @@ def test_a_figures_integer_part_is_no_sequence_length(kb):
     q = parse_question("The loss step's peak grows linearly with sequence length: 4.06 GiB at 2048 tokens.", kb)
     assert q.layout.get("seq_length") != 4
     assert parse_question("sequence length 4096 OOMs", kb).layout.get("seq_length") == 4096
+
+
+def test_numbers_written_with_thousands_separators(kb):
+    # huggingface/accelerate#4188: "peak VRAM per GPU above baseline is 65,378 MiB" is 65378 MiB, not 378 MiB
+    q = parse_question("Llama 3 8B, seq_length 32,768 on 8x H100 80GB, OOMs at 65,378 MiB", kb)
+    assert [f["bytes"] for f in q.memory_figures if f["role"] == "oom"] == [65378 * 2**20]
+    assert q.layout.get("seq_length") == 32768
+    # lists stay lists: neither "4096,8192" nor "24GB,48GB" is one number
+    q = parse_question("seq 4096,8192 on 24GB,48GB cards", kb)
+    assert q.layout.get("seq_length") == 4096
+    assert sorted(f["bytes"] for f in q.memory_figures) == [24e9, 48e9]
+    # NVIDIA-NeMo/RL#3476: an amount and its bracketed other unit are one figure, and "but" ends what names it
+    q = parse_question("PyTorch had 162,286 MiB (158.5 GiB) reserved but only 19,191 MiB (18.7 GiB) actually live.", kb)
+    assert [f["role"] for f in q.memory_figures] == ["reserved", "reserved", "allocated", "allocated"]

@@ -241,7 +241,7 @@ def _num_pattern(vocab: Mapping[str, Any]) -> str:
     words = [str(w) for w in (vocab.get("numbers") or {})]
     latin = sorted((w for w in words if w.isascii()), key=len, reverse=True)
     cjk = "".join(sorted({w for w in words if not w.isascii() and len(w) == 1}))
-    parts = [r"(?<![\w.])\d+(?![\d.])"]
+    parts = [r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+|\d+)(?![\d.])"]  # "1,024" with its thousands separator
     if latin:
         parts.append(r"\b(?:" + "|".join(re.escape(w) for w in latin) + r")\b")
     if cjk:
@@ -254,7 +254,8 @@ def _int(text: str | None, vocab: Mapping[str, Any]) -> int | None:
     if not text:
         return None
     t = text.strip().lower()
-    if t.isascii() and t.isdigit():
+    if t.isascii() and t.replace(",", "").isdigit():  # "1,024"
+        t = t.replace(",", "")
         return int(t)
     words = {str(k).lower(): int(v) for k, v in (vocab.get("numbers") or {}).items()}
     if t in words:
@@ -530,7 +531,7 @@ _SENTENCE_END = re.compile(r"[.;!?\u3002\uff1b\uff01\uff1f\n](?=\s|$)|[\u3002\uf
 
 def _raw_figures(text: str, mem: Mapping[str, Any], units: Mapping[str, float]) -> list[tuple[int, int, float, str]]:
     """(start, end, value, unit) of every figure: a number with its unit, or a bare number under a unit header."""
-    out = [(m.start(), m.end(), float(m.group("v")), m.group("u").lower())
+    out = [(m.start(), m.end(), float(m.group("v").replace(",", "")), m.group("u").lower())
            for m in _rx(mem.get("figure", r"$^")).finditer(text) if m.group("u").lower() in units]
     header, bare = mem.get("header"), mem.get("header_figure")
     if header and bare:
@@ -546,6 +547,11 @@ def _raw_figures(text: str, mem: Mapping[str, Any], units: Mapping[str, float]) 
                 if not any(start < e and s < end for s, e, _, _ in out):
                     out.append((start, end, float(f.group("v")), unit))
     return sorted(f for f in out if math.isfinite(f[2]))  # like an absurd digit run: no figure, not Infinity
+
+
+_SAME_FIGURE = re.compile(r"\s*[(\uff08]\s*(?:~|\u2248|about\s+)?")  # between a figure and its bracketed other unit
+_SAME_FIGURE_END = re.compile(r"\s*[)\uff09]")
+_CONTRAST = re.compile(r"\b(?:but|whereas|while)\b|\u4f46|\u800c")  # but, whereas, while; dan, er
 
 
 def _memory_figures(text: str, vocab: Mapping[str, Any], words: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -565,9 +571,20 @@ def _memory_figures(text: str, vocab: Mapping[str, Any], words: Mapping[str, str
     continues = _rx(mem["continues"]) if mem.get("continues") else None
     out: list[dict[str, Any]] = []
     last_end = None
-    for start, end, value, unit in _raw_figures(text, mem, units):
+    raw = _raw_figures(text, mem, units)
+    for i, (start, end, value, unit) in enumerate(raw):
+        if i and out and _SAME_FIGURE.fullmatch(text, raw[i - 1][1], start):  # "19,191 MiB (18.7 GiB)": the same
+            out.append({**out[-1], "bytes": value * units[unit], "at": start})  # amount again in another unit
+            out[-1].pop("nominal_gb", None)
+            last_end = end
+            continue
+        closing = _SAME_FIGURE_END.match(text, raw[i + 1][1]) if i + 1 < len(raw) else None
+        if closing and _SAME_FIGURE.fullmatch(text, end, raw[i + 1][0]):
+            end = closing.end()  # what follows the bracket says what the amount is ("... (18.7 GiB) actually live")
         first = max((b.end() for b in _SENTENCE_END.finditer(text, max(0, start - reach), start)),
                     default=max(0, start - reach))
+        # "158.5 GiB reserved but only 18.7 GiB live": the words before a contrast name the figure before it
+        first = max([first, *(b.end() for b in _CONTRAST.finditer(text, first, start))])
         before, after = text[first:start], text[end:end + 40]
         around = before + _FIGURE_MARK + after
         role = next((r for r, bef, aft, aro, unless in roles
@@ -623,7 +640,7 @@ def _failure_figure(figures: list[dict[str, Any]], text: str, vocab: Mapping[str
 
 
 def _number(text: str) -> int:
-    t = text.replace(" ", "").lower()
+    t = text.replace(" ", "").replace(",", "").lower()  # "32,768": a thousands separator
     return int(t[:-1]) * 1024 if t.endswith("k") else int(t)
 
 
