@@ -4848,3 +4848,19 @@ def test_numbers_written_with_thousands_separators(kb):
     # NVIDIA-NeMo/RL#3476: an amount and its bracketed other unit are one figure, and "but" ends what names it
     q = parse_question("PyTorch had 162,286 MiB (158.5 GiB) reserved but only 19,191 MiB (18.7 GiB) actually live.", kb)
     assert [f["role"] for f in q.memory_figures] == ["reserved", "reserved", "allocated", "allocated"]
+
+
+def test_a_fully_sharded_state_with_room_to_spare_is_not_what_fills_the_gpu(kb):
+    # xiaomi-research/recogdrive#87: InternVL3-8B, ZeRO-3 on 8 x A800 80GB, batch size 1 with gradient checkpointing:
+    # each GPU holds under a quarter of its memory in state, so six images per sample fill it, and more GPUs would not
+    q = ("我在用 InternVL3 8B 做微调，8 张 A800 80GB，即使 batch size=1 训练过程中还是会 CUDA OOM。"
+         "一条数据包含 6 张图像。已经用了 ZeRO-3 和 gradient checkpointing，我理解 ZeRO-3 只降参数/梯度/优化器。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["config.use_torch_fsdp2"] and flat["derived.model_state_ratio"] < 0.5
+    assert "capacity-model-state" in diag.ruled_out
+    assert diag.causes[0].id == "capacity-activations" and diag.fixes[0].id == "cap-vision-tokens"
+    assert "add-gpus" not in [f.id for f in diag.fixes]
+    # an RL framework keeps several models where the count has one: the state is not ruled out there
+    rl = "OpenRLHF PPO, 12B actor and critic with ZeRO-3 on 16 A100 80GB, OOM when training actor and critic"
+    _, _, diag = pipeline.run(pipeline.Inputs(question=rl), kb)
+    assert "capacity-model-state" not in diag.ruled_out
