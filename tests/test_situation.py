@@ -4864,3 +4864,14 @@ def test_a_fully_sharded_state_with_room_to_spare_is_not_what_fills_the_gpu(kb):
     rl = "OpenRLHF PPO, 12B actor and critic with ZeRO-3 on 16 A100 80GB, OOM when training actor and critic"
     _, _, diag = pipeline.run(pipeline.Inputs(question=rl), kb)
     assert "capacity-model-state" not in diag.ruled_out
+
+
+@pytest.mark.parametrize("text", [
+    # vllm-project/vllm#20860: the run is over, its workers are not
+    "After the run completed, each GPU still shows about 73GB of VRAM in use at 0% utilization and 8 processes remain.",
+    "训练结束后显存还被占着 70 多 G，nvidia-smi 里还有 8 个进程",
+])
+def test_memory_still_held_after_the_run_ended_is_a_leftover_process(text, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.owner_gone"] is True
+    assert diag.fixes[0].id == "kill-stale-processes"
