@@ -4875,3 +4875,16 @@ def test_memory_still_held_after_the_run_ended_is_a_leftover_process(text, kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
     assert flat["situation.owner_gone"] is True
     assert diag.fixes[0].id == "kill-stale-processes"
+
+
+def test_preference_pairs_of_a_small_model_with_a_large_vocabulary_are_its_logits(kb):
+    # huggingface/trl#3168: TRL's DPO quick start with Qwen2.5-0.5B-Instruct runs out of memory at step 0 on an A100
+    # 80GB: chosen + rejected sequences and fp32 log-probs over a 151,936-entry vocabulary, not the 0.5B weights
+    q = "I ran TRL's DPO quick start unchanged on Qwen2.5-0.5B-Instruct on one A100 80GB and it OOMs at step 0."
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert "preference-training" in flat["question.topics"]
+    assert diag.causes[0].id == "logits-loss-memory" and diag.fixes[0].id == "logits-chunking"
+    # the same words for a 70B model: its layers, not its vocabulary, hold what a token costs
+    big = q.replace("Qwen2.5-0.5B-Instruct", "Qwen2.5-72B-Instruct")
+    _, _, diag = pipeline.run(pipeline.Inputs(question=big), kb)
+    assert "preference-pairs-over-a-large-vocabulary" not in {r for c in diag.causes for r in c.rules}
