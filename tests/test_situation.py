@@ -4888,3 +4888,16 @@ def test_preference_pairs_of_a_small_model_with_a_large_vocabulary_are_its_logit
     big = q.replace("Qwen2.5-0.5B-Instruct", "Qwen2.5-72B-Instruct")
     _, _, diag = pipeline.run(pipeline.Inputs(question=big), kb)
     assert "preference-pairs-over-a-large-vocabulary" not in {r for c in diag.causes for r in c.rules}
+
+
+@pytest.mark.parametrize("text", [
+    # meta-llama/llama-cookbook#785: more GPUs under FSDP do not raise the context length that fits
+    "When I increase --context_length with --enable_fsdp, no matter how many GPUs are available it ends with "
+    "OutOfMemoryError. Llama-3.2-1B on 8x A40 48GB.",
+    "开了 FSDP 微调 Llama-3.2-1B，序列加长以后 OOM，加再多卡也没用，8 张 A40 48GB。",
+])
+def test_more_gpus_said_to_change_nothing_leave_each_gpus_micro_batch(text, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert "add-gpus" in flat["situation.no_effect"]
+    assert diag.causes[0].id == "capacity-activations" and "setting-not-applied" not in {c.id for c in diag.causes[:1]}
+    assert "add-gpus" in {a.id for a in diag.avoid}
