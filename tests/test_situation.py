@@ -4901,3 +4901,21 @@ def test_more_gpus_said_to_change_nothing_leave_each_gpus_micro_batch(text, kb):
     assert "add-gpus" in flat["situation.no_effect"]
     assert diag.causes[0].id == "capacity-activations" and "setting-not-applied" not in {c.id for c in diag.causes[:1]}
     assert "add-gpus" in {a.id for a in diag.avoid}
+
+
+def test_more_memory_after_an_upgrade_is_one_software_change_that_ran_before(kb):
+    # vllm-project/vllm#15617: "after upgrading from vllm 0.7.3 to 0.8.2 the memory needed went up a lot"
+    for q in ["8 张 RTX 4090 跑 vLLM 推理，从 vllm 0.7.3 升级到 0.8.2 之后需要的显存大幅增加，运行中还经常 OOM。",
+              "After upgrading from vllm 0.7.3 to 0.8.2 the memory needed went up a lot and it often OOMs."]:
+        _, flat, _ = pipeline.run(pipeline.Inputs(question=q), kb)
+        assert flat["situation.worked_before"] is True and flat["situation.changed"] == ["stack"]
+    # huggingface/transformers#30010: an upgrade with spikes in SDPA's backward is the version's, not lost recompute
+    q = ("QLoRA Llama-7B with the SDPA attention, when run with transformers 4.37.2 on a 24GB card, uses less memory "
+         "than 4.38.2 and 4.39.3 with identical code (PyTorch 2.2.2, CUDA 12.1, max_sequence_length 1280 and "
+         "batch_size 4). 4.39.3 uses almost a GB more memory at a sequence length of 1280 and errors out at 1536. The "
+         "memory history shows consistently large memory spikes during the backward pass of the SDPA kernel, and "
+         "when sharding Llama across two cards with FSDP and gradient checkpointing the spikes show up as ~10GB "
+         "outliers. Nothing in my code changed - why does the newer version need more memory?")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.trend"] == "spike" and "recompute" in flat["question.topics"]
+    assert diag.causes[0].id == "version-regression"

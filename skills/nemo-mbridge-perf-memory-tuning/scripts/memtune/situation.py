@@ -347,7 +347,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
         moved = _fits_on_one_build(text, words)
         if moved:
             sit.worked_before = True
-            sit.changed.append(moved)
+            _add_change(sit.changed, moved)
     if not sit.worked_before and words.versions.search(_software_words(text, words)):
         # "1.13.1: 5515MiB, 2.0.0: 6802MiB": the same run, measured on both
         moved = _more_memory_on_newer(text, compare["newer_version_more"])
@@ -358,7 +358,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
                 moved = next(iter(_two_versions(text, words)), None)
         if moved:
             sit.worked_before = True
-            sit.changed.append(moved)
+            _add_change(sit.changed, moved)
     if sit.worked_before and not any(r.value == "stack" for r in sit.changed):
         sit.changed.extend(_two_versions(text, words))
     if sit.worked_before and not sit.changed and words.regressed.search(text):
@@ -2039,6 +2039,12 @@ def _software_words(text: str, words: _Words) -> str:
     for start, end, _ in words.not_versions.spans(text):
         text = text[:start] + " " * (end - start) + text[end:]
     return text
+
+
+def _add_change(changed: list[Reading], reading: Reading) -> None:
+    """A change read a second way (the words, then the versions compared) is still one change."""
+    if not any(r.value == reading.value for r in changed):
+        changed.append(reading)
 
 
 def _worked_before(text: str, words: _Words) -> bool:
