@@ -4919,3 +4919,18 @@ def test_more_memory_after_an_upgrade_is_one_software_change_that_ran_before(kb)
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
     assert flat["situation.trend"] == "spike" and "recompute" in flat["question.topics"]
     assert diag.causes[0].id == "version-regression"
+
+
+def test_host_ram_rising_with_the_loaders_workers_leads_with_fewer_workers(kb):
+    # hpcaitech/Open-Sora#526: 8 ranks x num_workers=8 of 51-frame video batches hold ~450 GB of host RAM
+    q = ("Open-Sora 1.2 on 8 GPUs with num_workers=8 for the dataloader: the node's CPU memory usage goes up to about "
+         "450 GB and looks like it keeps leaking. The problem is host RAM, not GPU memory.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["config.num_workers"] == 8 and flat["situation.phase"] == "data-loading"
+    assert diag.fixes[0].id == "reduce-dataloader-workers"
+    # the loader only asked about ("zero3_offload? dataloader?"): no workers are said to run
+    q = ("GRPO colocate on 8 GPUs: system RAM (not GPU memory) rises linearly and never comes back down. Is it my "
+         "config (zero3_offload? dataloader?) or the framework?")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["config.num_workers"] is None
+    assert "host-memory-grows-in-the-data-loader" not in {r for c in diag.causes for r in c.rules}
