@@ -4934,3 +4934,16 @@ def test_host_ram_rising_with_the_loaders_workers_leads_with_fewer_workers(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
     assert flat["config.num_workers"] is None
     assert "host-memory-grows-in-the-data-loader" not in {r for c in diag.causes for r in c.rules}
+
+
+@pytest.mark.parametrize("text, changed", [
+    # PaddlePaddle/PaddleNLP#5822: "kai le recompute" turns on recompute; the batch size after it is only stated
+    ("两张卡做 ChatGLM-6B 的 LoRA 微调，开了 recompute， src_length 2048、per_device_train_batch_size 4、"
+     "gradient_accumulation_steps 4。训练过程中显存一直在慢慢涨，直到 OOM。", False),
+    # OpenRLHF#908: "zhiyao ba micro_train_batch_size shezhi wei 2 jiu hui oom" sets the batch size itself
+    ("我只要把micro_train_batch_size设置为2就会oom。", True),
+    ("When I increase per_device_train_batch_size to 32, it raises OOM.", True),
+])
+def test_a_setting_listed_with_its_value_is_stated_not_changed(text, changed, kb):
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert ("reduce-micro-batch" in (flat["situation.changed"] or [])) is changed

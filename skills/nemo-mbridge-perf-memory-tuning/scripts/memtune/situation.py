@@ -1981,7 +1981,9 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
         if not spans and (is_change or fits):  # no fix's wording, but a setting's own name given a number
             from .names import fixes_named  # ("set micro_train_batch_size to 2: OOM")
 
-            spans = [sp for sp in fixes_named(clause, kb) if _NUMBER_AFTER.match(clause, sp[2])]
+            moves = [] if fits else words.changed.spans(clause)
+            spans = [sp for sp in fixes_named(clause, kb) if _NUMBER_AFTER.match(clause, sp[2])
+                     and (fits or _said_of(sp, moves, clause))]
         if not spans and took_out:  # a setting's own name switched off ("ba gradient_checkpointing guandiao")
             from .names import fixes_named  # right beside the removal word: "the same as when it is turned off"
 
@@ -2062,6 +2064,28 @@ def _worked_before(text: str, words: _Words) -> bool:
 
 
 _BESIDE = 6  # characters between a setting's name and the removal word that switches it off ("X guandiao", "disable X")
+_SET_BEFORE = 24  # characters from a change word to the setting it moves ("when I increase per_device_...")
+
+
+def _said_of(span: tuple[str, int, int], moves: list[tuple[int, int, Any]], clause: str) -> bool:
+    """A change or fit word moves this named setting: right before its name, or between its name and its value
+    ("X gaicheng 2"). A setting listed with its value in a pasted config ("kai le recompute, src_length 2048,
+    per_device_train_batch_size 4") is stated, not changed: the change word there belongs to another setting."""
+    value = _NUMBER_AFTER.match(clause, span[2])
+    value_end = value.end() if value else span[2]
+    return any(0 <= span[1] - end <= _SET_BEFORE or span[2] <= start < value_end
+               for start, end in _in_clause(clause, moves))
+
+
+def _in_clause(clause: str, spans: list[tuple[int, int, Any]]) -> list[tuple[int, int]]:
+    """Word spans found in ``_normal(clause)`` placed back in the clause: where the word itself occurs nearest to
+    its normalised place (the normal form pads, folds separators and drops articles, so offsets drift)."""
+    low, out = clause.lower(), []
+    for start, end, word in spans:
+        hits = [m.start() for m in re.finditer(re.escape(str(word).strip()), low)] if str(word).strip() else []
+        at = min(hits, key=lambda h: abs(h - (start - 1)), default=max(0, start - 1))
+        out.append((at, at + (len(str(word).strip()) if hits else end - start)))
+    return out
 
 
 def _left_values(clause: str, spans: list[tuple[str, int, int]], words: _Words) -> list[tuple[str, int, int]]:
