@@ -4947,3 +4947,15 @@ def test_host_ram_rising_with_the_loaders_workers_leads_with_fewer_workers(kb):
 def test_a_setting_listed_with_its_value_is_stated_not_changed(text, changed, kb):
     _, flat, _ = pipeline.run(pipeline.Inputs(question=text), kb)
     assert ("reduce-micro-batch" in (flat["situation.changed"] or [])) is changed
+
+
+def test_a_library_moves_the_stack_only_beside_a_version_number(kb):
+    # unslothai/unsloth-zoo#549: "transformers from 4.57.x up to 5.2 ... memory clearly higher than before"
+    q = ("我把 transformers 从 4.57.x 升到 5.2 之后，用 Unsloth 做 LoRA 微调，"
+         "同一个脚本、同样的 batch 和序列长度，显存占用明显比以前高。")
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.changed"] == ["stack"] and flat["situation.worked_before"] is True
+    # InternLM/xtuner#521: switching to another DeepSpeed config is no software version
+    q = "8 张 A100 40G 微调 Mixtral 8x7b 报 OOM。换成 deepspeed_zero2_offload 依然会 OOM，我的 batch size 已经是 1 了。"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert "stack" not in (flat["situation.changed"] or [])

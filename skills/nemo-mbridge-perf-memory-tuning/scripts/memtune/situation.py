@@ -348,7 +348,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
         if moved:
             sit.worked_before = True
             _add_change(sit.changed, moved)
-    if not sit.worked_before and words.versions.search(_software_words(text, words)):
+    if not sit.worked_before and _names_software(text, words):
         # "1.13.1: 5515MiB, 2.0.0: 6802MiB": the same run, measured on both
         moved = _more_memory_on_newer(text, compare["newer_version_more"])
         if not moved and words.more_on_version is not None:
@@ -1102,6 +1102,7 @@ class _Words:
     presupposes: _Literals | None = None
     more_on_version: _Literals | None = None  # situation.yaml changes.more_on_version: more memory on one version
     broken_on: _Literals | None = None  # situation.yaml changes.broken_on: a version said not to work, beside failures
+    libraries: _Literals | None = None  # situation.yaml changes.libraries: software only beside a version number
     change_to: _Literals | None = None  # situation.yaml changes.change_to: between a setting's old and new value
     not_versions: _Literals | None = None  # situation.yaml changes.not_versions: version words naming no software
     own_trainer: _Literals | None = None  # situation.yaml own_trainer_words: a training loop of the user's own
@@ -1224,6 +1225,7 @@ def _compile(kb: Knowledge) -> _Words:
                   presupposes=_Literals(list((table.get("asking") or {}).get("presupposes") or [])),
                   more_on_version=_Literals(_both(changes.get("more_on_version"))),
                   broken_on=_Literals(_both(changes.get("broken_on"))),
+                  libraries=_Literals(_both(changes.get("libraries"))),
                   change_to=_Literals(_both(changes.get("change_to"))),
                   not_versions=_Literals(_both(changes.get("not_versions"))),
                   one_process=_Literals(_both(table.get("one_process_words"))),
@@ -1852,7 +1854,7 @@ def _two_versions(text: str, words: _Words) -> list[Reading]:
     """"3.12.4 OOMs, 3.10.3 runs fine": two versions of the software named, one said to have worked, is the stack
     moving under a config that fit, whether or not the user wrote the word 'upgrade'."""
     found = list(dict.fromkeys(m.group(1) or m.group(2) or m.group(3) for m in _VERSION.finditer(text)))
-    if len(found) < 2 or not words.versions.search(text):
+    if len(found) < 2 or not (words.versions.search(text) or _names_software(text, words)):
         return []
     return [Reading("stack", [Clue(f"\u201c{found[0]}\u201d / \u201c{found[1]}\u201d", "words")])]
 
@@ -1864,7 +1866,7 @@ def _fits_on_one_build(text: str, words: _Words) -> Reading | None:
     """One version of the software said to work and another said to fail, each right after its verdict ("works with
     the pjnl-20240503 image and goes OOM with pjnl-20240504", lightning-thunder#439): the stack moved under a setup
     that fit, whichever word ('upgrade', 'regression') the user did or did not write."""
-    if not words.versions.search(_software_words(text, words)):
+    if not _names_software(text, words):
         return None
     norm = text.lower()
     versions = [(m.start(), m.group(1) or m.group(2) or m.group(3)) for m in _VERSION.finditer(norm)]
@@ -2025,12 +2027,19 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
         if useless and not took_out and not no_effect and words.settings.search(clause):
             no_effect.setdefault("setting", Reading("setting", [Clue(f"\u201c{quote}\u201d", source)]))
         # "after updating verl": a framework that moved is a version change too
-        software = words.versions.search(_software_words(_ENV_NAME.sub(" ", clause), words)) or any(
+        software = _names_software(_ENV_NAME.sub(" ", clause), words) or any(
             literals.search(clause) for _, literals in words.lists.get("frameworks", []))
         if moved and software:
             changed.setdefault("stack", Reading("stack", [Clue(f"\u201c{quote}\u201d", source)]))
     return (list(changed.values()), list(tried.values()), list(no_effect.values()), list(removed.values()),
             list(worked.values()))
+
+
+def _names_software(text: str, words: _Words) -> bool:
+    """The text names software that can change version: a version word, or a library beside a version number."""
+    if words.versions.search(_software_words(text, words)):
+        return True
+    return bool(words.libraries is not None and words.libraries.search(text) and _VERSION.search(text))
 
 
 def _software_words(text: str, words: _Words) -> str:
@@ -2060,7 +2069,7 @@ def _worked_before(text: str, words: _Words) -> bool:
     if any(not any(u0 <= s0 and s1 <= u1 for u0, u1, _ in unchanged) for s0, s1, _ in spans):
         return True  # "used to work", "zhiqian neng pao": said outright
     return bool(words.changed.search(text) or words.upgraded.search(text)
-                or words.versions.search(_software_words(text, words)))
+                or _names_software(text, words))
 
 
 _BESIDE = 6  # characters between a setting's name and the removal word that switches it off ("X guandiao", "disable X")
