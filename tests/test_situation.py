@@ -4959,3 +4959,14 @@ def test_a_library_moves_the_stack_only_beside_a_version_number(kb):
     q = "8 张 A100 40G 微调 Mixtral 8x7b 报 OOM。换成 deepspeed_zero2_offload 依然会 OOM，我的 batch size 已经是 1 了。"
     _, flat, _ = pipeline.run(pipeline.Inputs(question=q), kb)
     assert "stack" not in (flat["situation.changed"] or [])
+
+
+@pytest.mark.parametrize("text, gpus", [
+    # verl-project/verl#5840: the whole run is both nodes' GPUs, not one node's
+    ("2 机、每机 8 张 H20 跑 GRPO", 16),
+    ("2 node, 8x H20 GPU per node", 16),
+    ("2*8*h20训练7b模型", 16),  # OpenRLHF#908
+    ("1 node, 8 GPUs", 8),
+])
+def test_nodes_times_gpus_per_node(text, gpus, kb):
+    assert parse_question(text, kb).num_gpus == gpus
