@@ -4970,3 +4970,19 @@ def test_a_library_moves_the_stack_only_beside_a_version_number(kb):
 ])
 def test_nodes_times_gpus_per_node(text, gpus, kb):
     assert parse_question(text, kb).num_gpus == gpus
+
+
+def test_accelerate_handing_the_model_to_deepspeed_is_the_build(kb):
+    # QwenLM/Qwen-VL#205: full fine-tuning on one A100 80G fails inside deepspeed.initialize, building the optimizer
+    log = """Traceback (most recent call last):
+  File "/envs/qwen/lib/python3.8/site-packages/transformers/trainer.py", line 1687, in _inner_training_loop
+    model, self.optimizer, self.lr_scheduler = self.accelerator.prepare(
+  File "/envs/qwen/lib/python3.8/site-packages/accelerate/accelerator.py", line 1209, in prepare
+    result = self._prepare_deepspeed(*args)
+  File "/envs/qwen/lib/python3.8/site-packages/accelerate/accelerator.py", line 1582, in _prepare_deepspeed
+    engine, optimizer, _, lr_scheduler = deepspeed.initialize(**kwargs)
+  File "/envs/qwen/lib/python3.8/site-packages/deepspeed/runtime/engine.py", line 304, in __init__
+    self._configure_optimizer(optimizer, model_parameters)
+"""
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="全参数微调在单卡A100 80G上就会OOM", log=log.splitlines()), kb)
+    assert flat["situation.phase"] == "model-build"
