@@ -4986,3 +4986,17 @@ def test_accelerate_handing_the_model_to_deepspeed_is_the_build(kb):
 """
     _, flat, _ = pipeline.run(pipeline.Inputs(question="全参数微调在单卡A100 80G上就会OOM", log=log.splitlines()), kb)
     assert flat["situation.phase"] == "model-build"
+
+
+def test_a_full_card_bounds_the_gpu_and_sizeless_model_names_have_their_size(kb):
+    # PaddlePaddle/PaddleNLP#8612: "chatglm2 dan ka sft" with Paddle's OOM line, which prints no total capacity
+    q = ("求助，chatglm2 单卡sft内存溢出。报错如下：Out of memory error on GPU 0. Cannot allocate 428.000000MB "
+         "memory on GPU 0, 79.153320GB memory has been allocated and available memory is only 175.562500MB. "
+         "已经将batch改到最小")
+    facts, flat, diag = pipeline.run(pipeline.Inputs(question=q, log=q.splitlines()), kb)
+    assert flat["question.model_size_b"] == 6.2
+    assert facts.gpu.capacity_bytes and "no total" in facts.gpu.assumption
+    assert diag.causes[0].id == "capacity-model-state"
+    assert parse_question("微调 Qwen-VL-Chat", kb).model_size_b == 9.6
+    # a script named for a model is not that model ("the qwen-vl-finetune scripts" fine-tuning Qwen3-VL-30B-A3B)
+    assert parse_question("I used your qwen-vl-finetune scripts to fine-tune Qwen3vl-30b-a3b", kb).model_size_b == 30

@@ -106,6 +106,8 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
         gpu = lookup_gpu(question.gpu_name, kb)
     elif question.gpu_nominal_gb:
         gpu = _gpu_by_size(question.gpu_nominal_gb, kb)
+    else:
+        gpu = _gpu_from_full_card(log, kb) or gpu
     if gpu.count and config.world_size is None:  # "--gpu '8x H800'" says how many, where nothing else did
         config = replace(config, world_size=gpu.count)
 
@@ -314,6 +316,25 @@ def _mentioned_fixes(text: str, kb: Knowledge) -> list[str]:
     from .recognize import fix_recognizer
 
     return list(dict.fromkeys(m.ident for m in fix_recognizer(kb).find(text)))
+
+
+_FULL_CARD_FREE_SHARE = 0.05  # free memory under this share of in-use + free: the card was full when it failed
+
+
+def _gpu_from_full_card(log: Any, kb: Knowledge) -> Any:
+    """A card that was full when it failed is about as large as what was in use plus what was free: an OOM message
+    without the total ("79.15 GB memory has been allocated and available memory is only 175.56 MB", PaddlePaddle)
+    still bounds the GPU. Stated as an assumption; None where the message does not show a full card."""
+    used = max(log.process_bytes or 0, log.reserved_bytes or 0, log.allocated_bytes or 0)
+    free = log.free_bytes
+    if not used or free is None or free > _FULL_CARD_FREE_SHARE * (used + free):
+        return None
+    from .inputs.gpu import gpu_from_capacity
+
+    gpu = gpu_from_capacity(used + free, kb)
+    gpu.assumption = (f"GPU capacity about {(used + free) / 2**30:.1f} GiB: the OOM message gives no total, and the "
+                      "card was full (what was in use plus what was free)")
+    return gpu
 
 
 def _gpu_by_size(nominal_gb: float, kb: Knowledge) -> Any:
