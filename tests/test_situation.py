@@ -5000,3 +5000,19 @@ def test_a_full_card_bounds_the_gpu_and_sizeless_model_names_have_their_size(kb)
     assert parse_question("微调 Qwen-VL-Chat", kb).model_size_b == 9.6
     # a script named for a model is not that model ("the qwen-vl-finetune scripts" fine-tuning Qwen3-VL-30B-A3B)
     assert parse_question("I used your qwen-vl-finetune scripts to fine-tune Qwen3vl-30b-a3b", kb).model_size_b == 30
+
+
+@pytest.mark.parametrize("text, no_save", [
+    # marin-community/marin#6932: saving put off for the whole run to rule it out, host RAM still rising
+    ("为了排除 checkpoint 的影响，我把 save_interval 设成了 10h，整个过程一次都不存盘，"
+     "但 anon 内存还是线性上涨。", True),
+    ("Host RAM keeps climbing although no checkpoint was saved during the whole run.", True),
+    # ROLL#378: the steps without a save are fine - that compares steps and points at the save
+    ("只要这一步刚好保存了 checkpoint，随后接手的 vLLM 就 OOM。不保存 checkpoint 的 step 就没事。", False),
+])
+def test_no_checkpoint_saved_rules_the_save_out(text, no_save, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.no_save"] is no_save
+    if no_save:
+        assert "checkpoint-save" in diag.ruled_out
+        assert "checkpoint-save-memory" not in [f.id for f in diag.fixes]

@@ -99,6 +99,7 @@ class Situation:
     refused: list[str] = field(default_factory=list)  # fix ids the user says are not an option
     one_process: bool = False  # the user or the launcher's banner says the run started one process
     critic: bool = False  # the RL run trains a critic beside the actor (PPO with GAE): a second trained model
+    no_save: bool = False  # the user says no checkpoint was saved before it failed
     recompute_off: bool = False  # a setting turns activation recompute off (gradient_checkpointing false)
     env_case_mismatch: str | None = None  # a variable exported in another case than the name the program reads
     capacity_mismatch: bool = False  # the OOM message's device is far smaller than the GPU the user names
@@ -152,6 +153,7 @@ class Situation:
         out["situation.refused"] = list(self.refused)
         out["situation.one_process"] = self.one_process
         out["situation.critic"] = self.critic
+        out["situation.no_save"] = self.no_save
         out["situation.capacity_mismatch"] = self.capacity_mismatch
         out["situation.not_applied_said"] = self.not_applied_said
         out["situation.not_applied_asked"] = self.not_applied_asked
@@ -390,6 +392,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.one_process = words.one_process is not None and bool(words.one_process.search(f"{text}\n{log_text or ''}"))
     everything = f"{text}\n{config_text or ''}\n{log_text or ''}"
     sit.critic = words.critic is not None and bool(words.critic.search(everything))
+    sit.no_save = words.no_save is not None and bool(words.no_save.search(text))
     sit.recompute_off = _recompute_off(facts, kb, f"{config_text or ''}\n{log_text or ''}", clauses, words)
     sit.env_case_mismatch = _env_case_mismatch(f"{text}\n{log_text or ''}", table)
     sit.not_applied_said = any(words.not_applied.search(c) for c in said)
@@ -1108,6 +1111,7 @@ class _Words:
     own_trainer: _Literals | None = None  # situation.yaml own_trainer_words: a training loop of the user's own
     one_process: _Literals | None = None  # situation.yaml one_process_words: one process started
     critic: _Literals | None = None  # situation.yaml critic_words: the RL run trains a critic
+    no_save: _Literals | None = None  # situation.yaml no_save_words: no checkpoint saved before it failed
     engine_off: _Literals | None = None  # situation.yaml changes.engine_off: "without vLLM it trains"
     # situation.yaml step_number: a step counted where it failed ("OOM at step 180"), its interval and after words
     step_number: re.Pattern[str] | None = None
@@ -1230,6 +1234,7 @@ def _compile(kb: Knowledge) -> _Words:
                   not_versions=_Literals(_both(changes.get("not_versions"))),
                   one_process=_Literals(_both(table.get("one_process_words"))),
                   critic=_Literals(_both(table.get("critic_words"))),
+                  no_save=_Literals(_both(table.get("no_save_words"))),
                   engine_off=_Literals(_both(changes.get("engine_off"))),
                   step_number=_step_number_rx(_both((table.get("step_number") or {}).get("units"))),
                   step_interval=tuple(_both((table.get("step_number") or {}).get("interval"))),
