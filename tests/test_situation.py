@@ -5016,3 +5016,15 @@ def test_no_checkpoint_saved_rules_the_save_out(text, no_save, kb):
     if no_save:
         assert "checkpoint-save" in diag.ruled_out
         assert "checkpoint-save-memory" not in [f.id for f in diag.fixes]
+
+
+@pytest.mark.parametrize("text", [
+    # epfLLM/Megatron-LLM#52: a planned run asked about, no failure yet - the floor answers with a GPU count
+    "我想用 Megatron-LLM 对 llama2 70B 做全参数微调，手上只有单机 8 张 A100 80G，这样够吗？",
+    # nvidia-cosmos#163: "Why can't an 80GB GPU posttrain the 7B model?"
+    "The 80GB GPU cannot handle 7B full post-training on a single GPU machine; 3B trains. Why?",
+])
+def test_whether_it_fits_asked_is_answered_by_the_model_state_floor(text, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert "fit-asked" in flat["question.topics"]
+    assert diag.causes[0].id == "capacity-model-state" and diag.fixes[0].id == "add-gpus"
