@@ -5028,3 +5028,15 @@ def test_whether_it_fits_asked_is_answered_by_the_model_state_floor(text, kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
     assert "fit-asked" in flat["question.topics"]
     assert diag.causes[0].id == "capacity-model-state" and diag.fixes[0].id == "add-gpus"
+
+
+def test_a_host_side_setting_said_not_to_apply_survives_a_host_oom(kb):
+    # modelscope/ms-swift#9980: cpu_ram_efficient_loading set, "only rank 0 should load the weights", yet every one of
+    # 16 processes holds ~136 GB of host RAM until the kernel kills them: the rank-0 loading did not apply
+    q = ("我用 ms-swift 的 --fsdp fsdp2 训练 Qwen3.5-35B-A3B，"
+         "fsdp2.json 里已经写了 \"cpu_ram_efficient_loading\": true，按理说只有 rank0 会加载权重。"
+         "但在加载阶段 worker 被内核 OOM kill，每个进程的 anon RSS 大概 136G。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.process"] == "host" and flat["situation.not_applied_said"]
+    assert "setting-not-applied" not in diag.ruled_out
+    assert diag.fixes[0].id == "confirm-setting-applied"

@@ -433,7 +433,10 @@ def _no_gpu_shortage(cause: Mapping[str, Any], flat: Mapping[str, Any], fault_to
     if explains and named and quiet and "oom" not in topics and not flat.get("situation.gpu_memory_failed"):
         return f"question.topics={','.join(named)}, no out-of-memory said", "fault"
     host_only = host_memory_only(flat)
-    if host_only and explains - HOST_SIDE_COMPONENTS:
+    # ...unless the user's own words name this cause: a setting said not to have applied may be a host-side one
+    # (rank-0 loading, a sharded init: ms-swift#9980, every rank holding the whole model in host RAM)
+    said_by = (cause.get("situation") or {}).get("said_by")
+    if host_only and explains - HOST_SIDE_COMPONENTS and not (said_by and evaluate(said_by, flat)):
         return host_only, "host"
     return None
 
