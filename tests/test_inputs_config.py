@@ -558,3 +558,14 @@ def test_deepspeed_zero_keys_are_the_sharding_and_offload_they_stand_for(overrid
 def test_activation_checkpointing_keys_outside_megatron_are_the_recompute_they_run(overrides, expected, vkb):
     cfg = apply_overrides(cfgmod.TrainingConfig(), overrides, kb=vkb)
     assert {k: getattr(cfg, k) for k in expected} == expected
+
+
+@pytest.mark.parametrize("short, recipe", [("ds", "delayed"), ("cs", "tensorwise"), ("mx", "mxfp8"),
+                                           ("ss", "blockwise")])
+def test_bridge_launcher_fp8_recipe_shorthand_is_read_not_refused(short, recipe, vkb):
+    # Megatron-Bridge's performance launcher takes --fp8_recipe ds / cs / mx / ss (Megatron-Bridge#869 pasted
+    # fp8_recipe=ds): diagnose exited 2 on a value the user's own launcher accepts
+    cfg = apply_overrides(cfgmod.TrainingConfig(), [f"fp8_recipe={short}"], vkb)
+    assert cfg.fp8_recipe == recipe
+    with pytest.raises(UserError):
+        apply_overrides(cfgmod.TrainingConfig(), ["fp8_recipe=bogus"], vkb)

@@ -119,6 +119,13 @@ ALLOWED_VALUES: dict[str, tuple[str, ...]] = {
 }
 
 
+# Short names launchers take for a value: Megatron-Bridge's performance scripts take --fp8_recipe ds / cs / mx / ss
+# for delayed, current (tensorwise), MXFP8 and sub-channel (blockwise) scaling (scripts/performance,
+# get_precision_config).
+VALUE_ALIASES: dict[str, dict[str, str]] = {
+    "fp8_recipe": {"ds": "delayed", "cs": "tensorwise", "mx": "mxfp8", "ss": "blockwise"},
+}
+
 # Format settings a user may write as a plain switch ("fp8: true"): the format "on" stands for.
 _SWITCHED_FORMATS = {"fp8": "hybrid", "fp4": "e2m1"}
 
@@ -303,7 +310,8 @@ def coerce(name: str, value: Any, where: str) -> Any:
             return _SWITCHED_FORMATS[name] if on else None
         if isinstance(value, (Mapping, list)):
             raise UserError(f"{where}: expected a single value, got {value!r}")
-        return _allowed(name, str(value), where)
+        text = str(value)
+        return _allowed(name, VALUE_ALIASES.get(name, {}).get(text.strip().lower(), text), where)
     if kind == "list":
         if isinstance(value, str):
             return coerce_list(value)
