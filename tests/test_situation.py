@@ -5040,3 +5040,14 @@ def test_a_host_side_setting_said_not_to_apply_survives_a_host_oom(kb):
     assert flat["situation.process"] == "host" and flat["situation.not_applied_said"]
     assert "setting-not-applied" not in diag.ruled_out
     assert diag.fixes[0].id == "confirm-setting-applied"
+
+
+def test_a_nightly_that_moved_under_the_same_code_is_the_stack(kb):
+    # pytorch/pytorch#161860: "ran without any issue until 28 August; since 30 August I get OOM with the same training
+    # code ... the only difference is the PyTorch nightly"; the closing question names no setting that did nothing
+    q = ("I'm fine-tuning an LLM with FSDP on a B200 machine. My training ran without any issue until 28 August; since "
+         "30 August I get OOM with the same training code. The only difference is the PyTorch nightly from 30 August. "
+         "Was there a change that makes FSDP use more memory, and what should I do?")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.worked_before"] is True and "setting" not in (flat["situation.no_effect"] or [])
+    assert diag.causes[0].id == "version-regression"

@@ -2029,7 +2029,10 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
                 changed.setdefault(fix_id, reading)
             if useless:
                 no_effect.setdefault(fix_id, reading)
-        if useless and not took_out and not no_effect and words.settings.search(clause):
+        # (a question naming no setting - "was there a change that makes FSDP use more memory?" - says none did
+        # nothing; "is recompute not taking effect?" still asks about one that did not apply)
+        asks_other = _asks(clause, words) and not words.not_applied.search(clause)
+        if useless and not took_out and not no_effect and words.settings.search(clause) and not asks_other:
             no_effect.setdefault("setting", Reading("setting", [Clue(f"\u201c{quote}\u201d", source)]))
         # "after updating verl": a framework that moved is a version change too
         software = _names_software(_ENV_NAME.sub(" ", clause), words) or any(
