@@ -5051,3 +5051,13 @@ def test_a_nightly_that_moved_under_the_same_code_is_the_stack(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
     assert flat["situation.worked_before"] is True and "setting" not in (flat["situation.no_effect"] or [])
     assert diag.causes[0].id == "version-regression"
+
+
+def test_paddlenlps_trainer_evaluating_keeps_its_outputs_as_hf_does(kb):
+    # PaddlePaddle/PaddleNLP#4574: "PaddleNLP de Trainer ... zuo evaluation, pao le yi duan shijian zhihou OOM"
+    q = ("我用 PaddleNLP 的 Trainer 对一个大规模数据集做 evaluation，跑了一段时间之后报 out of memory。"
+         "我怀疑是 evaluation 过程中把一些中间量保存在了 GPU 上导致显存不足。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.phase"] == "eval" and flat["situation.trainer"] == "hf"
+    assert diag.causes[0].id == "logits-loss-memory"
+    assert "hf-trainer-eval-keeps-outputs" in diag.fired_rules
