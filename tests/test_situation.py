@@ -5061,3 +5061,15 @@ def test_paddlenlps_trainer_evaluating_keeps_its_outputs_as_hf_does(kb):
     assert flat["situation.phase"] == "eval" and flat["situation.trainer"] == "hf"
     assert diag.causes[0].id == "logits-loss-memory"
     assert "hf-trainer-eval-keeps-outputs" in diag.fired_rules
+
+
+@pytest.mark.parametrize("text, resume", [
+    # hpcaitech/Open-Sora#462: "cong OpenSora-STDiT-v3 jixu xun" continues from a released model - no resume
+    ("两块 45G 的 L40s 训练 Open-Sora v1.2（stage3 配置，从 OpenSora-STDiT-v3 继续训），一直爆显存。", False),
+    # hiyouga/LlamaFactory#4710: continuing from a checkpoint of one's own run is a resume
+    ("同配置和环境下从检查点继续训练OOM。FSDP 在 4 x A100 40G 上全参数微调 Qwen2-7B。", True),
+    ("用 finetune_vision.py 从之前保存的 checkpoint 继续训练，多卡跑，报错显存不足。", True),
+])
+def test_continuing_from_a_checkpoint_is_a_resume_from_a_model_is_not(text, resume, kb):
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert ("resume" in flat["question.topics"]) is resume
