@@ -5073,3 +5073,13 @@ def test_paddlenlps_trainer_evaluating_keeps_its_outputs_as_hf_does(kb):
 def test_continuing_from_a_checkpoint_is_a_resume_from_a_model_is_not(text, resume, kb):
     _, flat, _ = pipeline.run(pipeline.Inputs(question=text), kb)
     assert ("resume" in flat["question.topics"]) is resume
+
+
+@pytest.mark.parametrize("text, gpus", [
+    # the BigScience tr11 logbook: "A100 80GB ji qun (mei jiedian 8 ka)" gives a node's GPUs, not the run's
+    ("我们在 A100 80GB 集群（每节点 8 卡）上用 Megatron-DeepSpeed 预训练 ~200B 的模型", None),
+    ("单机 8 张 A100 80G", 8),
+    ("两台机器，每台 8 卡 A100", 16),
+])
+def test_gpus_per_node_alone_are_not_the_runs_gpu_count(text, gpus, kb):
+    assert parse_question(text, kb).num_gpus == gpus
