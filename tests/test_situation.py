@@ -5083,3 +5083,15 @@ def test_continuing_from_a_checkpoint_is_a_resume_from_a_model_is_not(text, resu
 ])
 def test_gpus_per_node_alone_are_not_the_runs_gpu_count(text, gpus, kb):
     assert parse_question(text, kb).num_gpus == gpus
+
+
+def test_a_change_that_ended_the_oom_but_broke_a_constraint_is_the_failure_now(kb):
+    # NVIDIA-NeMo/Megatron-Bridge#3845: expandable_segments exported to end a fragmentation OOM; TE CUDA graphs then
+    # stop with a functional error until NCCL_GRAPH_REGISTER=0 is exported too
+    q = ("Megatron-Bridge qwen3_next_80b_a3b with Transformer Engine CUDA graphs was OOMing with what looked like "
+         "fragmentation, so the perf plugin now exports PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True. Since that "
+         "change the run no longer OOMs, but it now stops with a functional error in the CUDA-graph path.")
+    overrides = ["cuda_graph_impl=transformer_engine", "cuda_graph_scope=[attn,moe_router]"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q, overrides=overrides), kb)
+    assert flat["config.cuda_graph_impl"] == "transformer_engine"
+    assert diag.causes[0].id == "config-incompatibility" and diag.fixes[0].id == "nccl-graph-register-off"

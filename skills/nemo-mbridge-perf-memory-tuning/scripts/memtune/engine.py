@@ -181,7 +181,9 @@ def _score(rule: Mapping[str, Any], flat: Mapping[str, Any], kb: Knowledge, led:
     if not components:  # a verdict on the whole failure
         ran_out = (bool(flat.get("log.has_memory_failure")) and not flat.get("log.host_oom")) or (
             not flat.get("log.provided") and "oom" in (flat.get("question.topics") or []))
-        # "it stopped at a config check / crashed" explains nothing of a run whose GPU memory did run out
+        # "it stopped at a config check / crashed" explains nothing of a run whose GPU memory did run out - unless
+        # the rule says the failure now is another one (the OOM said is the one a change already ended)
+        ran_out = ran_out and not rule.get("failure_now")
         share: float | None = 0.0 if ran_out and cause.get("stops_before_oom") else 1.0
         comp_source = None
     else:

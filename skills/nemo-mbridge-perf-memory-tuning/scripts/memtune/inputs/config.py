@@ -605,7 +605,10 @@ _PASSED_THROUGH = frozenset({
     "global_batch_size",
     # the FP8 parameter settings Megatron's TransformerConfig / DDP config take by these names (Megatron-LM#3461's
     # bare fp8_recipe=mxfp8 fp8_param_gather=true reuse_grad_buf_for_mxfp8_param_ag=true)
-    "fp8_recipe", "fp8_param_gather", "reuse_grad_buf_for_mxfp8_param_ag"})
+    "fp8_recipe", "fp8_param_gather", "reuse_grad_buf_for_mxfp8_param_ag",
+    # the CUDA-graph settings by TransformerConfig's names, as Megatron-Bridge's performance launcher takes them
+    # (cuda_graph_impl=transformer_engine cuda_graph_scope=[attn,moe_router], Megatron-Bridge#3845)
+    "cuda_graph_impl", "cuda_graph_scope"})
 FRAMEWORK_KEYS = {
     # verl (verl/trainer/config/ppo_megatron_trainer.yaml): the actor's per-GPU micro-batch
     "ppo_micro_batch_size_per_gpu": "micro_batch_size",
