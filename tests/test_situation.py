@@ -5095,3 +5095,15 @@ def test_a_change_that_ended_the_oom_but_broke_a_constraint_is_the_failure_now(k
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q, overrides=overrides), kb)
     assert flat["config.cuda_graph_impl"] == "transformer_engine"
     assert diag.causes[0].id == "config-incompatibility" and diag.fixes[0].id == "nccl-graph-register-off"
+
+
+def test_a_removal_word_inside_a_settings_name_removes_nothing(kb):
+    # Visual-Agent/DeepEyes#17: "use_remove_padding True" in a pasted verl setting list was read as padding removal
+    # taken out before the failure, and a lost setting led an actor-update OOM of 4 x 28k-token micro-batches
+    q = ("verl GRPO with Qwen2.5-VL-7B OOMs during the update policy step. My settings: max_response_length 20480, "
+         "use_remove_padding True, ppo_micro_batch_size_per_gpu 4, ulysses_sequence_parallel_size 1.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert "sequence-packing" not in (flat["situation.removed"] or [])
+    assert diag.causes[0].id == "capacity-activations"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="I removed gradient checkpointing and now it OOMs."), kb)
+    assert flat["situation.removed"]

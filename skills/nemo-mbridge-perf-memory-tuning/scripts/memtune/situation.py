@@ -1974,6 +1974,8 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
         previous, before = before, clause
         is_change, is_try, useless, took_out, moved, fits = (bool(rx.search(clause)) for rx in (
             words.changed, words.tried, words.no_effect, words.removed, words.upgraded, words.worked))
+        # a removal word inside a setting's own name removes nothing ("use_remove_padding True", DeepEyes#17)
+        took_out = took_out and bool(words.removed.search(_SNAKE_CASE.sub(" ", clause)))
         if words.compared.search(clause):  # "with or without X, the peak is the same": tried both ways, not removed
             took_out, is_try = False, True
         if not (is_change or is_try or useless or took_out or moved or fits):
@@ -2080,6 +2082,7 @@ def _worked_before(text: str, words: _Words) -> bool:
                 or _names_software(text, words))
 
 
+_SNAKE_CASE = re.compile(r"\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b")  # snake_case names: use_remove_padding
 _BESIDE = 6  # characters between a setting's name and the removal word that switches it off ("X guandiao", "disable X")
 _SET_BEFORE = 24  # characters from a change word to the setting it moves ("when I increase per_device_...")
 
