@@ -5107,3 +5107,14 @@ def test_a_removal_word_inside_a_settings_name_removes_nothing(kb):
     assert diag.causes[0].id == "capacity-activations"
     _, flat, _ = pipeline.run(pipeline.Inputs(question="I removed gradient checkpointing and now it OOMs."), kb)
     assert flat["situation.removed"]
+
+
+def test_memory_the_user_expected_an_engine_sleep_to_free_is_an_expected_release(kb):
+    # vllm-project/vllm#32947: "Sleep mode freed 24.08 GiB memory, 33.62 GiB memory is still in use" - the weights,
+    # allocated outside the sleep-mode pool, stayed; "I expected level 1 to offload the weights to CPU"
+    q = ("I use vLLM with enable_sleep_mode=True so the GPU can be handed to the trainer, and I call sleep(level=1). "
+         "The log says \"Sleep mode freed 24.08 GiB memory, 33.62 GiB memory is still in use.\" I expected level 1 to "
+         "offload the weights to CPU and free almost everything.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.expected_release"] is True
+    assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
