@@ -5118,3 +5118,12 @@ def test_memory_the_user_expected_an_engine_sleep_to_free_is_an_expected_release
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
     assert flat["situation.expected_release"] is True
     assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
+
+
+def test_evaluate_shi_with_compute_metric_is_the_hf_evaluation_keeping_its_outputs(kb):
+    # THUDM/ChatGLM3 finetune_demo #15: "evaluate shi xiancun baozeng" after adding eval_dataset and compute_metric
+    q = ("evaluate时显存暴增：在trainer中添加了eval_dataset，写了compute_metric函数来计算eval中的一些指标。"
+         "本来训练时10+GB显存占用，到了eval时突然增到60GB+，最终增到OOM。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.phase"] == "eval" and flat["situation.trainer"] == "hf"
+    assert diag.causes[0].id == "logits-loss-memory"
