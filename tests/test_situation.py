@@ -5127,3 +5127,16 @@ def test_evaluate_shi_with_compute_metric_is_the_hf_evaluation_keeping_its_outpu
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
     assert flat["situation.phase"] == "eval" and flat["situation.trainer"] == "hf"
     assert diag.causes[0].id == "logits-loss-memory"
+
+
+@pytest.mark.parametrize("text, moved", [
+    # OpenBMB/MiniCPM-V#145: an environment listed names one version of each thing - nothing moved
+    ("mini cpm V2.0 finetune 需要这么大显存么？使用官方脚本，其他都没改。环境：Python 3.9，Transformers 4.40，"
+     "PyTorch 2.1，CUDA 11.8。", False),
+    # vllm-project/vllm#15228: two versions of the same engine, the older one fine
+    ("Out of Memory error for Qwen2.5 in 0.8.0 and 0.8.1. Worked fine in the previous versions: with version 0.7.2 "
+     "the service starts up fine.", True),
+])
+def test_an_environment_listed_is_no_software_that_moved(text, moved, kb):
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert ("stack" in (flat["situation.changed"] or [])) is moved

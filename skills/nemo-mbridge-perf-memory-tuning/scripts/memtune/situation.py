@@ -1858,10 +1858,28 @@ def _fewer_gpus_fit(clauses: list[str], words: _Words, kb: Knowledge) -> bool:
 def _two_versions(text: str, words: _Words) -> list[Reading]:
     """"3.12.4 OOMs, 3.10.3 runs fine": two versions of the software named, one said to have worked, is the stack
     moving under a config that fit, whether or not the user wrote the word 'upgrade'."""
-    found = list(dict.fromkeys(m.group(1) or m.group(2) or m.group(3) for m in _VERSION.finditer(text)))
+    named: dict[str, str | None] = {}  # each version, with the name written right before it
+    for m in _VERSION.finditer(text):
+        owner = _NAME_BEFORE.search(text, max(0, m.start() - 24), m.start())
+        name = owner.group(1).lower() if owner else None
+        named.setdefault(m.group(1) or m.group(2) or m.group(3), None if name in _NOT_NAMES else name)
+    # an environment listed ("Python 3.9, Transformers 4.40, PyTorch 2.1") names one version of each thing:
+    # two versions of the same thing, or versions named by nothing, are what moved
+    owners = [o for o in named.values() if o is not None]
+    if len(named) >= 2 and len(owners) == len(named) and len(set(owners)) == len(owners):
+        return []
+    found = list(named)
     if len(found) < 2 or not (words.versions.search(text) or _names_software(text, words)):
         return []
     return [Reading("stack", [Clue(f"\u201c{found[0]}\u201d / \u201c{found[1]}\u201d", "words")])]
+
+
+# words before a version that name no software ("in 0.8.0 and 0.8.1", "version 0.7.2", "from 4.57 to 5.2")
+_NOT_NAMES = frozenset({"in", "and", "or", "to", "from", "with", "on", "at", "of", "is", "was", "vs", "than", "then",
+                        "between", "version", "versions", "release", "releases", "v", "ver", "before", "after", "since",
+                        "until", "upgraded", "downgraded", "updated", "upgrade", "downgrade", "update", "using", "use"})
+# a software name written right before its version ("Transformers 4.40", "torch==2.1", "vLLM v0.8.2")
+_NAME_BEFORE = re.compile(r"([A-Za-z][A-Za-z\-_.]*[A-Za-z])\s*(?:==|=|:|\s)\s*v?$")
 
 
 _BUILD_AFTER = 40  # characters from "works" / "OOMs" to the version it is said of ("works with the X image")
