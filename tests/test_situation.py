@@ -5140,3 +5140,15 @@ def test_evaluate_shi_with_compute_metric_is_the_hf_evaluation_keeping_its_outpu
 def test_an_environment_listed_is_no_software_that_moved(text, moved, kb):
     _, flat, _ = pipeline.run(pipeline.Inputs(question=text), kb)
     assert ("stack" in (flat["situation.changed"] or [])) is moved
+
+
+def test_a_worker_that_died_while_host_ram_climbed_died_for_memory(kb):
+    # hkust-nlp/simpleRL-reason#80: a Ray actor dies every ~50 steps with no CUDA OOM while system memory climbs
+    q = ("simpleRL-reason（底层是 verl）GRPO 每次跑到 50 步左右就挂，Ray 报 "
+         "`ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task`，"
+         "前面没有任何 CUDA OOM 的 traceback。我在 W&B 上看系统内存曲线，从开始就一直往上涨。")
+    log = ["ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q, log=log), kb)
+    assert flat["situation.process"] == "host" and flat["situation.trend"] == "grows"
+    assert "not-an-oom" in diag.ruled_out
+    assert diag.fixes[0].id == "track-memory-per-step"
