@@ -5152,3 +5152,17 @@ def test_a_worker_that_died_while_host_ram_climbed_died_for_memory(kb):
     assert flat["situation.process"] == "host" and flat["situation.trend"] == "grows"
     assert "not-an-oom" in diag.ruled_out
     assert diag.fixes[0].id == "track-memory-per-step"
+
+
+@pytest.mark.parametrize("text", [
+    # deepspeedai/DeepSpeed#2977: ZeRO-2 CPU offload with pin_memory under WSL2, CUDA error: out of memory at start-up
+    ("我在 WSL2 里用 DeepSpeed ZeRO stage 2 训练，offload_optimizer 放到 cpu、pin_memory 是 true，"
+     "一初始化就报 CUDA error: out of memory。"),
+    # InternLM/xtuner#319: a bitsandbytes paged optimizer under WSL fails in pythonInterface.c
+    "wsl ubuntu 22.04: xtuner train: Error out of memory at line 380 in file bitsandbytes/csrc/pythonInterface.c",
+])
+def test_pinned_or_paged_host_memory_under_wsl_is_wsls_limit(text, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert {"wsl", "pinned-memory"} <= set(flat["question.topics"])
+    assert "wsl-pinned-host-memory" in diag.fired_rules
+    assert not {"reduce-micro-batch", "add-gpus"} & {f.id for f in diag.fixes}
