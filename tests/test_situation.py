@@ -5166,3 +5166,15 @@ def test_pinned_or_paged_host_memory_under_wsl_is_wsls_limit(text, kb):
     assert {"wsl", "pinned-memory"} <= set(flat["question.topics"])
     assert "wsl-pinned-host-memory" in diag.fired_rules
     assert not {"reduce-micro-batch", "add-gpus"} & {f.id for f in diag.fixes}
+
+
+def test_resuming_a_runs_own_optimizer_state_converts_nothing(kb):
+    # PrimeIntellect-ai/prime-rl#2729: resuming from a DCP checkpoint with optim_cpu_offload, GPU memory spikes as if
+    # the whole optimizer state were on the GPU - the reload's peak, not a conversion
+    q = ("I train with the prime-rl FSDP trainer and model.optim_cpu_offload = true, so the Adam state lives on CPU. "
+         "When I resume from a distributed (DCP) checkpoint, GPU memory spikes during the reload, as if the whole "
+         "optimizer state were on the GPU.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert {"resume", "optimizer-state"} <= set(flat["question.topics"])
+    assert diag.fixes[0].id == "memory-efficient-optimizer-load"
+    assert "convert-sharded" not in [f.id for f in diag.fixes]
