@@ -5178,3 +5178,16 @@ def test_resuming_a_runs_own_optimizer_state_converts_nothing(kb):
     assert {"resume", "optimizer-state"} <= set(flat["question.topics"])
     assert diag.fixes[0].id == "memory-efficient-optimizer-load"
     assert "convert-sharded" not in [f.id for f in diag.fixes]
+
+
+def test_a_kernel_fault_on_a_tensor_past_two_to_the_31_is_an_index_overflow(kb):
+    # NVIDIA/TransformerEngine#2918: an illegal memory access in multi_tensor_apply with an embedding of shape
+    # [19345706, 128] (numel 2,476,250,368, past 2**31): 32-bit indexing overflows, the GPU did not run out
+    q = ("Megatron training with Transformer Engine crashes in calc_params_l2_norm with \"CUDA Error: an illegal "
+         "memory access was encountered\". One of my parameters is a big embedding of shape [19345706, 128] "
+         "(numel 2,476,250,368). Is this the GPU running out of memory?")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["question.largest_numel"] == 2476250368
+    assert "int32-index-overflow" in diag.fired_rules and diag.causes[0].id == "not-an-oom"
+    shape = parse_question("grouped_mm input [525312, 4096] is fine below 16*4096*8*4096", kb)
+    assert shape.largest_numel == 2151677952

@@ -311,6 +311,9 @@ class QuestionFacts:
     model_name: str | None = None
     model_size_b: float | None = None  # billions of parameters in a model name that is not a preset ("GPT-30B")
     model_vocab: int | None = None  # the named model family's vocabulary (vocabulary.yaml family_vocab)
+    # the most elements of one tensor the user writes out: a shape "[19345706, 128]", "numel 2,476,250,368" or a
+    # product "16*4096*8*4096" (past 2**31 a kernel indexing in int32 overflows)
+    largest_numel: int | None = None
     topics: list[str] = field(default_factory=list)  # e.g. lora, sequence-parallel, fp8, checkpoint
     memory_bytes: float | None = None  # what was in use when it failed, as quoted ("OOMs at 58.8 GB")
     # every figure in order: {bytes, role, at}; role is request | reserved-unallocated | reserved | allocated |

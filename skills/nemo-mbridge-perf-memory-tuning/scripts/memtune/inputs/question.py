@@ -99,6 +99,7 @@ def parse_question(text: str | None, kb: Knowledge) -> QuestionFacts:
     q.model_vocab = next((int(f["vocab"]) for f in vocab.get("family_vocab") or []
                           if any(_rx(p).search(text) for p in f["patterns"])), None)
     q.topics = _topics(without_small(text, kb), vocab)
+    q.largest_numel = _largest_numel(text)
     q.memory_figures = _memory_figures(text, vocab, words)
     q.memory_bytes = _failure_figure(q.memory_figures, text, vocab)
     q.gpu_nominal_gb = next((f["nominal_gb"] for f in q.memory_figures if f.get("nominal_gb")), None)
@@ -521,6 +522,21 @@ def _task(text: str, vocab: Mapping[str, Any]) -> str | None:
         found = [(start, t) for start, t in found if t in failing] or found
     named = {t for _, t in found}
     return next((e["id"] for e in entries if e["id"] in named), None)
+
+
+# --- tensor sizes ----------------------------------------------------------------------------------
+
+_SHAPE = re.compile(r"[\[(]\s*(\d{1,12}(?:\s*,\s*\d{1,12}){1,5})\s*,?\s*[\])]")  # [19345706, 128]
+_NUMEL = re.compile(r"\bnumel\s*(?:=|:|of|is)?\s*(\d{1,3}(?:,\d{3})+|\d+)\b", re.I)  # numel 2,476,250,368
+_PRODUCT = re.compile(r"(?<![\w.])\d{1,7}(?:\s*[*\u00d7]\s*\d{1,7}){2,5}(?![\w.])")  # 16*4096*8*4096
+
+
+def _largest_numel(text: str) -> int | None:
+    """The most elements of one tensor the text writes out (a shape, a numel, a product of sizes), else None."""
+    sizes = [math.prod(int(d) for d in re.split(r"\s*,\s*", m.group(1))) for m in _SHAPE.finditer(text)]
+    sizes += [int(m.group(1).replace(",", "")) for m in _NUMEL.finditer(text)]
+    sizes += [math.prod(int(d) for d in re.split(r"\s*[*\u00d7]\s*", m.group(0))) for m in _PRODUCT.finditer(text)]
+    return max(sizes, default=None)
 
 
 # --- memory figures ------------------------------------------------------------------------------
