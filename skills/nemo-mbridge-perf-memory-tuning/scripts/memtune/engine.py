@@ -437,8 +437,7 @@ def _no_gpu_shortage(cause: Mapping[str, Any], flat: Mapping[str, Any], fault_to
     host_only = host_memory_only(flat)
     # ...unless the user's own words name this cause: a setting said not to have applied may be a host-side one
     # (rank-0 loading, a sharded init: ms-swift#9980, every rank holding the whole model in host RAM)
-    said_by = (cause.get("situation") or {}).get("said_by")
-    if host_only and explains - HOST_SIDE_COMPONENTS and not (said_by and evaluate(said_by, flat)):
+    if host_only and explains - HOST_SIDE_COMPONENTS and not _said_by(cause, flat):
         return host_only, "host"
     return None
 
@@ -512,8 +511,13 @@ def _identifies(leaf: Mapping[str, Any]) -> bool:
 def _said_by_user(cause: Mapping[str, Any], flat: Mapping[str, Any]) -> bool:
     """The user's words name this cause: it explains a component they say holds the memory, or its said_by holds."""
     named = set(flat.get("situation.components") or [])
+    return bool(named & set(cause.get("explains") or [])) or _said_by(cause, flat)
+
+
+def _said_by(cause: Mapping[str, Any], flat: Mapping[str, Any]) -> bool:
+    """The cause's own said_by condition (causes.yaml situation.said_by) holds: the user's words name it."""
     said_by = (cause.get("situation") or {}).get("said_by")
-    return bool(named & set(cause.get("explains") or [])) or bool(said_by and evaluate(said_by, flat))
+    return bool(said_by and evaluate(said_by, flat))
 
 
 def _situation_rules(fired: list[tuple[int, Mapping[str, Any]]], rules: list[Mapping[str, Any]],

@@ -1106,6 +1106,8 @@ class _Words:
     more_on_version: _Literals | None = None  # situation.yaml changes.more_on_version: more memory on one version
     broken_on: _Literals | None = None  # situation.yaml changes.broken_on: a version said not to work, beside failures
     libraries: _Literals | None = None  # situation.yaml changes.libraries: software only beside a version number
+    # situation.yaml changes.not_version_names: words written right before a version that name no software
+    not_version_names: frozenset[str] = frozenset()
     change_to: _Literals | None = None  # situation.yaml changes.change_to: between a setting's old and new value
     not_versions: _Literals | None = None  # situation.yaml changes.not_versions: version words naming no software
     own_trainer: _Literals | None = None  # situation.yaml own_trainer_words: a training loop of the user's own
@@ -1230,6 +1232,7 @@ def _compile(kb: Knowledge) -> _Words:
                   more_on_version=_Literals(_both(changes.get("more_on_version"))),
                   broken_on=_Literals(_both(changes.get("broken_on"))),
                   libraries=_Literals(_both(changes.get("libraries"))),
+                  not_version_names=frozenset(w.lower() for w in _both(changes.get("not_version_names"))),
                   change_to=_Literals(_both(changes.get("change_to"))),
                   not_versions=_Literals(_both(changes.get("not_versions"))),
                   one_process=_Literals(_both(table.get("one_process_words"))),
@@ -1862,7 +1865,7 @@ def _two_versions(text: str, words: _Words) -> list[Reading]:
     for m in _VERSION.finditer(text):
         owner = _NAME_BEFORE.search(text, max(0, m.start() - 24), m.start())
         name = owner.group(1).lower() if owner else None
-        named.setdefault(m.group(1) or m.group(2) or m.group(3), None if name in _NOT_NAMES else name)
+        named.setdefault(m.group(1) or m.group(2) or m.group(3), None if name in words.not_version_names else name)
     # an environment listed ("Python 3.9, Transformers 4.40, PyTorch 2.1") names one version of each thing:
     # two versions of the same thing, or versions named by nothing, are what moved
     owners = [o for o in named.values() if o is not None]
@@ -1874,10 +1877,6 @@ def _two_versions(text: str, words: _Words) -> list[Reading]:
     return [Reading("stack", [Clue(f"\u201c{found[0]}\u201d / \u201c{found[1]}\u201d", "words")])]
 
 
-# words before a version that name no software ("in 0.8.0 and 0.8.1", "version 0.7.2", "from 4.57 to 5.2")
-_NOT_NAMES = frozenset({"in", "and", "or", "to", "from", "with", "on", "at", "of", "is", "was", "vs", "than", "then",
-                        "between", "version", "versions", "release", "releases", "v", "ver", "before", "after", "since",
-                        "until", "upgraded", "downgraded", "updated", "upgrade", "downgrade", "update", "using", "use"})
 # a software name written right before its version ("Transformers 4.40", "torch==2.1", "vLLM v0.8.2")
 _NAME_BEFORE = re.compile(r"([A-Za-z][A-Za-z\-_.]*[A-Za-z])\s*(?:==|=|:|\s)\s*v?$")
 
