@@ -69,6 +69,14 @@ def test_fsdp_shards_weights_and_grads(kb):
     torch_fsdp2 = est(kb, use_torch_fsdp2=True).stages[0]
     assert (torch_fsdp2.weights_bytes, torch_fsdp2.grads_bytes, torch_fsdp2.optimizer_bytes) == (
         fsdp.weights_bytes, fsdp.grads_bytes, fsdp.optimizer_bytes)
+    # DeepSpeed ZeRO-2 (config.py reads stage 2 as the distributed optimizer with optim_grads): gradients and the
+    # optimizer state sharded, the weights whole - Megatron FSDP's optim_grads; without the distributed optimizer the
+    # strategy alone shards nothing
+    zero2 = est(kb, use_distributed_optimizer=True, data_parallel_sharding_strategy="optim_grads").stages[0]
+    assert (zero2.weights_bytes, zero2.grads_bytes, zero2.optimizer_bytes) == (
+        grads_only.weights_bytes, grads_only.grads_bytes, grads_only.optimizer_bytes)
+    assert est(kb, use_distributed_optimizer=False,
+               data_parallel_sharding_strategy="optim_grads").stages[0].grads_bytes == 4 * STAGE0
 
 
 def test_fp8_weight_copies(kb):

@@ -527,7 +527,9 @@ def test_megatron_turns_sequence_parallel_off_at_tp_1(vkb):
     (["adam_offload=true"], {"optimizer_cpu_offload": True}),
     (["zero_optimization.offload=cpu"], {"optimizer_cpu_offload": True}),  # the device it names is the switch
     (["deepspeed=zero3_offload"], {"use_torch_fsdp2": True, "optimizer_cpu_offload": True}),
-    (["deepspeed=zero2"], {"use_distributed_optimizer": True, "optimizer_cpu_offload": None}),
+    (["deepspeed=zero2"], {"use_distributed_optimizer": True, "optimizer_cpu_offload": None,
+                           "data_parallel_sharding_strategy": "optim_grads"}),
+    (["zero_stage=1"], {"use_distributed_optimizer": True, "data_parallel_sharding_strategy": None}),
     (["zero_optimization.offload_optimizer.device=none"], {"optimizer_cpu_offload": None}),
     # Megatron-LM's own argument passed through a framework (radixark/miles#1482, set issue-24-s74): the whole
     # optimizer, as --optimizer-offload-fraction defaults to 1.0 there; a stated fraction is kept

@@ -4866,6 +4866,27 @@ def test_a_fully_sharded_state_with_room_to_spare_is_not_what_fills_the_gpu(kb):
     assert "capacity-model-state" not in diag.ruled_out
 
 
+def test_zero2_shards_gradients_too_and_leaves_the_inputs_to_fill_the_gpu(kb):
+    # modelscope/ms-swift#2743 (set issue-24-s99): Qwen2-VL-7B full SFT with "deepspeed zero2" on 8 x A100 80GB,
+    # micro-batch 1 and gradient checkpointing, images and videos without a pixel cap. ZeRO-2 shards the optimizer
+    # state and the gradients (the weights stay whole): about 4.5 bytes a parameter per GPU, not 16-18.
+    q = ("单机 8 卡 A100 80GB，全量微调 Qwen2-VL-7B-Instruct 一直 OOM。已经是 per_device_train_batch_size 1，"
+         "开了 gradient_checkpointing、deepspeed zero2，数据是自己的多模态 jsonl（图片和视频都有）。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["config.use_distributed_optimizer"] is True
+    assert flat["config.data_parallel_sharding_strategy"] == "optim_grads"
+    assert flat["derived.model_state_ratio"] < 0.5
+    assert "capacity-model-state" in diag.ruled_out
+    assert diag.causes[0].id == "capacity-activations" and diag.fixes[0].id == "cap-vision-tokens"
+    # ZeRO-1 shards the optimizer state only; a ZeRO-2 said not to be used, or asked about, shards nothing
+    assert parse_question("deepspeed zero1, 8 A100", kb).layout == {"use_distributed_optimizer": True}
+    assert parse_question("we run ZeRO stage 2 on 8 GPUs", kb).layout == {
+        "use_distributed_optimizer": True, "data_parallel_sharding_strategy": "optim_grads"}
+    assert parse_question("没有开 zero2，8 卡 A100", kb).layout == {
+        "use_distributed_optimizer": False, "data_parallel_sharding_strategy": None}
+    assert parse_question("should I use zero2?", kb).layout == {}
+
+
 @pytest.mark.parametrize("text", [
     # vllm-project/vllm#20860: the run is over, its workers are not
     "After the run completed, each GPU still shows about 73GB of VRAM in use at 0% utilization and 8 processes remain.",

@@ -107,6 +107,8 @@ def resolve(cfg: TrainingConfig, c: dict[str, Any], notes: list[str]) -> Setup:
         fsdp = cfg.data_parallel_sharding_strategy or "optim_grads_params"
     elif cfg.use_torch_fsdp2:  # torch's fully_shard over the data-parallel group shards all three
         fsdp = "optim_grads_params"
+    elif cfg.use_distributed_optimizer and cfg.data_parallel_sharding_strategy == "optim_grads":
+        fsdp = "optim_grads"  # DeepSpeed ZeRO-2 (inputs/config.py): optimizer state and gradients, weights whole
     distributed = bool(cfg.use_distributed_optimizer) or fsdp is not None
     instances = size(cfg.num_distributed_optimizer_instances)
     dense_shard = max(1, dp * cp // instances) if distributed else 1

@@ -355,5 +355,5 @@ def _notes(cfg: TrainingConfig, s: Setup, a: Arch) -> tuple[str, ...]:
     if (cfg.cuda_graph_impl or "none").lower() != "none":
         notes.append("cuda-graphs-approximate")
     if s.fsdp:
-        notes.append("fsdp")
+        notes.append("fsdp" if cfg.use_megatron_fsdp or cfg.use_torch_fsdp2 else "zero-two")
     return tuple(notes)
