@@ -5212,3 +5212,19 @@ def test_a_kernel_fault_on_a_tensor_past_two_to_the_31_is_an_index_overflow(kb):
     assert "int32-index-overflow" in diag.fired_rules and diag.causes[0].id == "not-an-oom"
     shape = parse_question("grouped_mm input [525312, 4096] is fine below 16*4096*8*4096", kb)
     assert shape.largest_numel == 2151677952
+
+
+def test_an_allocation_failure_in_a_frameworks_own_words_is_a_memory_failure(kb):
+    # Ascend/MindSpeed !3035 (set issue-24-s99): MindSpore prints no allocator message, only "Allocate memory
+    # failed", at the checkpoint save after an update: a memory failure of the save, not a crash with no memory signal
+    q = ("用 MindSpeed（MindSpore 后端）在昇腾 NPU 上做 DeepSeekV3 finetune。训练本身正常，但一到保存断点权重"
+         "（save checkpoint）就报 RuntimeError: Allocate memory failed. 挂掉。"
+         "训练时显存明明够，为什么保存 ckpt 会爆显存？")
+    _, flat, diag = pipeline.run(pipeline.Inputs(log=["RuntimeError: Allocate memory failed."], question=q), kb)
+    assert flat["log.has_memory_failure"] and flat["log.memory_failure_weak"]
+    assert diag.causes[0].id == "checkpoint-save" and diag.fixes[0].id == "checkpoint-save-memory"
+    # torch_npu's own allocator message reads as PyTorch's, on an NPU
+    facts = parse_log(["RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 3; 60.97 GiB total capacity; "
+                       "57.10 GiB already allocated; 57.10 GiB current active; 1.05 GiB free; 58.00 GiB reserved in "
+                       "total by PyTorch)"], kb)
+    assert (facts.oom_kind, facts.requested_bytes, facts.capacity_bytes) == ("allocator", 2 * 2**30, 60.97 * 2**30)
