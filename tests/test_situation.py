@@ -809,6 +809,24 @@ def test_a_phase_said_to_be_over_is_what_came_just_before(kb):
     assert sit.phase is None and sit.after_phase == "rl-logprob"
     sit = read_situation(Facts(question=parse_question("第一步之后就 OOM 了", kb)), kb)
     assert sit.step is None or sit.step.value != "before-training"
+    # a phase said to have gone fine is over too (baichuan-inc/Baichuan2#113, set issue-24-s99: the load was fine,
+    # deepspeed.initialize's first optimizer step ran out)
+    said = "模型加载没问题，但是在 deepspeed.initialize 的时候报错 OOM"
+    sit = read_situation(Facts(question=parse_question(said, kb)), kb)
+    assert sit.phase is None and sit.after_phase == "checkpoint-load"
+
+
+@pytest.mark.parametrize(("said", "phase"), [
+    # Dao-AILab/flash-attention#382 (set issue-24-s99): pip compiling the wheel filled a 39 GB host
+    ("pip install flash-attn 一直卡在 Building wheels for collected packages，内存被吃满，整台机器挂掉",
+     "package-build"),
+    # modelscope/ms-swift#6185: Megatron-SWIFT's export of a LoRA run to a Hugging Face checkpoint
+    ("swift export --mcore_adapters ... --to_hf true 最后异常终止了", "conversion"),
+    ("用 Megatron-SWIFT 训练完，想合并成 HF 权重，跑到最后挂了", "conversion"),
+])
+def test_what_people_call_a_build_or_an_export_is_that_phase(said, phase, kb):
+    sit = read_situation(Facts(question=parse_question(said, kb)), kb)
+    assert sit.phase is not None and sit.phase.value == phase
 
 
 def test_a_setting_that_seems_not_to_have_run_is_asked_about(kb):
