@@ -5246,3 +5246,20 @@ def test_an_allocation_failure_in_a_frameworks_own_words_is_a_memory_failure(kb)
                        "57.10 GiB already allocated; 57.10 GiB current active; 1.05 GiB free; 58.00 GiB reserved in "
                        "total by PyTorch)"], kb)
     assert (facts.oom_kind, facts.requested_bytes, facts.capacity_bytes) == ("allocator", 2 * 2**30, 60.97 * 2**30)
+
+
+@pytest.mark.parametrize("text", [
+    # deepseek-ai/DeepSeek-V2#74 (set issue-24-s99): 32 GB of weight files, about 60 GB once loaded
+    "我在 A800 上运行 DeepSeek-V2-Lite-Chat，竟然消耗 60G 的显存。权重文件一共 32G 左右，"
+    "为啥实际加载模型后占用这么多？",
+    "The checkpoint files total 32 GB, but after loading the model it uses 60 GB on an A800.",
+])
+def test_a_model_holding_twice_its_checkpoint_files_was_loaded_wider_than_saved(text, kb):
+    q = parse_question(text, kb)
+    assert [f["role"] for f in q.memory_figures if f["bytes"] == 32e9] == ["files"]
+    assert q.memory_bytes != 32e9  # the files are no memory in use
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert 1.8 < flat["situation.load_over_files"] < 1.9
+    assert diag.causes[0].id == "capacity-model-state" and diag.fixes[0].id == "confirm-setting-applied"
+    assert "checkpoint-load" not in [c.id for c in diag.causes]
+    assert {"add-gpus", "expandable-segments"} <= {a.id for a in diag.avoid}

@@ -123,6 +123,9 @@ class Situation:
     shortfall_bytes: float | None = None  # the request beyond that headroom: what freeing something else must cover
     trainer: str | None = None  # the trainer when it is not Megatron-Core (situation.yaml frameworks trainer)
     host_ram_bytes: float | None = None  # the machine's RAM as the user states it ("physical memory 512GB")
+    # the most GPU memory the user quotes over the size of the checkpoint files they quote ("the weight files are 32G,
+    # loaded it takes 60G"): about 2 is 16-bit weights loaded in FP32
+    load_over_files: float | None = None
     image_max_pixels: int | None = None  # the largest image pixel cap stated (max_pixels, image_max_pixels, MAX_PIXELS)
     image_tokens: float | None = None  # LLM tokens of one image at that cap (situation.yaml image_pixels_per_token)
 
@@ -175,6 +178,7 @@ class Situation:
         out["situation.shortfall_bytes"] = self.shortfall_bytes
         out["situation.trainer"] = self.trainer
         out["situation.host_ram_bytes"] = self.host_ram_bytes
+        out["situation.load_over_files"] = self.load_over_files
         out["situation.image_max_pixels"] = self.image_max_pixels
         out["situation.recompute_off"] = self.recompute_off
         out["situation.env_case_mismatch"] = self.env_case_mismatch
@@ -425,6 +429,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.setting_stated, sit.env_named = _setting_stated(sentences, words, sit)
     sit.kernel_fault = any(names_topic(t, kb, "kernel-fault") for t in (text, sit.error) if t)
     sit.host_ram_bytes = facts.question.figure("host-ram", last=True) or _node_ram(facts.log.host_figures)
+    sit.load_over_files = _load_over_files(facts.question.memory_figures)
     sit.image_max_pixels = _image_pixel_cap([text, log_text or "", config_text or "",
                                              *(f"{k}={v}" for k, v in facts.env.variables.items())])
     if sit.image_max_pixels:
@@ -438,6 +443,15 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
 
 
 _FIGURE_TEXT = re.compile(r"\d+(?:\.\d+)?\s*[KMGT]i?B?\b|\d+(?:\.\d+)?\s*G\b", re.I)
+
+
+def _load_over_files(figures: list[dict[str, Any]]) -> float | None:
+    """The most GPU memory quoted (not a card's size, the host's RAM or a request) over the checkpoint files' size
+    quoted beside it; None unless both are quoted."""
+    files = max((f["bytes"] for f in figures if f.get("role") == "files"), default=0.0)
+    used = max((f["bytes"] for f in figures if f.get("role") in (None, "peak", "oom", "allocated", "reserved")),
+               default=0.0)
+    return used / files if files and used else None
 
 
 def _figures(facts: Facts) -> list[tuple[str, str | None]]:

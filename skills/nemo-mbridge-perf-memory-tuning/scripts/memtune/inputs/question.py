@@ -625,7 +625,8 @@ def _failure_figure(figures: list[dict[str, Any]], text: str, vocab: Mapping[str
     failing = [fig["bytes"] for fig in figures if fig["role"] == "oom"]
     if failing:  # "loaded up to 14g/80g ... went up to 77g/80g, then it ran OOM": the most it held is where it failed
         return max(failing)
-    usage = [f for f in figures if f["role"] not in ("capacity", "host-ram")]  # a card's size or the machine's RAM
+    # a card's size, the machine's RAM or the checkpoint's size on disk
+    usage = [f for f in figures if f["role"] not in ("capacity", "host-ram", "files")]
     peaks = [f for f in usage if f["role"] == "peak"]
     oom_words = [p for r in (vocab.get("memory") or {}).get("roles") or [] if r["role"] == "oom"
                  for p in r.get("before") or []]
