@@ -4948,6 +4948,13 @@ def test_more_memory_after_an_upgrade_is_one_software_change_that_ran_before(kb)
               "After upgrading from vllm 0.7.3 to 0.8.2 the memory needed went up a lot and it often OOMs."]:
         _, flat, _ = pipeline.run(pipeline.Inputs(question=q), kb)
         assert flat["situation.worked_before"] is True and flat["situation.changed"] == ["stack"]
+    # Ascend/MindSpeed !3329 (set issue-24-s99): a branch the run moved to, nothing but the version different
+    q = ("We moved our Megatron training from the MindSpeed 0.12 branch to the core_r0.15.3 branch. Same layout, but "
+         "peak memory is now higher, enough to push configs that used to fit into OOM. Nothing changed except the "
+         "version.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.worked_before"] is True and flat["situation.changed"] == ["stack"]
+    assert "version-regression" in [c.id for c in diag.causes]
     # huggingface/transformers#30010: an upgrade with spikes in SDPA's backward is the version's, not lost recompute
     q = ("QLoRA Llama-7B with the SDPA attention, when run with transformers 4.37.2 on a 24GB card, uses less memory "
          "than 4.38.2 and 4.39.3 with identical code (PyTorch 2.2.2, CUDA 12.1, max_sequence_length 1280 and "
