@@ -4754,6 +4754,19 @@ def test_vllm_profiling_its_cuda_graphs_is_graph_capture_and_a_refused_fix_is_no
     assert diag.causes[0].id == "cuda-graph-memory" and diag.fixes[0].id != "expandable-segments"
 
 
+@pytest.mark.parametrize("said", [
+    # pytorch/torchtitan#4145 (set issue-24-s99): the model's two KV heads cap TP; the engine has GPUs of its own
+    "Muse Glimmer 30B on 8x H100: 6 trainer GPUs (FSDP=3 x TP=2) and 2 vLLM generator GPUs. The first step "
+    "completes, the trainer OOMs at step 2. I can't raise TP because the model only has 2 KV heads.",
+    "8 张 H100：6 张训练卡 FSDP=3 x TP=2，2 张 vLLM generator GPUs。第一步跑完，第二步 OOM。"
+    "TP 不能再加，模型只有 2 个 KV head。",
+])
+def test_tp_said_to_be_capped_is_no_fix_and_the_engines_own_gpus_are_no_colocation(said, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=said), kb)
+    assert "increase-tp" in flat["situation.refused"] and "increase-tp" not in [f.id for f in diag.fixes]
+    assert flat["situation.process"] == "separate-engine"
+
+
 def test_the_gpu_count_said_to_fail_is_the_runs_not_the_machines(kb):
     # facebookresearch/metaseq#131: a DGX-2 with 16 V100s; loading OPT-175B on 8 of them OOMs
     q = parse_question("我们有一台 DGX-2，16 张 V100 32GB，想跑 OPT 的 175B 模型。把模型加载到 8 张卡上会 OOM。", kb)
