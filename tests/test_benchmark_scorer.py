@@ -483,7 +483,7 @@ def test_our_markdown_answer_reads_like_our_json_answer(diagnosed):
 
     scorer = _real_scorer()
     checked = 0
-    for scen in sweep(load_scenarios(), 25, most=40):  # every scenario in CI's full-sweep step
+    for scen in sweep(load_scenarios(), 25, most=20):  # every scenario in CI's full-sweep step
         produced = from_diagnose_runs(*diagnosed(scen))
         if produced.answer is None or not produced.answer.first_fix:
             continue

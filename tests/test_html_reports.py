@@ -14,7 +14,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from conftest import SHARED, SKILL
+from conftest import SHARED, SKILL, sweep
 from memtune.cli import main
 from memtune.render.html import MAX_POINTS, downsample, nice_ticks
 from test_compare import write_log
@@ -271,12 +271,14 @@ def screenshot(browser: str, page: Path, png: Path) -> subprocess.Popen:
 
 
 KINDS = ["estimate", "snapshot", "compare-configs", "compare-logs", "plan", "diagnose"]
+# a browser's start is most of a check's time: the suite opens every third page, CI's full-sweep step all six
+BROWSER_KINDS = sweep(KINDS, 3)
 
 
 @pytest.fixture(scope="module")
 def in_chromium(tmp_path_factory, snapshot_files):
-    """kind -> (memtune's exit code, Chromium's stderr, the screenshot) for each page, the six browsers run at once:
-    a browser's start is most of a check's time."""
+    """kind -> (memtune's exit code, Chromium's stderr, the screenshot) for each page checked, the browsers run at
+    once: a browser's start is most of a check's time."""
     browser = chromium()
     tmp = tmp_path_factory.mktemp("chromium")
     argv = {"estimate": ["estimate", "--config", str(CONFIG), "--gpu", "H100"],
@@ -287,17 +289,17 @@ def in_chromium(tmp_path_factory, snapshot_files):
             "plan": [*PLAN, "--all"],
             "diagnose": ["diagnose", "--log", str(EXAMPLES / "llama3-70b-fragmentation.log"), "--gpu", "H100"]}
     codes, browsers = {}, {}
-    for kind in KINDS:
+    for kind in BROWSER_KINDS:
         page = tmp / f"{kind}.html"
         with contextlib.redirect_stdout(io.StringIO()):
             codes[kind] = main([*argv[kind], "--html", str(page)])
         if codes[kind] == 0:
             browsers[kind] = screenshot(browser, page, tmp / f"{kind}.png")
     return {kind: (codes[kind], browsers[kind].communicate(timeout=120)[1] if kind in browsers else "",
-                   tmp / f"{kind}.png") for kind in KINDS}
+                   tmp / f"{kind}.png") for kind in BROWSER_KINDS}
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", BROWSER_KINDS)
 def test_pages_render_in_headless_chromium(kind, in_chromium):
     code, stderr, png = in_chromium[kind]
     assert code == 0

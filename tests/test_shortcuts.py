@@ -20,8 +20,8 @@ from memtune.recognize import required_any, required_literal
 
 from benchmarks.scenario import load_scenarios
 
-QUESTIONS = [s.question for s in sweep(load_scenarios(ROOT / "benchmarks" / "scenarios"), 10, most=100) if s.question]
-ANSWERS = [read_yaml(p)["answer"] for p in sweep(sorted((ROOT / "benchmarks" / "answers").glob("*.yaml")), 20)]
+QUESTIONS = [s.question for s in sweep(load_scenarios(ROOT / "benchmarks" / "scenarios"), 10, most=50) if s.question]
+ANSWERS = [read_yaml(p)["answer"] for p in sweep(sorted((ROOT / "benchmarks" / "answers").glob("*.yaml")), 40)]
 
 
 
