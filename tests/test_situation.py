@@ -5283,3 +5283,17 @@ def test_a_model_holding_twice_its_checkpoint_files_was_loaded_wider_than_saved(
     assert diag.causes[0].id == "capacity-model-state" and diag.fixes[0].id == "confirm-setting-applied"
     assert "checkpoint-load" not in [c.id for c in diag.causes]
     assert {"add-gpus", "expandable-segments"} <= {a.id for a in diag.avoid}
+
+
+@pytest.mark.parametrize("text", [
+    # hiyouga/LlamaFactory#5091 (set issue-24-s99): padded to one length it fits more tokens than at its own lengths
+    "用 LLaMA-Factory 做 SFT，数据加载是随机的，每次都在十多步的时候爆显存；不补齐的时候 batch size 1 也会爆，"
+    "可直接按 768 补齐的话，batch size 4 显存还有剩余。",
+    "SFT without packing: with dynamic padding it OOMs after about ten steps even at batch size 1, while padded to "
+    "max_length (768) batch size 4 fits.",
+])
+def test_fixed_shapes_that_fit_more_tokens_point_at_the_split_cache(text, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.fixed_shapes_fit"] is True and flat["situation.phase"] is None  # "shuffled" is no phase
+    assert diag.causes[0].id == "fragmentation" and diag.fixes[0].id == "expandable-segments"
+    assert "add-gpus" not in [f.id for f in diag.fixes]

@@ -100,6 +100,7 @@ class Situation:
     one_process: bool = False  # the user or the launcher's banner says the run started one process
     critic: bool = False  # the RL run trains a critic beside the actor (PPO with GAE): a second trained model
     no_save: bool = False  # the user says no checkpoint was saved before it failed
+    fixed_shapes_fit: bool = False  # padded to one fixed length it fits, at its own lengths it runs out
     recompute_off: bool = False  # a setting turns activation recompute off (gradient_checkpointing false)
     env_case_mismatch: str | None = None  # a variable exported in another case than the name the program reads
     capacity_mismatch: bool = False  # the OOM message's device is far smaller than the GPU the user names
@@ -157,6 +158,7 @@ class Situation:
         out["situation.one_process"] = self.one_process
         out["situation.critic"] = self.critic
         out["situation.no_save"] = self.no_save
+        out["situation.fixed_shapes_fit"] = self.fixed_shapes_fit
         out["situation.capacity_mismatch"] = self.capacity_mismatch
         out["situation.not_applied_said"] = self.not_applied_said
         out["situation.not_applied_asked"] = self.not_applied_asked
@@ -397,6 +399,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     everything = f"{text}\n{config_text or ''}\n{log_text or ''}"
     sit.critic = words.critic is not None and bool(words.critic.search(everything))
     sit.no_save = words.no_save is not None and bool(words.no_save.search(text))
+    sit.fixed_shapes_fit = words.fixed_shapes_fit is not None and bool(words.fixed_shapes_fit.search(text))
     sit.recompute_off = _recompute_off(facts, kb, f"{config_text or ''}\n{log_text or ''}", clauses, words)
     sit.env_case_mismatch = _env_case_mismatch(f"{text}\n{log_text or ''}", table)
     sit.not_applied_said = any(words.not_applied.search(c) for c in said)
@@ -1128,6 +1131,7 @@ class _Words:
     one_process: _Literals | None = None  # situation.yaml one_process_words: one process started
     critic: _Literals | None = None  # situation.yaml critic_words: the RL run trains a critic
     no_save: _Literals | None = None  # situation.yaml no_save_words: no checkpoint saved before it failed
+    fixed_shapes_fit: _Literals | None = None  # situation.yaml fixed_shapes_fit_words: padded to one length it fits
     engine_off: _Literals | None = None  # situation.yaml changes.engine_off: "without vLLM it trains"
     # situation.yaml step_number: a step counted where it failed ("OOM at step 180"), its interval and after words
     step_number: re.Pattern[str] | None = None
@@ -1252,6 +1256,7 @@ def _compile(kb: Knowledge) -> _Words:
                   one_process=_Literals(_both(table.get("one_process_words"))),
                   critic=_Literals(_both(table.get("critic_words"))),
                   no_save=_Literals(_both(table.get("no_save_words"))),
+                  fixed_shapes_fit=_Literals(_both(table.get("fixed_shapes_fit_words"))),
                   engine_off=_Literals(_both(changes.get("engine_off"))),
                   step_number=_step_number_rx(_both((table.get("step_number") or {}).get("units"))),
                   step_interval=tuple(_both((table.get("step_number") or {}).get("interval"))),
