@@ -5297,3 +5297,18 @@ def test_fixed_shapes_that_fit_more_tokens_point_at_the_split_cache(text, kb):
     assert flat["situation.fixed_shapes_fit"] is True and flat["situation.phase"] is None  # "shuffled" is no phase
     assert diag.causes[0].id == "fragmentation" and diag.fixes[0].id == "expandable-segments"
     assert "add-gpus" not in [f.id for f in diag.fixes]
+
+
+@pytest.mark.parametrize("text", [
+    # Ascend/MindSpeed-LLM !1962 (set issue-24-s99): fixed batch and length, 15 steps fit, step 16 runs out
+    "单机 8 卡预训练 llama2-7b，TP=1、PP=8，micro-batch-size 4，seq-length 2048。前面十几步都正常，跑到第 16 步左右"
+    "就 OOM。batch 和序列长度每步都一样，为什么不是第 1 步就 OOM？",
+    "Llama-2-7B pretraining with PP=8, micro batch 4, seq 2048: the first 15 steps are fine, then it OOMs around "
+    "step 16, with the same batch shape and the same sequence length every step.",
+])
+def test_the_same_inputs_failing_after_several_steps_is_not_the_batch(text, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.steady_inputs"] is True and flat["situation.step"] == "later-step"
+    assert flat["situation.trend"] is None  # the inputs, not the memory, are the same every step
+    assert {"capacity-activations", "pipeline-stage-imbalance"} <= set(diag.ruled_out)
+    assert diag.causes[0].id == "fragmentation" and diag.fixes[0].id == "expandable-segments"

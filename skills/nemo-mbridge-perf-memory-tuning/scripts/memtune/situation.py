@@ -101,6 +101,7 @@ class Situation:
     critic: bool = False  # the RL run trains a critic beside the actor (PPO with GAE): a second trained model
     no_save: bool = False  # the user says no checkpoint was saved before it failed
     fixed_shapes_fit: bool = False  # padded to one fixed length it fits, at its own lengths it runs out
+    steady_inputs: bool = False  # the user says the inputs (batch, lengths) are the same every step
     recompute_off: bool = False  # a setting turns activation recompute off (gradient_checkpointing false)
     env_case_mismatch: str | None = None  # a variable exported in another case than the name the program reads
     capacity_mismatch: bool = False  # the OOM message's device is far smaller than the GPU the user names
@@ -159,6 +160,7 @@ class Situation:
         out["situation.critic"] = self.critic
         out["situation.no_save"] = self.no_save
         out["situation.fixed_shapes_fit"] = self.fixed_shapes_fit
+        out["situation.steady_inputs"] = self.steady_inputs
         out["situation.capacity_mismatch"] = self.capacity_mismatch
         out["situation.not_applied_said"] = self.not_applied_said
         out["situation.not_applied_asked"] = self.not_applied_asked
@@ -400,6 +402,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.critic = words.critic is not None and bool(words.critic.search(everything))
     sit.no_save = words.no_save is not None and bool(words.no_save.search(text))
     sit.fixed_shapes_fit = words.fixed_shapes_fit is not None and bool(words.fixed_shapes_fit.search(text))
+    sit.steady_inputs = words.steady_inputs is not None and bool(words.steady_inputs.search(text))
     sit.recompute_off = _recompute_off(facts, kb, f"{config_text or ''}\n{log_text or ''}", clauses, words)
     sit.env_case_mismatch = _env_case_mismatch(f"{text}\n{log_text or ''}", table)
     sit.not_applied_said = any(words.not_applied.search(c) for c in said)
@@ -1132,6 +1135,7 @@ class _Words:
     critic: _Literals | None = None  # situation.yaml critic_words: the RL run trains a critic
     no_save: _Literals | None = None  # situation.yaml no_save_words: no checkpoint saved before it failed
     fixed_shapes_fit: _Literals | None = None  # situation.yaml fixed_shapes_fit_words: padded to one length it fits
+    steady_inputs: _Literals | None = None  # situation.yaml steady_inputs_words: the same inputs every step
     engine_off: _Literals | None = None  # situation.yaml changes.engine_off: "without vLLM it trains"
     # situation.yaml step_number: a step counted where it failed ("OOM at step 180"), its interval and after words
     step_number: re.Pattern[str] | None = None
@@ -1257,6 +1261,7 @@ def _compile(kb: Knowledge) -> _Words:
                   critic=_Literals(_both(table.get("critic_words"))),
                   no_save=_Literals(_both(table.get("no_save_words"))),
                   fixed_shapes_fit=_Literals(_both(table.get("fixed_shapes_fit_words"))),
+                  steady_inputs=_Literals(_both(table.get("steady_inputs_words"))),
                   engine_off=_Literals(_both(changes.get("engine_off"))),
                   step_number=_step_number_rx(_both((table.get("step_number") or {}).get("units"))),
                   step_interval=tuple(_both((table.get("step_number") or {}).get("interval"))),
@@ -1487,7 +1492,7 @@ def _hits(key: str, clause: str, words: _Words, *, over: bool = False) -> list[t
     spans = []
     passed = []  # matches said to be later or over: a shorter word inside one ("after CUDA graph capture") is too
     norm = _normal(clause) if key in ("phases", "steps") else ""
-    if key in ("phases", "places", "processes") and words.lookalike is not None:
+    if key in ("phases", "places", "processes", "trends") and words.lookalike is not None:
         # a phase, place or process word inside drops ("ZeRO stage 0" is no pipeline stage 0; the setting
         # fsdp_cpu_ram_efficient_loading says nothing of the host's RAM running out)
         passed += [(start, end) for start, end, _ in words.lookalike.spans(clause)]
