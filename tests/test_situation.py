@@ -5312,3 +5312,12 @@ def test_the_same_inputs_failing_after_several_steps_is_not_the_batch(text, kb):
     assert flat["situation.trend"] is None  # the inputs, not the memory, are the same every step
     assert {"capacity-activations", "pipeline-stage-imbalance"} <= set(diag.ruled_out)
     assert diag.causes[0].id == "fragmentation" and diag.fixes[0].id == "expandable-segments"
+
+
+def test_a_setting_no_better_than_itself_turned_off_did_nothing(kb):
+    # huggingface/trl#5542 (set issue-24-s99): precompute_ref_log_probs=True measured against itself off
+    q = ("Full-parameter DPO with TRL's DPOTrainer: I set precompute_ref_log_probs=True, but memory during training is "
+         "no better than with precompute turned off and the bigger batch still runs out of memory.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.no_effect"] == ["setting"] and flat["situation.removed"] == []
+    assert "setting-not-applied" in [c.id for c in diag.causes]
