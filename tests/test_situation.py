@@ -5321,3 +5321,19 @@ def test_a_setting_no_better_than_itself_turned_off_did_nothing(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
     assert flat["situation.no_effect"] == ["setting"] and flat["situation.removed"] == []
     assert "setting-not-applied" in [c.id for c in diag.causes]
+
+
+def test_a_bare_batch_size_is_each_gpus_where_memory_rises_with_the_longest_batch(kb):
+    # ssbuild/chatglm_finetuning#6: "batch size 4", memory steps up every ~100 steps, then stops rising
+    assert parse_question("3 个 epoch，batch size 4。", kb).batch_size == 4
+    assert parse_question("global batch size 256, micro batch size 1", kb).batch_size is None
+    assert parse_question("batch size 1, then batch size 2", kb).batch_size is None  # two sizes: neither
+    q = ("用 chatglm_finetuning 微调 ChatGLM-6B，batch size 4。初始显存 30G，后面大概每过 100 来个 step 显存就多占 4G，"
+         "然后就 cuda out of memory 了。我设置的 max_seq_length 是 1024。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["question.batch_size"] == 4 and diag.causes[0].id == "capacity-activations"
+    # an RL framework's batch size counts prompts per rollout (inclusionAI/AReaL#382: "batch size 256")
+    rl = ("GRPO on Qwen3-1.7B with AReaL, one node, 8 GPUs, batch size 256: the memory usage increases continuously "
+          "until the OOM.")
+    _, _, diag = pipeline.run(pipeline.Inputs(question=rl), kb)
+    assert diag.causes[0].id != "capacity-activations"

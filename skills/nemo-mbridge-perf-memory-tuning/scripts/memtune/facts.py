@@ -314,6 +314,9 @@ class QuestionFacts:
     # the most elements of one tensor the user writes out: a shape "[19345706, 128]", "numel 2,476,250,368" or a
     # product "16*4096*8*4096" (past 2**31 a kernel indexing in int32 overflows)
     largest_numel: int | None = None
+    # a batch size written bare ("batch size 4", "bs=8"), neither global nor per device: in the fine-tuning scripts
+    # people run it is each GPU's (a global one is named so: "global batch size", "gbs")
+    batch_size: int | None = None
     topics: list[str] = field(default_factory=list)  # e.g. lora, sequence-parallel, fp8, checkpoint
     memory_bytes: float | None = None  # what was in use when it failed, as quoted ("OOMs at 58.8 GB")
     # every figure in order: {bytes, role, at}; role is request | reserved-unallocated | reserved | allocated |
