@@ -48,6 +48,13 @@ def read_yaml(path: Path) -> Any:
         return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
+def write_yaml(path: Path, data: Any) -> None:
+    """Write ``data`` as a test's edited knowledge table: ``yaml.safe_dump`` with libyaml's emitter where PyYAML has
+    it (the same text, several times faster on the large tables)."""
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    path.write_text(yaml.dump(data, Dumper=dumper, allow_unicode=True, sort_keys=False), encoding="utf-8")
+
+
 def read_kb(name: str) -> Any:
     """Knowledge table ``name`` as the skill loads it: ``<name>.yaml`` with its language catalogs (knowledge/zh/)
     merged in, so a test sees the Chinese text that the English file no longer holds."""

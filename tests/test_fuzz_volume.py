@@ -1,7 +1,7 @@
 """A sample of the volume fuzzing: the same seeded mutators as benchmarks/fuzz_volume.py, fewer cases.
 
 CI runs the full 10,000 damaged inputs per reader as its own step (``python3 benchmarks/fuzz_volume.py``);
-the suite keeps 300 per reader, so a reader that starts to escape is caught on every run in seconds.
+the suite keeps 150 per reader, so a reader that starts to escape is caught on every run in seconds.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks import fuzz_volume
 
-SAMPLE = 300
+SAMPLE = 150
 
 
 @pytest.mark.parametrize("name", sorted(fuzz_volume.READERS))

@@ -4,7 +4,7 @@ import shutil
 
 import pytest
 import yaml
-from conftest import SKILL, read_yaml
+from conftest import SKILL, read_yaml, write_yaml
 from memtune import knowledge
 
 
@@ -45,7 +45,7 @@ def kb_copy(tmp_path, private_home):
 def _edit(path, mutate):
     data = read_yaml(path)
     mutate(data)
-    path.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    write_yaml(path, data)
 
 
 def test_unknown_fix_in_rule_is_reported(kb_copy):

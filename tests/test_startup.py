@@ -14,8 +14,7 @@ import subprocess
 import sys
 
 import pytest
-import yaml
-from conftest import ROOT, SKILL, read_yaml
+from conftest import ROOT, SKILL, read_yaml, write_yaml
 from memtune import cli, knowledge
 
 KB_DIR = SKILL / "knowledge"
@@ -80,7 +79,7 @@ def test_edited_yaml_makes_the_cache_stale_and_takes_effect(compiled_copy):
     path = compiled_copy / "ui.yaml"
     data = read_yaml(path)
     data["test_marker"] = "edited"
-    path.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    write_yaml(path, data)
     assert knowledge.compiled_status(compiled_copy) == "stale"
     assert knowledge.load(str(compiled_copy)).tables["ui"]["test_marker"] == "edited"
 
@@ -162,7 +161,7 @@ def test_kb_compile_refuses_an_invalid_knowledge_base(compiled_copy, capsys):
     path = compiled_copy / "fixes.yaml"
     data = read_yaml(path)
     data["fixes"][0].pop("undo")
-    path.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    write_yaml(path, data)
     before = knowledge.compiled_path(compiled_copy).read_bytes()
     assert cli.main(["kb", "compile", "--dir", str(compiled_copy)]) == 1
     assert "'undo' is a required property" in capsys.readouterr().out

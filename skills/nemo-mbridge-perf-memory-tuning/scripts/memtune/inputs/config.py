@@ -650,8 +650,8 @@ def _deepspeed_fields(parts: list[str], value: Any) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     if stage in (1, 2):  # the weights stay whole on every rank: no words of the question make it a full shard
         fields.update(use_distributed_optimizer=True, use_torch_fsdp2=False)
-    if stage == 2:  # ...and stage 2 shards the gradients as well: Megatron FSDP's optim_grads strategy
-        fields.update(data_parallel_sharding_strategy="optim_grads")
+        if stage == 2:  # ...and stage 2 shards the gradients as well: Megatron FSDP's optim_grads strategy
+            fields.update(data_parallel_sharding_strategy="optim_grads")
     elif stage == 3:
         fields.update(use_distributed_optimizer=True, use_torch_fsdp2=True)
     if offload:
