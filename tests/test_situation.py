@@ -5337,3 +5337,14 @@ def test_a_bare_batch_size_is_each_gpus_where_memory_rises_with_the_longest_batc
           "until the OOM.")
     _, _, diag = pipeline.run(pipeline.Inputs(question=rl), kb)
     assert diag.causes[0].id != "capacity-activations"
+
+
+def test_a_fixed_resolution_vision_model_has_no_pixel_cap_to_set(kb):
+    # haotian-liu/LLaVA#934 (set issue-24-s99): LLaVA-1.5 resizes every image to 336 px, 576 tokens an image
+    q = ("OOM when I fine-tune a 7B LLaVA-1.5 with scripts/v1_5/finetune.sh (DeepSpeed ZeRO-3) on 8x A100-40G: "
+         "after around 100 steps it runs out of memory.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert "fixed-resolution-vision" in flat["question.topics"]
+    assert "cap-vision-tokens" not in [f.id for f in diag.fixes]
+    # a model that tiles by resolution (LLaVA-NeXT's anyres, Qwen2-VL) still has one
+    assert "fixed-resolution-vision" not in parse_question("LLaVA-NeXT / Qwen2-VL-7B fine-tuning OOM", kb).topics
