@@ -5348,3 +5348,20 @@ def test_a_fixed_resolution_vision_model_has_no_pixel_cap_to_set(kb):
     assert "cap-vision-tokens" not in [f.id for f in diag.fixes]
     # a model that tiles by resolution (LLaVA-NeXT's anyres, Qwen2-VL) still has one
     assert "fixed-resolution-vision" not in parse_question("LLaVA-NeXT / Qwen2-VL-7B fine-tuning OOM", kb).topics
+
+
+def test_uncapped_vision_samples_raise_the_reserve_one_sample_at_a_time(kb):
+    # kohya-ss/musubi-tuner#138 (set issue-24-s97): target_frames up to 265 per video, memory climbing to the OOM - each
+    # sample is its frames' tokens, so the reserve follows the largest one seen, one sample at a time
+    q = ("用 musubi-tuner 缓存 HunyuanVideo 的 latent，3 个视频，target_frames 从 1 一直到 265，一开始能正常跑，"
+         "显存一直涨，最后 OOM。是显存泄露吗？")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.trend"] == "grows" and "capacity-activations" not in diag.ruled_out
+    assert diag.causes[0].id == "capacity-activations" and diag.fixes[0].id == "cap-vision-tokens"
+    # one resolution bucket (every sample the same size), or a container that moved while the data stayed: a leak
+    for q in ["Wan 1.3B LoRA with musubi-tuner on a 4090, batch size 1, one 832x480 / 81-frame video bucket: memory "
+              "increases every step until the OOM at step 242.",
+              "Since we moved our Bagel multimodal pretraining to the new container with torch 2.12, memory increases "
+              "every step until the OOM; the same recipe in the old container was flat."]:
+        _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+        assert diag.causes[0].id != "capacity-activations", q
