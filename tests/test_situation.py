@@ -5365,3 +5365,16 @@ def test_uncapped_vision_samples_raise_the_reserve_one_sample_at_a_time(kb):
               "every step until the OOM; the same recipe in the old container was flat."]:
         _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
         assert diag.causes[0].id != "capacity-activations", q
+
+
+def test_long_sequences_in_a_fine_tuning_trainer_are_their_fp32_logits(kb):
+    # huggingface/trl#4585: GRPO on Qwen3-0.6B (151,936-token vocabulary) at 20,480 tokens under ZeRO-3 on 24 GB A10s
+    q = ("GRPO with trl GRPOTrainer, base model Qwen3-0.6B on 8 A10 24GB, sequence length 20480, batch size 1 per "
+         "device, DeepSpeed ZeRO-3. Always getting OutOfMemory in the second backprop.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q, overrides=["max_length=20480", "zero_stage=3"]), kb)
+    assert "long-sequence-logits-in-a-fine-tuning-trainer" in {r for c in diag.causes for r in c.rules}
+    assert diag.causes[0].id == "logits-loss-memory" and diag.fixes[0].id == "te-cross-entropy-fusion"
+    # a stand-in's vocabulary is no model's own (a Mamba 2.8B sized like Qwen2.5-3B)
+    q = "Mamba 2.8b with DeepSpeed ZeRO 3 fits up to 48k tokens and OOMs in the backward above 50k tokens."
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert "long-sequence-logits-in-a-fine-tuning-trainer" not in {r for c in diag.causes for r in c.rules}
