@@ -5299,6 +5299,16 @@ def test_fixed_shapes_that_fit_more_tokens_point_at_the_split_cache(text, kb):
     assert "add-gpus" not in [f.id for f in diag.fixes]
 
 
+
+def test_padding_said_without_a_comparison_says_nothing_of_shapes(kb):
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="I train without padding and it OOMs at step 30."), kb)
+    assert flat["situation.fixed_shapes_fit"] is False
+    # a new image (a picture) is no new container
+    q = "Qwen2-VL with ms-swift: every new image is resized, and after 200 steps ms-swift runs out of memory."
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.changed"] == []
+
+
 @pytest.mark.parametrize("text", [
     # Ascend/MindSpeed-LLM !1962 (set issue-24-s99): fixed batch and length, 15 steps fit, step 16 runs out
     "单机 8 卡预训练 llama2-7b，TP=1、PP=8，micro-batch-size 4，seq-length 2048。前面十几步都正常，跑到第 16 步左右"
