@@ -5388,3 +5388,15 @@ def test_long_sequences_in_a_fine_tuning_trainer_are_their_fp32_logits(kb):
     q = "Mamba 2.8b with DeepSpeed ZeRO 3 fits up to 48k tokens and OOMs in the backward above 50k tokens."
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
     assert "long-sequence-logits-in-a-fine-tuning-trainer" not in {r for c in diag.causes for r in c.rules}
+
+
+@pytest.mark.parametrize("text", [
+    # Ascend/MindSpeed-RL !893 (set issue-24-s99): the offload's timing, then an OOM at some random step
+    "用 MindSpeed-RL 跑 DAPO，训推共卡，rollout 时 offload 训练的参数/梯度/优化器。"
+    "训练能跑，但跑到随机的某一步就 OOM。",
+    "DAPO with colocated training and inference; we offload the optimizer state during rollout. It trains, then OOMs "
+    "at some random step.",
+])
+def test_a_phase_named_as_when_a_setting_acts_is_no_phase_it_failed_in(text, kb):
+    sit = read_situation(Facts(question=parse_question(text, kb)), kb)
+    assert sit.phase is None or sit.phase.value != "rl-rollout"
