@@ -100,7 +100,7 @@ def parse_question(text: str | None, kb: Knowledge) -> QuestionFacts:
                           if any(_rx(p).search(text) for p in f["patterns"])), None)
     q.topics = _topics(without_small(text, kb), vocab)
     q.largest_numel = _largest_numel(text)
-    q.batch_size = _bare_batch_size(text)
+    q.batch_size = _bare_batch_size(text, vocab)
     q.memory_figures = _memory_figures(text, vocab, words)
     q.memory_bytes = _failure_figure(q.memory_figures, text, vocab)
     q.gpu_nominal_gb = next((f["nominal_gb"] for f in q.memory_figures if f.get("nominal_gb")), None)
@@ -540,15 +540,10 @@ def _largest_numel(text: str) -> int | None:
     return max(sizes, default=None)
 
 
-# a batch size with no word saying global or per device before it ("batch size 4", "batch_size=8", "bs 2")
-_BARE_BATCH = re.compile(r"(?<![\w\-])(?<!global )(?<!global_)(?<!train_)(?<!eval_)(?<!mini )(?<!mini_)"
-                         r"(?<!micro )(?<!micro_)(?:batch[\s_\-]?size|bs)"
-                         r"\s*(?:=|:|\uff1a|of|is|\u4e3a|\u662f)?\s*(\d{1,4})(?![\w.])", re.I)
-
-
-def _bare_batch_size(text: str) -> int | None:
-    """The one bare batch size the text writes; None where there is none, or several that differ."""
-    found = {int(m.group(1)) for m in _BARE_BATCH.finditer(text)}
+def _bare_batch_size(text: str, vocab: Mapping[str, Any]) -> int | None:
+    """The one bare batch size the text writes (vocabulary.yaml bare_batch_size); None where there is none, or
+    several that differ."""
+    found = {int(m.group("v")) for m in _rx(vocab.get("bare_batch_size", r"$^")).finditer(text)}
     return found.pop() if len(found) == 1 else None
 
 
