@@ -101,3 +101,18 @@ def test_a_breach_resting_on_an_unstated_setting_is_estimated_and_named_not_refu
         refuse_invalid(replace(cfg, source="megatron-args"), EnvFacts(), KB)
     assert refuse_invalid(replace(cfg, moe_grouped_gemm=True), EnvFacts(), KB) == []
 
+
+
+def test_hf_family_frameworks_state_their_gradient_checkpointing_as_an_assumption():
+    """LLaMA-Factory and ms-swift turn the HF Trainer's gradient checkpointing on unless told not to: an estimate that
+    keeps every layer's activations overstates them (the long-context cases ranked activations above the logits)."""
+    said = "LLaMA-Factory LoRA SFT of Qwen2-7B, cutoff_len 32768, per_device_train_batch_size 1, 2 x A100 80GB, OOM"
+    facts = pipeline.collect_facts(pipeline.Inputs(question=said), KB)
+    assert facts.config.recompute_granularity == "full" and "recompute_granularity" in facts.config.assumed
+    for off in ("disable_gradient_checkpointing: true", "--gradient_checkpointing false"):
+        facts = pipeline.collect_facts(pipeline.Inputs(question=f"{said}, {off}"), KB)
+        assert facts.config.recompute_granularity is None, off
+    megatron = pipeline.collect_facts(pipeline.Inputs(question=said.replace("LLaMA-Factory", "Megatron-LM")), KB)
+    assert megatron.config.recompute_granularity is None  # Megatron's default is no recompute
+    stated = fill_unstated(replace(preset("llama3-8b", KB), recompute_granularity="selective"), KB, recompute="full")
+    assert stated.recompute_granularity == "selective" and "recompute_granularity" not in stated.assumed

@@ -205,3 +205,16 @@ def test_uneven_stages_are_never_proposed_with_fewer_layers_than_it_takes():
     assert _uneven_variants(TrainingConfig(num_layers=3, pipeline_model_parallel_size=3), KB) == []
     split = _uneven_variants(TrainingConfig(num_layers=80, pipeline_model_parallel_size=8), KB)
     assert split and all(v > 0 for variant in split for v in variant.changes.values() if isinstance(v, int))
+
+
+def test_the_estimate_needs_add_up_to_its_total_once():
+    """A stage's other_bytes already sums its logits, workspaces and graph pool: the ledger counts each once."""
+    one_stage = [o.replace("pipeline_model_parallel_size=4", "pipeline_model_parallel_size=1") for o in LLAMA70B]
+    facts, _, diag = pipeline.run(pipeline.Inputs(question="Llama3-70B SFT OOMs in backward", overrides=one_stage,
+                                                  gpu="H100"), KB)
+    rep = report.build(diag, facts.flatten(), KB, "en")
+    table = facts.estimate["table"]
+    stage = next(s for s in table["stages"] if s["pp_rank"] == table["peak_stage"])
+    assert rep["ledger"]["calibration"] == 1.0 and stage["logits_bytes"] > 0
+    needs = sum(e["bytes"] for e in rep["ledger"]["entries"] if e["kind"] == "need")
+    assert needs == pytest.approx(stage["total_bytes"], rel=1e-6)

@@ -18,13 +18,19 @@ from .knowledge import Knowledge
 
 
 def fill_unstated(config: TrainingConfig, kb: Knowledge, bridge: bool = True,
-                  trainer: str | None = None) -> TrainingConfig:
+                  trainer: str | None = None, recompute: str | None = None) -> TrainingConfig:
     """``config`` with the Bridge recipe defaults in the fields it leaves ``None``; unchanged for Megatron-LM args
     and for a run described as launched the Megatron-LM way (``bridge=False``), whose defaults are off.  A run the
     user says trains with PyTorch FSDP (``trainer`` "fsdp") shards weights, gradients and optimizer state unless told
-    otherwise: FullyShardedDataParallel's default strategy is FULL_SHARD."""
+    otherwise: FullyShardedDataParallel's default strategy is FULL_SHARD.  ``recompute``: the activation recompute the
+    run's framework turns on by default (situation.yaml frameworks ``recompute_default``: LLaMA-Factory's and ms-swift's
+    gradient checkpointing), filled where the run neither sets recompute nor says it is off."""
     if not config.provided:
         return config
+    if recompute == "full" and config.recompute_granularity is None:
+        filled = ("recompute_granularity", "recompute_method", "recompute_num_layers")
+        config = replace(config, recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1,
+                         assumed=[*config.assumed, *(k for k in filled if k not in config.assumed)])
     if trainer == "fsdp" and config.use_torch_fsdp2 is None and not config.use_megatron_fsdp:
         return replace(config, use_torch_fsdp2=True, assumed=[*config.assumed, "use_torch_fsdp2"])
     if config.source == "megatron-args" or not bridge:

@@ -27,7 +27,7 @@ NEED_FROM_ESTIMATE = {  # ledger component -> StageEstimate field(s)
     "optimizer": ("optimizer_bytes",),
     "activations": ("activations_bytes",),
     "logits": ("logits_bytes",),
-    "workspace": ("workspace_bytes", "graph_pool_bytes", "other_bytes"),
+    "workspace": ("workspace_bytes", "graph_pool_bytes"),  # other_bytes sums logits + these: counted once
 }
 
 

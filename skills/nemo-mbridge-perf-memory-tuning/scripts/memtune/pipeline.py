@@ -8,6 +8,7 @@ numbers the question mentions only fill gaps; --env beats env_vars in the config
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -90,7 +91,8 @@ def collect_facts(inputs: Inputs, kb: Knowledge) -> Facts:
         config = replace(config, cpu_offloading=None)
     config = fill_unstated(_fill_architecture(_approximate_shape(config, question, kb), kb), kb,
                            bridge=not _megatron_lm_launch(inputs, log, kb) and not not_megatron,
-                           trainer=_fsdp_named(inputs, kb))
+                           trainer=_fsdp_named(inputs, kb),
+                           recompute=_framework_recompute(inputs, log_text, question, kb))
 
     # Bridge applies cfg.env_vars with setdefault, so --env (the shell) outranks them; the log's exports
     # rank between the shell and --env (vocabulary.yaml env.source_precedence).
@@ -564,6 +566,25 @@ def _other_trainer(inputs: Inputs, kb: Knowledge) -> bool:
     from .situation import trainer_named
 
     return trainer_named(" ".join([inputs.question or "", *(inputs.overrides or [])]), kb) is not None
+
+
+def _framework_recompute(inputs: Inputs, log_text: str | None, question: Any, kb: Knowledge) -> str | None:
+    """The recompute the run's framework turns on by default (situation.yaml frameworks ``recompute_default``) where
+    it trains with its HF Trainer and nothing the user wrote, set or pasted turns recompute off
+    ("--gradient_checkpointing false", disable_gradient_checkpointing, "no gradient checkpointing")."""
+    from .situation import framework_named, trainer_named
+
+    said = " ".join([inputs.question or "", *(inputs.overrides or [])])
+    everything = f"{said}\n{log_text or ''}"
+    framework = framework_named(said, kb) or framework_named(everything, kb)
+    row = next((f for f in (kb.tables.get("situation") or {}).get("frameworks") or [] if f.get("id") == framework), {})
+    if not row.get("recompute_default") or trainer_named(everything, kb) != "hf":
+        return None
+    layout = getattr(question, "layout", None) or {}
+    if "recompute_granularity" in layout and layout["recompute_granularity"] is None:
+        return None
+    spec = (kb.tables.get("situation") or {}).get("recompute_off_settings")
+    return None if spec and re.search(spec, everything, re.IGNORECASE) else str(row["recompute_default"])
 
 
 def _fsdp_named(inputs: Inputs, kb: Knowledge) -> str | None:
