@@ -5400,3 +5400,68 @@ def test_long_sequences_in_a_fine_tuning_trainer_are_their_fp32_logits(kb):
 def test_a_phase_named_as_when_a_setting_acts_is_no_phase_it_failed_in(text, kb):
     sit = read_situation(Facts(question=parse_question(text, kb)), kb)
     assert sit.phase is None or sit.phase.value != "rl-rollout"
+
+
+def test_a_kill_while_the_gpus_memory_is_low_is_the_hosts_memory(kb):
+    # 2U1/Qwen-VL-Series-Finetune#79 (set issue-24-s100): the DeepSpeed launcher's SIGKILL, every GPU under 20 %
+    q = ("Fine-tuning Qwen2.5-VL-7B with LoRA on 8 A800-80G. The process keeps being killed randomly during training "
+         "without any error message. In nvitop the memory used on each GPU is only less than 20%.")
+    log = ["[ERROR] [launch.py:325:sigkill_handler] exits with return code = -9"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q, log=log), kb)
+    assert flat["situation.process"] == "host" and diag.causes[0].id == "host-oom"
+    assert diag.fixes[0].id == "track-memory-per-step"  # no rank printed a GPU OOM message to read
+    # the same kill with nothing said of the GPUs stays unconfirmed: the first rank that died and dmesg say which
+    _, flat, diag = pipeline.run(pipeline.Inputs(question="Training dies at random.", log=log), kb)
+    assert flat["situation.process"] != "host" and diag.fixes[0].id == "find-first-failing-rank"
+
+
+def test_a_growing_resident_set_is_host_memory(kb):
+    # LLaVA-VL/LLaVA-NeXT#196 (set issue-24-s100)
+    q = ("High memory usage in the DataLoader workers with a lazy-loading dataset leads to OOM errors during "
+         "training; the MaxRSS steadily increases during training.")
+    log = ["RuntimeError: DataLoader worker (pid 4242) is killed by signal: Killed"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q, log=log), kb)
+    assert flat["situation.process"] == "host" and flat["situation.trend"] == "grows"
+    assert diag.fixes[0].id in ("track-memory-per-step", "reduce-dataloader-workers")
+    assert diag.causes[0].id in ("host-oom", "memory-growth")
+
+
+def test_pip_building_flash_attention_is_a_package_build_on_the_host(kb):
+    # Dao-AILab/flash-attention#317 (set issue-24-s100): the machine froze, then rebooted
+    q = ("显卡是 4090，运行 `pip install flash-attn --no-build-isolation` 的时候整台机器直接卡死，等了 5 分钟之后机器"
+         "自己重启了。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.phase"] == "package-build" and flat["situation.process"] == "host"
+    assert diag.fixes[0].id == "limit-build-jobs"
+
+
+def test_an_engine_that_resumed_is_no_checkpoint_resume(kb):
+    # THUDM/slime#591 (set issue-24-s100): the trainer's wake-up after SGLang resumed its memory
+    q = ("slime with the FSDP backend colocated with SGLang on the same 8 GPUs (--colocate). The first training steps "
+         "work, but at a handoff the FSDP actor's wake_up fails with CUDA OOM after SGLang has resumed.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.phase"] == "rl-weight-sync" and "resume" not in flat["question.topics"]
+    assert diag.causes[0].id != "checkpoint-load"
+
+
+@pytest.mark.parametrize("text", [
+    # axolotl-ai-cloud/axolotl#1828 (set issue-24-s100)
+    "Fine-tuning Llama 3.1 405B with FSDP in axolotl: training runs, but when axolotl saves the final model, gathering "
+    "the full state dict dies with a CPU OOM.",
+    # PrimeIntellect-ai/prime-rl#140 (set issue-24-s100)
+    "Training steps fit, but the job goes OOM in save_ckpt_for_rollout when it exports the weights.",
+])
+def test_a_final_or_export_save_is_a_checkpoint_save(text, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.phase"] == "checkpoint-save" and diag.fixes[0].id == "checkpoint-save-memory"
+
+
+@pytest.mark.parametrize("text", [
+    # huggingface/transformers#25580 (set issue-24-s100)
+    "8 张 A100 用 Trainer + FSDP 训练。FSDP 明明开了，为什么每张卡的显存还是这么高？",
+    "Trainer with FSDP on 8 A100s: FSDP is clearly on, so why is every GPU's memory still this high?",
+])
+def test_a_setting_said_on_with_memory_as_if_off_did_nothing(text, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.no_effect"] and diag.causes[0].id == "setting-not-applied"
+    assert diag.fixes[0].id == "confirm-setting-applied"

@@ -685,6 +685,9 @@ def _check_fix(candidates: Mapping[str, Any], flat: Mapping[str, Any]) -> str | 
     failed and no rank is in question (how much memory something uses) - the per-step measurement."""
     if flat.get("situation.not_applied_asked") and candidates.get("check_fix_applied_asked"):
         return candidates["check_fix_applied_asked"]  # "does it reach the run at all?": print it in the process
+    host = flat.get("situation.process") == "host" or flat.get("log.oom_kind") == "host"
+    if host and candidates.get("check_fix_host"):
+        return candidates["check_fix_host"]  # no rank printed a GPU OOM message to read
     topics = flat.get("question.topics") or []
     failed = (flat.get("log.has_memory_failure") or flat.get("log.crash")
               # "how much room is left before an OOM" (headroom) names the OOM without reporting one

@@ -292,6 +292,10 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
                    or _process_from_words(clauses, said, words, sit.gpu_memory_fine)
                    or _process_from_log(facts, table)
                    or _host_report_before_a_kill(facts, table, log_text))
+    # a kill (SIGKILL, exit -9) while the user says the GPUs' memory is low: the host's is what ran out, not a GPU's
+    # (2U1/Qwen-VL-Series-Finetune#79: "killed randomly ... memory used on each GPU is only less than 20%")
+    if sit.process is None and sit.gpu_memory_fine and facts.log.host_oom and facts.log.oom_kind == "host":
+        sit.process = Reading("host", [Clue(f"\u201c{(facts.log.first_error or 'SIGKILL')[:80]}\u201d", "log")])
     # the log's own GPU allocation failure, with no host kill, outranks host memory read from words alone: Chinese
     # says nei cun (memory) of either ("dan ka sft nei cun yi chu" beside Paddle's "Out of memory error on GPU 0")
     if (sit.process is not None and sit.process.value == "host" and sit.process.source == "words"
