@@ -5465,3 +5465,15 @@ def test_a_setting_said_on_with_memory_as_if_off_did_nothing(text, kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
     assert flat["situation.no_effect"] and diag.causes[0].id == "setting-not-applied"
     assert diag.fixes[0].id == "confirm-setting-applied"
+
+
+def test_selective_recompute_is_advice_only_where_megatron_core_trains(kb):
+    """Selective recompute of named modules is Megatron-Core's knob: where nothing says Megatron-Core trains (a TTS
+    model's own fine-tuning script), whole-layer checkpointing is what the program offers."""
+    q = "Fine-tuning F5-TTS with fine_tune_cli.py on a 24GB GPU runs out of CUDA memory in the first steps."
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.megatron"] is False and "selective-recompute" not in {f.id for f in diag.fixes}
+    for said in ("Megatron-LM GPT pretraining on 8 H100 runs out of memory in the first step.",
+                 "Llama3-70B SFT on 32 H100 with TP4 PP4 OOMs at step 1."):
+        _, flat, _ = pipeline.run(pipeline.Inputs(question=said), kb)
+        assert flat["situation.megatron"] is True, said

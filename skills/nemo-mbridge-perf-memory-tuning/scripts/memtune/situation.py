@@ -124,6 +124,7 @@ class Situation:
     headroom_bytes: float | None = None  # free + reserved-but-unallocated at the failure: all an allocator could use
     shortfall_bytes: float | None = None  # the request beyond that headroom: what freeing something else must cover
     trainer: str | None = None  # the trainer when it is not Megatron-Core (situation.yaml frameworks trainer)
+    megatron: bool = False  # something the user gave says Megatron-Core trains (_megatron_evident)
     host_ram_bytes: float | None = None  # the machine's RAM as the user states it ("physical memory 512GB")
     # the most GPU memory the user quotes over the size of the checkpoint files they quote ("the weight files are 32G,
     # loaded it takes 60G"): about 2 is 16-bit weights loaded in FP32
@@ -181,6 +182,7 @@ class Situation:
         out["situation.headroom_bytes"] = self.headroom_bytes
         out["situation.shortfall_bytes"] = self.shortfall_bytes
         out["situation.trainer"] = self.trainer
+        out["situation.megatron"] = self.megatron
         out["situation.host_ram_bytes"] = self.host_ram_bytes
         out["situation.load_over_files"] = self.load_over_files
         out["situation.image_max_pixels"] = self.image_max_pixels
@@ -310,6 +312,8 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     # parallel layout to change, unless the user names Megatron (LLaMA-Factory's mcore adapter, a Megatron backend)
     sit.trainer = (_trainer(sit.framework, table, text + " " + (config_text or ""), words)
                    or _own_trainer(sit.framework, log_text, text + " " + (config_text or ""), words, kb))
+    sit.megatron = sit.trainer is None and _megatron_evident(facts, sit.framework, table,
+                                                             f"{text} {config_text or ''} {log_text or ''}", words)
     # the framework's own default, when the user is silent; an SFT or pretraining run that says nothing of RL has
     # no rollout engine (an engine named with its version, "sglang 0.5.1, safetensors 0.6.2" in a pip list, is
     # installed, not running)
@@ -1647,6 +1651,29 @@ def _trainer(framework: Reading | None, table: Mapping[str, Any], text: str, wor
         return "fsdp" if _named_in_use(text, words.fsdp, words) else "own"
     # a loop of the user's own, no framework ("the training code is my own"): plain PyTorch
     return "own" if framework is None and words.own_trainer is not None and words.own_trainer.search(text) else None
+
+
+# a path of Megatron-Core's or Megatron-LM's in a traceback or launch line ("megatron/core/transformer/...")
+_MEGATRON_PATH = re.compile(r"\bmegatron[/.](?:core|training|legacy|bridge)\b|\bpretrain_(?:gpt|bert|t5|mamba)\.py\b")
+
+
+def _megatron_evident(facts: Facts, framework: Reading | None, table: Mapping[str, Any], text: str,
+                      words: _Words) -> bool:
+    """Something the user gave says Megatron-Core trains: a Megatron word (megatron_words), a framework whose rows name
+    no other trainer (Megatron Bridge, Megatron-LM, NeMo, slime, Pai-Megatron-Patch), a Bridge config or Megatron-LM
+    arguments, a Megatron path in the log, or a tensor / pipeline / context-parallel layout.  Where nothing does, a
+    knob only Megatron-Core has (selective recompute) is no advice for the program the user runs."""
+    if words.megatron is not None and words.megatron.search(text):
+        return True
+    if framework is not None:
+        row = next((f for f in table.get("frameworks") or [] if f.get("id") == framework.value), {})
+        return not row.get("trainer")
+    cfg = facts.config
+    if cfg.source in ("bridge-yaml", "megatron-args") or _MEGATRON_PATH.search(text):
+        return True
+    layout = facts.question.layout
+    return any((vars(cfg).get(k) or layout.get(k) or 1) > 1 for k in (
+        "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size"))
 
 
 def _named_in_use(text: str, literals: _Literals, words: _Words) -> bool:
