@@ -5477,3 +5477,17 @@ def test_selective_recompute_is_advice_only_where_megatron_core_trains(kb):
                  "Llama3-70B SFT on 32 H100 with TP4 PP4 OOMs at step 1."):
         _, flat, _ = pipeline.run(pipeline.Inputs(question=said), kb)
         assert flat["situation.megatron"] is True, said
+
+
+@pytest.mark.parametrize("text, field", [
+    # huggingface/trl#4511: two micro-batch settings compared, no difference between them
+    ("I'm training using eight 64GB NPUs with `num_generations=8`. I found that when I set A: "
+     "`per_device_train_batch_size=8` and `gradient_accumulation_steps=1`, and B: `per_device_train_batch_size=4` and "
+     "`gradient_accumulation_steps=2`, there wasn't a significant difference in memory usage.", "situation.no_effect"),
+    # huggingface/trl#2904: whether sharing layers with the reference model saves anything at all
+    ("create_reference_model shares the frozen layers with the reference model, but they still seem copied. Am I "
+     "actually getting any memory saving from sharing layers with the ref model?", "situation.not_applied_asked"),
+])
+def test_a_setting_compared_or_asked_about_is_checked_in_the_run_first(text, field, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat[field] and diag.fixes[0].id == "confirm-setting-applied"
