@@ -5491,3 +5491,17 @@ def test_selective_recompute_is_advice_only_where_megatron_core_trains(kb):
 def test_a_setting_compared_or_asked_about_is_checked_in_the_run_first(text, field, kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
     assert flat[field] and diag.fixes[0].id == "confirm-setting-applied"
+
+
+def test_a_batch_known_above_one_is_the_activations_own_test_run(kb):
+    # SWivid/F5-TTS#663 (set issue-24-s100): too little said for one cause, but halving the batch separates the
+    # activations from the rest and is the fix an expert names first
+    q = ("fine_tune_cli.py says a 24GB GPU can handle a batch size of 3200 samples, but on my RTX 6000 24GB it crashes "
+         "with a batch size of 3200. What could be the problem?")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q, overrides=["batch_size_per_gpu=3200"]), kb)
+    assert diag.candidates and diag.candidates[0] == "capacity-activations"
+    assert diag.fixes[0].id == "reduce-micro-batch"
+    # the same batch with nothing failed (how much memory a run uses) is measured, not shrunk
+    q = "With bs=48 on 4 GPUs the log shows 10G at most but nvidia-smi shows 20G. Why the difference?"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert not diag.fixes or diag.fixes[0].id != "reduce-micro-batch"

@@ -761,11 +761,25 @@ def _check_first(diag: Diagnosis, kb: Knowledge) -> Diagnosis:
     generic = [g["cause"] for g in pol.get("generic", []) if not g.get("when") or evaluate(g["when"], diag.facts)]
     remaining = [c for c in generic if c not in diag.ruled_out]
     candidates = list(dict.fromkeys(remaining))[: int(pol.get("max", 3))]
+    check = _cause_check(candidates[:1], pol, diag, kb) or check
     # the generic rule's fixes are guesses: what follows the check is each candidate's own fix, said beside it;
     # the causes are the candidates, in the same order, none more certain than the evidence makes it
     found = {c.id: c for c in diag.causes}
     causes = [found.get(c) or CauseFinding(c, 0.0, ["thin-evidence"]) for c in candidates]
     return replace(diag, causes=causes, fixes=[FixAdvice(check, 1, ["thin-evidence"])], candidates=candidates)
+
+
+def _cause_check(first: list[str], pol: Mapping[str, Any], diag: Diagnosis, kb: Knowledge) -> str | None:
+    """The first candidate's own separating test run, where it is a fix that fits the run (ledger.yaml candidates
+    cause_checks) and nothing rules it out or advises against it; else None."""
+    avoided = {a.id for a in diag.avoid}
+    for entry in pol.get("cause_checks") or []:
+        fix = entry["fix"]
+        if (first == [entry["cause"]] and evaluate(entry["when"], diag.facts) and fix not in avoided
+                and fix not in set(diag.facts.get("situation.tried") or [])
+                and not fix_ruled_out(kb.get("fixes", fix), diag.facts)):
+            return fix
+    return None
 
 
 def thin_evidence_candidates(diag: Diagnosis, kb: Knowledge) -> list[str]:
