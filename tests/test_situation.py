@@ -5505,3 +5505,19 @@ def test_a_batch_known_above_one_is_the_activations_own_test_run(kb):
     q = "With bs=48 on 4 GPUs the log shows 10G at most but nvidia-smi shows 20G. Why the difference?"
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
     assert not diag.fixes or diag.fixes[0].id != "reduce-micro-batch"
+
+
+def test_model_max_length_is_the_sequence_length(kb):
+    # QwenLM/Qwen3#794 (set issue-24-s100): Qwen's HF-Trainer fine-tuning script sizes samples by model_max_length
+    q = "使用 24张A100，对7B sft，model_max_length超过2w时，OOM（我想设到 model_max_length=90000）。请问配置问题吗？"
+    facts, flat, diag = pipeline.run(pipeline.Inputs(question=q, overrides=["model_max_length=90000"]), kb)
+    assert facts.config.seq_length == 90000
+    assert diag.causes[0].id == "capacity-activations" and diag.fixes[0].id == "increase-cp"
+
+
+def test_a_fitting_text_estimate_says_nothing_of_uncapped_images(kb):
+    # oumi-ai/oumi#908: Qwen2-VL-2B fits at 4,096 text tokens; another dataset's images are what ran out
+    q = ("Qwen2-VL-2B-Instruct SFT on 4 A100 with per_device_train_batch_size=1 and gradient checkpointing, "
+         "model_max_length 4096: vqav2-small trains, llava-instruct-mix-vsft gives CUDA OOM.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert "estimate-fits-but-oom" not in {r for c in diag.causes for r in c.rules}
