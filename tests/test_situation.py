@@ -5521,3 +5521,12 @@ def test_a_fitting_text_estimate_says_nothing_of_uncapped_images(kb):
          "model_max_length 4096: vqav2-small trains, llava-instruct-mix-vsft gives CUDA OOM.")
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
     assert "estimate-fits-but-oom" not in {r for c in diag.causes for r in c.rules}
+
+
+def test_a_dataset_tokenized_by_many_workers_is_the_data_loading_phase(kb):
+    # unslothai/unsloth#3442 (set issue-24-s101): resumed from a checkpoint (the setup), killed while tokenizing
+    q = ("用 Unsloth 做 Qwen3-4B 的 LoRA 微调（从 outputs/checkpoint-744 恢复训练），机器内存占用涨到将近 60G，"
+         "日志停在 \"Unsloth: Tokenizing [\"text\"] (num_proc=196)\" 31% 的地方直接 Killed。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.phase"] == "data-loading" and diag.causes[0].id == "host-oom"
+    assert diag.fixes[0].id == "reduce-dataloader-workers"
