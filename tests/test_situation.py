@@ -5530,3 +5530,13 @@ def test_a_dataset_tokenized_by_many_workers_is_the_data_loading_phase(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
     assert flat["situation.phase"] == "data-loading" and diag.causes[0].id == "host-oom"
     assert diag.fixes[0].id == "reduce-dataloader-workers"
+
+
+def test_lora_input_regather_needs_megatrons_sequence_parallelism(kb):
+    # ColossalAI#5826-like: LoRA of a 70B model with nothing said of Megatron; the seed question names SP and keeps it
+    q = "LoRA fine-tuning of Llama2-70B on 8 A100 80GB runs out of memory before the first step."
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.megatron"] is False and "lora-input-regather" not in {f.id for f in diag.fixes}
+    assert "lora-activation-retention" in diag.ruled_out
+    _, flat, diag = pipeline.run(pipeline.Inputs(question="显存不足，LoRA + 序列并行怎么省显存？"), kb)
+    assert flat["situation.megatron"] is True and diag.fixes[0].id == "lora-input-regather"

@@ -1672,6 +1672,10 @@ def _megatron_evident(facts: Facts, framework: Reading | None, table: Mapping[st
     if cfg.source in ("bridge-yaml", "megatron-args") or _MEGATRON_PATH.search(text):
         return True
     layout = facts.question.layout
+    # Megatron's sequence parallelism named (vocabulary.yaml topic sequence-parallel, in English or Chinese); a
+    # framework's own Ulysses / ring kind names that framework, whose trainer row decided above
+    if cfg.sequence_parallel or "sequence-parallel" in facts.question.topics:
+        return True
     return any((vars(cfg).get(k) or layout.get(k) or 1) > 1 for k in (
         "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size"))
 
