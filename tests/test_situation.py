@@ -5540,3 +5540,19 @@ def test_lora_input_regather_needs_megatrons_sequence_parallelism(kb):
     assert "lora-activation-retention" in diag.ruled_out
     _, flat, diag = pipeline.run(pipeline.Inputs(question="显存不足，LoRA + 序列并行怎么省显存？"), kb)
     assert flat["situation.megatron"] is True and diag.fixes[0].id == "lora-input-regather"
+
+
+def test_no_experts_known_is_not_a_dense_model(kb):
+    # NVIDIA-NeMo/RL#2619 (set issue-24-s101): 'ep16' of a model the presets lack (qwen3.5-35ba3b): expert
+    # parallelism is refused only for a model known to be dense
+    q = ("Nightly test grpo-qwen3.5-35ba3b-2n8g-megatron-ep16 fails after the vLLM bump with a CUDA OOM in the "
+         "Megatron training / logprob path.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q, overrides=["model.expert_model_parallel_size=16"]), kb)
+    assert "expert-parallel-needs-moe" not in {v.id for v in diag.violations}
+    assert diag.causes and diag.causes[0].id != "config-incompatibility"
+    # a model whose shape is known (a config's or a preset's) and has no experts is dense: the breach stands
+    from memtune.engine import _rests_on_the_unsaid
+    known = {"config.source": "bridge-yaml", "config.hidden_size": 4096, "config.num_layers": 32,
+             "config.expert_model_parallel_size": 2, "config.num_moe_experts": None}
+    assert not _rests_on_the_unsaid("expert-parallel-needs-moe", known, kb)
+    assert _rests_on_the_unsaid("expert-parallel-needs-moe", {**known, "config.approximate_shape": "qwen25-3b"}, kb)

@@ -91,6 +91,27 @@ def check_constraints(flat: Mapping[str, Any], kb: Knowledge) -> list[Violation]
     ]
 
 
+def _rests_on_the_unsaid(constraint_id: str, flat: Mapping[str, Any], kb: Knowledge) -> bool:
+    """The constraint breaks only through what the user did not say: a model-shape field of a model whose shape is
+    unknown or a stand-in's (no experts known is not "dense"), or - for a layout read from the question's words - a
+    config field left unset or filled with an assumed default."""
+    con = kb.by_id.get("constraints", {}).get(constraint_id) or {}
+    read = referenced_facts(con.get("violated_when") or {})
+    fields = [f.removeprefix("config.") for f in read if f.startswith("config.")]
+    shape_unknown = flat.get("config.hidden_size") is None or bool(flat.get("config.approximate_shape"))
+    if shape_unknown and any(f in _SHAPE_FIELDS for f in fields):
+        return True
+    if flat.get("config.source") != "question":
+        return False
+    unsaid = set(flat.get("config.assumed") or [])
+    return any(flat.get(f"config.{f}") is None or f in unsaid for f in fields)
+
+
+# the model's own shape (a preset's or a config's model section), as opposed to the run's layout
+_SHAPE_FIELDS = frozenset({"num_layers", "hidden_size", "num_attention_heads", "num_query_groups", "ffn_hidden_size",
+                           "vocab_size", "num_moe_experts", "moe_router_topk", "kv_channels"})
+
+
 def _named_fixes(rule: Mapping[str, Any], flat: Mapping[str, Any], kb: Knowledge) -> list[str]:
     """Fix ids the situation itself names for the rule (``fixes_named_by``: a setting the user took out)."""
     known = kb.by_id.get("fixes", {})
@@ -244,6 +265,9 @@ def diagnose(flat: Mapping[str, Any], kb: Knowledge, led: Any = None, ranking: s
         dropped = sorted(v.id for v in violations if v.id in preset_only)
         violations = [v for v in violations if v.id not in preset_only]
         flat = {**flat, "derived.preset_conflicts": dropped}
+    # a breach a layout read from the user's words makes only with what they did not say (EP 16 of a model the tool
+    # does not know is MoE: no experts known is not "dense") is a question about the run, not its verdict
+    violations = [v for v in violations if not _rests_on_the_unsaid(v.id, flat, kb)]
     # Rules may reason over the violations themselves (cause config-incompatibility).
     flat = {**flat, "derived.violated_constraints": [v.id for v in violations]}
     rules = kb.entries("rules")
