@@ -5556,3 +5556,15 @@ def test_no_experts_known_is_not_a_dense_model(kb):
              "config.expert_model_parallel_size": 2, "config.num_moe_experts": None}
     assert not _rests_on_the_unsaid("expert-parallel-needs-moe", known, kb)
     assert _rests_on_the_unsaid("expert-parallel-needs-moe", {**known, "config.approximate_shape": "qwen25-3b"}, kb)
+
+
+@pytest.mark.parametrize("text, trainer", [
+    # meta-pytorch/torchtune#2071 (set issue-24-s101): torchtune's distributed recipes shard with FSDP2
+    ("LoRA of Llama 3.1 70B with torchtune lora_finetune_distributed on 8 x 4090 runs out of CUDA memory.", "fsdp"),
+    ("Fine-tuning Llama-3.1-8B with Unsloth on a 4060 Ti 16G runs out of memory.", "hf"),
+    ("axolotl QLoRA of Mixtral on 4 A10 GPUs OOMs at the first step.", "hf"),
+])
+def test_fine_tuning_libraries_name_their_trainer(text, trainer, kb):
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.trainer"] == trainer and not flat["situation.megatron"]
+    assert not {"increase-tp", "distributed-optimizer", "selective-recompute"} & {f.id for f in diag.fixes}
