@@ -5568,3 +5568,13 @@ def test_fine_tuning_libraries_name_their_trainer(text, trainer, kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
     assert flat["situation.trainer"] == trainer and not flat["situation.megatron"]
     assert not {"increase-tp", "distributed-optimizer", "selective-recompute"} & {f.id for f in diag.fixes}
+
+
+def test_torch_compile_taking_long_to_compile_is_no_package_build(kb):
+    # pytorch/pytorch#128424 (set issue-24-s101): "编译时间特别长" is torch.compile's compile time, and
+    # reduce-overhead records CUDA graphs
+    q = ("torch.compile 用 reduce-overhead 模式：编译时间特别长，而且 GPU 显存持续增长。"
+         "每一步把 input_ids 的长度加 1。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat.get("situation.phase") != "package-build" and flat.get("situation.process") != "host"
+    assert "cuda-graphs" in flat["question.topics"]
