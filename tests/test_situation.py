@@ -5578,3 +5578,11 @@ def test_torch_compile_taking_long_to_compile_is_no_package_build(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
     assert flat.get("situation.phase") != "package-build" and flat.get("situation.process") != "host"
     assert "cuda-graphs" in flat["question.topics"]
+
+
+def test_dataloader_workers_that_run_out_of_memory_ran_out_of_host_memory(kb):
+    # NVIDIA-NeMo/Automodel#2551 (set issue-24-s101)
+    q = ("Fine-tuning with NeMo Automodel using sequence packing plus context parallelism: at 128k tokens per pack "
+         "the dataloader workers run out of memory.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.process"] == "host" and diag.causes[0].id == "host-oom"
