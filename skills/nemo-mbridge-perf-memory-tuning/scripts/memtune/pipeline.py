@@ -8,7 +8,6 @@ numbers the question mentions only fill gaps; --env beats env_vars in the config
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -572,19 +571,14 @@ def _framework_recompute(inputs: Inputs, log_text: str | None, question: Any, kb
     """The recompute the run's framework turns on by default (situation.yaml frameworks ``recompute_default``) where
     it trains with its HF Trainer and nothing the user wrote, set or pasted turns recompute off
     ("--gradient_checkpointing false", disable_gradient_checkpointing, "no gradient checkpointing")."""
-    from .situation import framework_named, trainer_named
+    from .situation import framework_named, framework_row, recompute_said_off, trainer_named
 
     said = " ".join([inputs.question or "", *(inputs.overrides or [])])
     everything = f"{said}\n{log_text or ''}"
-    framework = framework_named(said, kb) or framework_named(everything, kb)
-    row = next((f for f in (kb.tables.get("situation") or {}).get("frameworks") or [] if f.get("id") == framework), {})
+    row = framework_row(kb.tables.get("situation") or {}, framework_named(said, kb) or framework_named(everything, kb))
     if not row.get("recompute_default") or trainer_named(everything, kb) != "hf":
         return None
-    layout = getattr(question, "layout", None) or {}
-    if "recompute_granularity" in layout and layout["recompute_granularity"] is None:
-        return None
-    spec = (kb.tables.get("situation") or {}).get("recompute_off_settings")
-    return None if spec and re.search(spec, everything, re.IGNORECASE) else str(row["recompute_default"])
+    return None if recompute_said_off(question.layout, everything, kb) else str(row["recompute_default"])
 
 
 def _fsdp_named(inputs: Inputs, kb: Knowledge) -> str | None:

@@ -1635,8 +1635,8 @@ def _trainer(framework: Reading | None, table: Mapping[str, Any], text: str, wor
     (megatron_words)."""
     if words.megatron is not None and words.megatron.search(_ROLLOUT_SETTING.sub(" ", text)):
         return None
-    row = next((f for f in table.get("frameworks") or [] if framework and f.get("id") == framework.value), None)
-    if (row or {}).get("trainer"):
+    row = framework_row(table, framework.value if framework else None)
+    if row.get("trainer"):
         return str(row["trainer"])
     # the HF Trainer named (Seq2SeqTrainer, TrainingArguments, its eval keys): its loop, whatever it shards with
     if words.hf_trainer is not None and words.hf_trainer.search(text):
@@ -1653,23 +1653,19 @@ def _trainer(framework: Reading | None, table: Mapping[str, Any], text: str, wor
     return "own" if framework is None and words.own_trainer is not None and words.own_trainer.search(text) else None
 
 
-# a path of Megatron-Core's or Megatron-LM's in a traceback or launch line ("megatron/core/transformer/...")
-_MEGATRON_PATH = re.compile(r"\bmegatron[/.](?:core|training|legacy|bridge)\b|\bpretrain_(?:gpt|bert|t5|mamba)\.py\b")
-
-
 def _megatron_evident(facts: Facts, framework: Reading | None, table: Mapping[str, Any], text: str,
                       words: _Words) -> bool:
     """Something the user gave says Megatron-Core trains: a Megatron word (megatron_words), a framework whose rows name
     no other trainer (Megatron Bridge, Megatron-LM, NeMo, slime, Pai-Megatron-Patch), a Bridge config or Megatron-LM
     arguments, a Megatron path in the log, or a tensor / pipeline / context-parallel layout.  Where nothing does, a
-    knob only Megatron-Core has (selective recompute) is no advice for the program the user runs."""
+    knob only Megatron-Core has (selective recompute) is no advice for the program the user runs.  A Megatron path in
+    the log ("megatron/core/...", pretrain_gpt.py) is a Megatron word."""
     if words.megatron is not None and words.megatron.search(text):
         return True
     if framework is not None:
-        row = next((f for f in table.get("frameworks") or [] if f.get("id") == framework.value), {})
-        return not row.get("trainer")
+        return not framework_row(table, framework.value).get("trainer")
     cfg = facts.config
-    if cfg.source in ("bridge-yaml", "megatron-args") or _MEGATRON_PATH.search(text):
+    if cfg.source in ("bridge-yaml", "megatron-args"):
         return True
     layout = facts.question.layout
     # Megatron's sequence parallelism named (vocabulary.yaml topic sequence-parallel, in English or Chinese); a
@@ -1709,12 +1705,21 @@ def _recompute_off(facts: Facts, kb: Knowledge, config_text: str | None, clauses
         return False
     if words.refusal is not None and any(words.refusal.search(c) and _recompute_spans(c, kb) for c in clauses):
         return False
-    layout = facts.question.layout
+    return recompute_said_off(facts.question.layout, f"{facts.question.text or ''}\n{config_text or ''}", kb)
+
+
+def recompute_said_off(layout: Mapping[str, Any], text: str, kb: Knowledge) -> bool:
+    """The question's layout says recompute is off, or a setting in ``text`` turns it off (situation.yaml
+    recompute_off_settings: "--gradient_checkpointing false", disable_gradient_checkpointing true)."""
     if "recompute_granularity" in layout and layout["recompute_granularity"] is None:
         return True
     spec = (kb.tables.get("situation") or {}).get("recompute_off_settings")
-    text = f"{facts.question.text or ''}\n{config_text or ''}"
     return bool(spec and re.search(spec, text, re.IGNORECASE))
+
+
+def framework_row(table: Mapping[str, Any], framework_id: str | None) -> Mapping[str, Any]:
+    """situation.yaml's row of that framework ({} for none)."""
+    return next((f for f in table.get("frameworks") or [] if framework_id and f.get("id") == framework_id), {})
 
 
 _ASSIGNMENT = re.compile(r"(?:^|[\s;&|(])(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>\S*)")
@@ -1774,8 +1779,8 @@ def _process_from_log(facts: Facts, table: Mapping[str, Any]) -> Reading | None:
 
 def _default_process(framework: Reading, table: Mapping[str, Any], only: str | None = None) -> Reading | None:
     """Where the framework runs its rollout engine unless told otherwise (situation.yaml default_process)."""
-    row = next((f for f in table.get("frameworks") or [] if f["id"] == framework.value), None)
-    if not row or not row.get("default_process") or (only and row["default_process"] != only):
+    row = framework_row(table, framework.value)
+    if not row.get("default_process") or (only and row["default_process"] != only):
         return None
     return Reading(row["default_process"], [Clue(f"{framework.clues[0].text}: the framework's default", "config")])
 
