@@ -5586,3 +5586,30 @@ def test_dataloader_workers_that_run_out_of_memory_ran_out_of_host_memory(kb):
          "the dataloader workers run out of memory.")
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
     assert flat["situation.process"] == "host" and diag.causes[0].id == "host-oom"
+
+
+def test_asking_whether_a_setting_works_at_all_checks_it_in_the_process(kb):
+    # QwenLM/Qwen3-VL#1264 (set issue-24-s101): "Is max_pixels really works?" - the processor argument the
+    # training script never passed on
+    q = ("Training reports CUDA out of memory because the sample images have a very high pixel count. Even if I set "
+         "max_pixels I still get this error, so max_pixels may not really be working. Is max_pixels really works?")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.not_applied_said"] or flat["situation.not_applied_asked"]
+    assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
+    # hiyouga/LLaMA-Factory#1408 (set issue-24-s101): "shi bu shi flash attention mei qi zuoyong?" - Qwen's remote
+    # code reads its own use_flash_attn, not the trainer's --flash_attn
+    q = ("3张A100 40GB 用 LLaMA-Factory LoRA 微调 Qwen-14B-Chat，我已经加了 --flash_attn，"
+         "per_device_train_batch_size 1，还是爆显存。是不是 flash attention 没起作用？")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.not_applied_asked"]
+    assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
+
+
+def test_asking_whether_selective_recompute_applied_under_flash_attention_is_answered_by_the_mechanism(kb):
+    # NVIDIA/Megatron-LM#1225: "shi selective recompute mei shengxiao ma?" - it applied; fused / Flash attention
+    # already keeps none of what it drops
+    q = ("加了 --recompute-activations 之后，max memory allocated 只从 25.52GB 降到 24.94GB。"
+         "是 selective recompute 没生效吗？")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q, overrides=["model.recompute_granularity=selective"]), kb)
+    assert flat["situation.not_applied_asked"]
+    assert diag.causes[0].id != "setting-not-applied"
