@@ -5613,3 +5613,16 @@ def test_asking_whether_selective_recompute_applied_under_flash_attention_is_ans
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q, overrides=["model.recompute_granularity=selective"]), kb)
     assert flat["situation.not_applied_asked"]
     assert diag.causes[0].id != "setting-not-applied"
+
+
+def test_a_leak_asked_about_by_a_user_comparing_a_setting_on_and_off_is_no_growth(kb):
+    # huggingface/transformers#25572 (set issue-24-s101): two runs side by side, not one run over time
+    q = ("Does LoRA cause a memory leak? By simply switching the load_in_8bit flag on and off, the RAM on cuda jumps "
+         "from 13GB to 51GBs.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.compared"] and flat["situation.suspected_trend"] == "grows"
+    assert "memory-growth" in diag.ruled_out and diag.causes[0].id != "memory-growth"
+    # the same suspicion without a comparison stays a growth to measure
+    _, flat, diag = pipeline.run(pipeline.Inputs(question="Does LoRA cause a memory leak? The RAM on cuda jumps from "
+                                                           "13GB to 51GBs."), kb)
+    assert not flat["situation.compared"] and "memory-growth" not in diag.ruled_out

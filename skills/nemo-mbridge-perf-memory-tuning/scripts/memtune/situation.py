@@ -108,6 +108,7 @@ class Situation:
     not_applied_said: bool = False  # the user says a setting never reached the run (ignored, not applied)
     not_applied_asked: bool = False  # the user asks whether a setting reached the run ("does it take effect at all?")
     made_worse: bool = False  # a change the user made made memory worse: it reached the run
+    compared: bool = False  # the user measured the run with a setting on and off ("switching X on and off")
     after_phase: str | None = None  # a phase said to be over when it failed ("after every checkpoint save")
     gpu_memory_failed: bool = False  # a clause that says something failed names the GPU's memory ("CUDA OOM", xiancun)
     gpu_memory_fine: bool = False  # the user says the GPU's memory is fine or low ("GPU memory is fine")
@@ -166,6 +167,7 @@ class Situation:
         out["situation.not_applied_said"] = self.not_applied_said
         out["situation.not_applied_asked"] = self.not_applied_asked
         out["situation.made_worse"] = self.made_worse
+        out["situation.compared"] = self.compared
         out["situation.after_phase"] = self.after_phase
         out["situation.gpu_memory_failed"] = self.gpu_memory_failed
         out["situation.gpu_memory_fine"] = self.gpu_memory_fine
@@ -415,6 +417,7 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.env_case_mismatch = _env_case_mismatch(f"{text}\n{log_text or ''}", table)
     sit.not_applied_said = any(words.not_applied.search(c) for c in said)
     sit.not_applied_asked = not sit.not_applied_said and any(words.not_applied.search(c) for c in asking)
+    sit.compared = any(words.compared.search(c) for c in sentences)
     sit.made_worse = any(words.worse.search(c) and (words.changed.search(c) or words.tried.search(c)
                                                     or words.compared.search(c)) for c in sentences)
     sit.gpu_memory_failed = any(_says_gpu_failed(c, words) for c in clauses)
