@@ -5626,3 +5626,17 @@ def test_a_leak_asked_about_by_a_user_comparing_a_setting_on_and_off_is_no_growt
     _, flat, diag = pipeline.run(pipeline.Inputs(question="Does LoRA cause a memory leak? The RAM on cuda jumps from "
                                                            "13GB to 51GBs."), kb)
     assert not flat["situation.compared"] and "memory-growth" not in diag.ruled_out
+
+
+def test_doubt_words_ask_whether_a_setting_applied_only_inside_a_question(kb):
+    # hiyouga/LLaMA-Factory#1408: "shi bu shi flash attention mei qi zuoyong?" asks whether it applied ...
+    q = "加了 --flash_attn 还是爆显存。是不是 flash attention 没起作用？"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.not_applied_asked"] and not flat["situation.not_applied_said"]
+    # ... said, the same words mean it did not help (MiniCPM-V#181); InternLM/xtuner#830 (set issue-24-s102): sequence
+    # parallel applied, and what failed in the loss pass is the gathered logits, not the model state
+    q = ("我在用 xtuner 做 DPO 训练长序列，开了序列并行 sequence_parallel_size=4。同样长度的 SFT 开序列并行是能跑的，"
+         "但 DPO 一算 loss 就 CUDA OOM，看起来序列并行在 DPO 里根本没起作用。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert not flat["situation.not_applied_said"] and not flat["situation.not_applied_asked"]
+    assert flat["situation.phase"] == "loss" and diag.causes[0].id == "logits-loss-memory"

@@ -416,7 +416,8 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.recompute_off = _recompute_off(facts, kb, f"{config_text or ''}\n{log_text or ''}", clauses, words)
     sit.env_case_mismatch = _env_case_mismatch(f"{text}\n{log_text or ''}", table)
     sit.not_applied_said = any(words.not_applied.search(c) for c in said)
-    sit.not_applied_asked = not sit.not_applied_said and any(words.not_applied.search(c) for c in asking)
+    doubt = [words.not_applied] + ([words.not_applied_if_asked] if words.not_applied_if_asked else [])
+    sit.not_applied_asked = not sit.not_applied_said and any(rx.search(c) for c in asking for rx in doubt)
     sit.compared = any(words.compared.search(c) for c in sentences)
     sit.made_worse = any(words.worse.search(c) and (words.changed.search(c) or words.tried.search(c)
                                                     or words.compared.search(c)) for c in sentences)
@@ -1132,6 +1133,9 @@ class _Words:
     fsdp: _Literals | None = None  # situation.yaml fsdp_words: PyTorch FSDP named
     refusal: _Literals | None = None  # situation.yaml refusal_words: a measure the user will not take
     hf_trainer: _Literals | None = None  # situation.yaml hf_trainer_words: the Hugging Face Trainer named
+    # situation.yaml changes.not_applied_if_asked: words that doubt a setting reached the run only inside a question
+    # ("shi bu shi X mei qi zuoyong?"); said, the same words mean it did not help
+    not_applied_if_asked: _Literals | None = None
     # situation.yaml asking.presupposes: "is it normal that it OOMs?" asks about what it says happened
     presupposes: _Literals | None = None
     more_on_version: _Literals | None = None  # situation.yaml changes.more_on_version: more memory on one version
@@ -1260,6 +1264,7 @@ def _compile(kb: Knowledge) -> _Words:
                   fsdp=_Literals(_both(table.get("fsdp_words"))),
                   refusal=_Literals(_both(table.get("refusal_words"))),
                   hf_trainer=_Literals(_both(table.get("hf_trainer_words"))),
+                  not_applied_if_asked=_Literals(_both(changes.get("not_applied_if_asked"))),
                   own_trainer=_Literals(_both(table.get("own_trainer_words"))),
                   presupposes=_Literals(list((table.get("asking") or {}).get("presupposes") or [])),
                   more_on_version=_Literals(_both(changes.get("more_on_version"))),
