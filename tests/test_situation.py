@@ -5640,3 +5640,23 @@ def test_doubt_words_ask_whether_a_setting_applied_only_inside_a_question(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
     assert not flat["situation.not_applied_said"] and not flat["situation.not_applied_asked"]
     assert flat["situation.phase"] == "loss" and diag.causes[0].id == "logits-loss-memory"
+
+
+def test_host_ram_that_shoots_up_in_the_data_pipeline_is_no_reason_to_add_gpus(kb):
+    # FunAudioLLM/CosyVoice#645 (set issue-24-s102): "nei cun turan baozhang" beside a 96G host - each loader worker
+    # read whole parquet shards; more GPUs on the node would add workers
+    q = ("单卡 3090TI 24G、96G 内存，dataloader 的 num_workers 设的 2，每 5000 步做一次验证。"
+         "到第 10000 步的时候内存突然暴涨，然后就爆掉了。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.process"] == "host" and flat["situation.phase"] == "data-loading"
+    assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "reduce-dataloader-workers"
+    assert "add-gpus" not in {f.id for f in diag.fixes}
+
+
+def test_memory_that_climbs_with_every_micro_batch_grows(kb):
+    # Ascend/MindSpeed 31aaf3d4 (set issue-24-s102): forward-only passes recorded a gradient graph each
+    q = ("Whenever the forward-only evaluation passes run, NPU memory climbs with every evaluation micro-batch and the "
+         "job eventually runs out of memory inside evaluation.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.trend"] == "grows"
+    assert diag.causes[0].id == "memory-growth" and diag.fixes[0].id == "track-memory-per-step"
