@@ -5660,3 +5660,15 @@ def test_memory_that_climbs_with_every_micro_batch_grows(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
     assert flat["situation.trend"] == "grows"
     assert diag.causes[0].id == "memory-growth" and diag.fixes[0].id == "track-memory-per-step"
+
+
+def test_an_attention_patch_under_an_upgraded_library_may_no_longer_apply(kb):
+    # OpenGVLab/InternVL a8d205c (set issue-24-s102): LLaVA's replace_llama_attn_with_flash_attn written for
+    # transformers 4.32 gets a 4D mask under 4.36.2; "zhiqian neng zhengchang xun" is the same run working before
+    q = ("入口是 llava/train/train_mem.py（里面会调用 replace_llama_attn_with_flash_attn() 打 flash-attn 补丁），"
+         "把 transformers 从 4.32.0 升到了 4.36.2。配置、数据、卡都没变，之前能正常训，"
+         "升级后一开始训练就报 CUDA out of memory。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert "attention-patch" in flat["question.topics"] and flat["situation.worked_before"]
+    assert {c.id for c in diag.causes[:2]} == {"setting-not-applied", "version-regression"}
+    assert diag.fixes[0].id == "confirm-setting-applied"
