@@ -5672,3 +5672,12 @@ def test_an_attention_patch_under_an_upgraded_library_may_no_longer_apply(kb):
     assert "attention-patch" in flat["question.topics"] and flat["situation.worked_before"]
     assert {c.id for c in diag.causes[:2]} == {"setting-not-applied", "version-regression"}
     assert diag.fixes[0].id == "confirm-setting-applied"
+
+
+def test_expecting_a_precision_change_to_save_memory_is_more_than_expected(kb):
+    # huggingface/accelerate#2089 (set issue-24-s102): FP8 through Transformer Engine copied the weights beside the
+    # BF16 originals
+    q = ("With mixed_precision=\"bf16\" the model takes about 12.6 GB and trains fine; as soon as I switch to fp8 the "
+         "job runs out of memory. I expected FP8 to use less memory, not more.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q, overrides=["mixed_precision=fp8"]), kb)
+    assert flat["situation.more_than_expected"] and diag.causes[0].id == "precision-buffers"
