@@ -5681,3 +5681,38 @@ def test_expecting_a_precision_change_to_save_memory_is_more_than_expected(kb):
          "job runs out of memory. I expected FP8 to use less memory, not more.")
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q, overrides=["mixed_precision=fp8"]), kb)
     assert flat["situation.more_than_expected"] and diag.causes[0].id == "precision-buffers"
+
+
+def test_a_bare_layer_count_is_the_runs_and_a_partial_shape_takes_no_stand_in(kb):
+    # Ascend/MindSpeed-LLM e6db7630 (set issue-24-s102): DeepSeek-V3's 61 layers padded to 64 with noop_layers; the
+    # preset's 61 over PP 4 was a false "layers must split evenly" verdict
+    q = "We pretrain DeepSeek-V3-671B with MindSpeed-LLM, TP=2 PP=4 EP=128, and it runs out of NPU memory."
+    sets = ["num_layers=64", "pipeline_model_parallel_size=4", "tensor_model_parallel_size=2"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q, overrides=sets), kb)
+    assert flat["config.num_layers"] == 64 and "pp-divides-layers" not in {v.id for v in diag.violations}
+    # a layer count and width given for a model no preset has: the nearest preset by size (a 235B MoE) is another
+    # model, so no stand-in completes the shape (bigscience tr11: 80 layers x 14400, a 250k vocabulary)
+    q = "We pretrain a ~200B model with Megatron-DeepSpeed, TP=8 PP=10, and the first and last stages hold the most."
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=q, overrides=["num_layers=80", "seq_length=2048"]), kb)
+    assert flat["config.num_layers"] == 80 and not flat.get("config.approximate_shape")
+
+
+def test_a_fix_a_rule_names_as_its_way_out_is_not_dropped_for_breaking_it(kb):
+    # bigscience tr11: account_for_embedding / loss add two to 80 layers over PP 10, but pp-divides-layers itself
+    # names rebalance-pipeline-stages (uneven first / last stages) as the way to meet it
+    q = ("Megatron-DeepSpeed, TP=8 PP=10 MBS=1 on A100 80GB: the first and last stages (the word embedding) always "
+         "hold the most memory, 75GB, the middle stages far less.")
+    _, _, diag = pipeline.run(pipeline.Inputs(question=q, overrides=[
+        "tensor_model_parallel_size=8", "pipeline_model_parallel_size=10", "num_layers=80", "micro_batch_size=1"]), kb)
+    assert "rebalance-pipeline-stages" not in {a.id for a in diag.avoid}
+    assert diag.fixes[0].id == "rebalance-pipeline-stages"
+
+
+def test_a_shape_without_a_vocabulary_reads_an_oom_message_without_refusing(kb):
+    # deepspeedai/DeepSpeed#1624: hidden 6912, 12 layers, 12 heads, no vocabulary: the failed request is compared
+    # with the parameter counts only where they can be counted
+    log = ["RuntimeError: CUDA out of memory. Tried to allocate 274.00 MiB (GPU 1; 23.70 GiB total capacity; "
+           "21.95 GiB already allocated; 95.56 MiB free; 22.18 GiB reserved in total by PyTorch)"]
+    sets = ["model.hidden_size=6912", "model.num_layers=12", "model.num_attention_heads=12", "model.seq_length=1024"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question="ZeRO-3 on 4 RTX 3090 OOMs", log=log, overrides=sets), kb)
+    assert flat["config.hidden_size"] == 6912 and diag.causes

@@ -402,6 +402,11 @@ def _approximate_shape(config: TrainingConfig, question: Any, kb: Knowledge) -> 
     """
     if config.model_name or all(vars(config)[f] for f in ARCHITECTURE_FIELDS) or not question.model_size_b:
         return config
+    # part of the shape given (the layer count, the width): the nearest preset by size is another model, and its
+    # other fields beside the user's would describe neither (bigscience tr11: 80 layers of a 200B model beside the
+    # 235B MoE preset's width and experts)
+    if any(vars(config)[f] for f in ARCHITECTURE_FIELDS):
+        return config
     from .estimator.models import nearest_preset
 
     # an MoE when the question's words say so (vocabulary.yaml topic moe: "16B-A3B", "8x7B", "MoE", ...)

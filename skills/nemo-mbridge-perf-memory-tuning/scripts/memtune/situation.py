@@ -751,12 +751,13 @@ def _total_params(facts: Facts, kb: Knowledge) -> float | None:
     cfg = facts.config
     if not (cfg.num_layers and cfg.hidden_size and cfg.num_attention_heads):
         return None
+    from .errors import UserError
     from .estimator.constants import constants
     from .estimator.params import arch_from_config, total_params
 
     try:
         return float(total_params(arch_from_config(cfg, 1, constants(kb)["megatron-defaults"])))
-    except (ValueError, ZeroDivisionError, TypeError, KeyError):
+    except (ValueError, ZeroDivisionError, TypeError, KeyError, UserError):  # a shape given in part (no vocabulary)
         return None
 
 

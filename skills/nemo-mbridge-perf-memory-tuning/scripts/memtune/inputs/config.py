@@ -608,7 +608,12 @@ _PASSED_THROUGH = frozenset({
     "fp8_recipe", "fp8_param_gather", "reuse_grad_buf_for_mxfp8_param_ag",
     # the CUDA-graph settings by TransformerConfig's names, as Megatron-Bridge's performance launcher takes them
     # (cuda_graph_impl=transformer_engine cuda_graph_scope=[attn,moe_router], Megatron-Bridge#3845)
-    "cuda_graph_impl", "cuda_graph_scope"})
+    "cuda_graph_impl", "cuda_graph_scope",
+    # the model's depth and the run's sequence by Megatron-LM's argument names, which are TransformerConfig's and
+    # ours: a bare num_layers=64 (MindSpeed-LLM's DeepSeek-V3 script pads 61 layers to 64 with noop_layers) is the
+    # run's, not the preset's 61.  Widths stay out: a width with the rest of the shape from the nearest preset mixes
+    # two models (bigscience tr11: hidden 14400 beside a 175B preset's FFN and vocabulary)
+    "num_layers", "seq_length", "mtp_num_layers"})
 FRAMEWORK_KEYS = {
     # verl (verl/trainer/config/ppo_megatron_trainer.yaml): the actor's per-GPU micro-batch
     "ppo_micro_batch_size_per_gpu": "micro_batch_size",
