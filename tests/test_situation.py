@@ -5716,3 +5716,11 @@ def test_a_shape_without_a_vocabulary_reads_an_oom_message_without_refusing(kb):
     sets = ["model.hidden_size=6912", "model.num_layers=12", "model.num_attention_heads=12", "model.seq_length=1024"]
     _, flat, diag = pipeline.run(pipeline.Inputs(question="ZeRO-3 on 4 RTX 3090 OOMs", log=log, overrides=sets), kb)
     assert flat["config.hidden_size"] == 6912 and diag.causes
+
+
+def test_a_gpu_given_to_the_engine_is_a_separate_engine(kb):
+    # huggingface/trl#2709 (set issue-24-s102): "8 ka H100, 7 ka xunlian + 1 ka gei vLLM zuo shengcheng"
+    for q in ("用 TRL 的 GRPOTrainer 训练（8 卡 H100，7 卡训练 + 1 卡给 vLLM 做生成），训练阶段还是 OOM。",
+              "GRPO with TRL on 8x H100, 7 for training and 1 for vLLM generation: the training step OOMs."):
+        _, flat, _ = pipeline.run(pipeline.Inputs(question=q), kb)
+        assert flat["situation.process"] == "separate-engine", q
