@@ -5724,3 +5724,16 @@ def test_a_gpu_given_to_the_engine_is_a_separate_engine(kb):
               "GRPO with TRL on 8x H100, 7 for training and 1 for vLLM generation: the training step OOMs."):
         _, flat, _ = pipeline.run(pipeline.Inputs(question=q), kb)
         assert flat["situation.process"] == "separate-engine", q
+
+
+def test_recompute_on_in_a_vision_language_run_leaves_the_vision_side_to_cap(kb):
+    # modelscope/ms-swift#1710 (set issue-24-s102): MiniCPM-V on video, vpm trained, gradient checkpointing on,
+    # batch 1: the checkpointed language layers do not bound the vision tower or the vision tokens
+    q = ("我用 swift 在 4 张 A800 80G 上微调 MiniCPM-V-2_6（8B，视频数据），LoRA 只加在 LLM 上，"
+         "--gradient_checkpointing true、--batch_size 1、--max_length 4096。"
+         "一开始训练就 CUDA out of memory，80G 都不够。")
+    _, _, diag = pipeline.run(pipeline.Inputs(question=q, gpu="4x A800 80GB", overrides=[
+        "sft_type=lora", "gradient_checkpointing=true", "batch_size=1", "max_length=4096", "use_flash_attn=false",
+        "deepspeed=default-zero2"]), kb)
+    assert "full-recompute-already-on" not in {r for c in diag.causes for r in c.rules}
+    assert diag.fixes[0].id == "cap-vision-tokens"
