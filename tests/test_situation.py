@@ -5737,3 +5737,14 @@ def test_recompute_on_in_a_vision_language_run_leaves_the_vision_side_to_cap(kb)
         "deepspeed=default-zero2"]), kb)
     assert "full-recompute-already-on" not in {r for c in diag.causes for r in c.rules}
     assert diag.fixes[0].id == "cap-vision-tokens"
+
+
+def test_a_failure_with_the_runs_settings_handed_over_checks_them_first(kb):
+    # facebookresearch/metaseq#74 (set issue-24-s50s): OPT-125M on 2x 3090 OOMs with the settings the user gave;
+    # with nothing pointing at one rank, whether the run has them separates a lost setting from a layout that
+    # does not fit
+    q = "OPT-125M 在 2 张 3090 上训练，一开始就 CUDA out of memory。"
+    _, _, diag = pipeline.run(pipeline.Inputs(question=q, overrides=["batch_size=16", "max_tokens=2048"]), kb)
+    assert diag.fixes[0].id == "confirm-setting-applied"
+    _, _, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert diag.fixes[0].id != "confirm-setting-applied"

@@ -738,8 +738,10 @@ def _check_fix(candidates: Mapping[str, Any], flat: Mapping[str, Any]) -> str | 
     ran_out = ((flat.get("log.has_memory_failure") or flat.get("situation.oom_said")
                 or flat.get("situation.gpu_memory_failed"))
                and not flat.get("log.crash") and "kernel-fault" not in topics)
-    if stated and ran_out and not ranks and flat.get("situation.setting_stated"):
-        return stated  # the settings the user names: does the run have them?
+    # the settings the user names, or hands over as the run's own lines (--set): does the run have them?
+    given = flat.get("situation.setting_stated") or flat.get("config.source") == "overrides"
+    if stated and ran_out and not ranks and given:
+        return stated
     return quiet if quiet and not failed and not ranks else candidates.get("check_fix")
 
 
