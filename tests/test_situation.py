@@ -5748,3 +5748,17 @@ def test_a_failure_with_the_runs_settings_handed_over_checks_them_first(kb):
     assert diag.fixes[0].id == "confirm-setting-applied"
     _, _, diag = pipeline.run(pipeline.Inputs(question=q), kb)
     assert diag.fixes[0].id != "confirm-setting-applied"
+
+
+def test_a_stated_log_prob_batch_is_halved_with_the_log_prob_key(kb):
+    # verl#2450 (set issue-24-s7x): log_prob_micro_batch_size_per_gpu=20 overfills the log-prob pass; the actor's
+    # ppo_micro_batch_size_per_gpu is already 1, so its key is no fix
+    from memtune.report import build
+
+    sets = ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1", "data.max_prompt_length=1024",
+            "data.max_response_length=2048", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=20"]
+    _, flat, diag = pipeline.run(pipeline.Inputs(question="verl GRPO of Qwen2.5-VL-3B on 8x A100 80GB OOMs.",
+                                                 overrides=sets, gpu="8x A100 80GB"), kb)
+    assert diag.fixes[0].id == "reduce-micro-batch" and not flat.get("situation.phase")
+    first = build(diag, flat, kb, "en")["fixes"][0]
+    assert "log_prob_micro_batch_size_per_gpu" in first["apply"]["framework"][0]

@@ -63,7 +63,7 @@ def build(diag: Diagnosis, flat: Mapping[str, Any], kb: Knowledge, lang: str = "
             from .fixlines import apply_lines
 
             apply = apply_lines(apply, sim.overrides)  # exactly what was simulated on this layout
-        own = _framework_lines(fix, flat)
+        own = _framework_lines(fix, flat, _pass(advice, diag, rules))
         if own:  # the framework's own key for this setting leads (situation.framework / situation.phase)
             apply = {"framework": own, **apply}
         gate = next((v for v in fix.get("versions") or [] if evaluate(v["when"], flat)), None)
@@ -135,10 +135,20 @@ def _explain(rules: Mapping[str, Any], rule_id: str, kb: Knowledge) -> Mapping[s
     return (kb.tables.get("ledger") or {})["owned_explain"]
 
 
-def _framework_lines(fix: Mapping[str, Any], flat: Mapping[str, Any]) -> list[str]:
-    """The lines of the first fixes.yaml ``frameworks`` entry for the framework and phase the situation names; with no
-    framework named, the entry of the trainer the run uses ("deepspeed": its ds_config key)."""
-    phase = flat.get("situation.phase")
+def _pass(advice: Any, diag: Diagnosis, rules: Mapping[str, Any]) -> str | None:
+    """The pass a rule that gave this fix says its evidence is about (rules.yaml ``pass``), where the situation names
+    no phase: the log-prob micro-batch a stated log-prob batch overfills, not the training one."""
+    if diag.facts.get("situation.phase"):
+        return None
+    gave = [rules.get(r) or {} for c in diag.causes for r in c.rules]
+    return next((r["pass"] for r in gave if r.get("pass") and advice.id in (r.get("fixes") or ())), None)
+
+
+def _framework_lines(fix: Mapping[str, Any], flat: Mapping[str, Any], about: str | None = None) -> list[str]:
+    """The lines of the first fixes.yaml ``frameworks`` entry for the framework and phase the situation names (or the
+    pass the fix's rule is ``about``); with no framework named, the entry of the trainer the run uses ("deepspeed":
+    its ds_config key)."""
+    phase = flat.get("situation.phase") or about
     for name in (flat.get("situation.framework"), flat.get("situation.trainer")):
         for entry in fix.get("frameworks") or []:
             if name and entry["framework"] == name and (not entry.get("phases") or phase in entry["phases"]):
