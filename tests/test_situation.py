@@ -5762,3 +5762,14 @@ def test_a_stated_log_prob_batch_is_halved_with_the_log_prob_key(kb):
     assert diag.fixes[0].id == "reduce-micro-batch" and not flat.get("situation.phase")
     first = build(diag, flat, kb, "en")["fixes"][0]
     assert "log_prob_micro_batch_size_per_gpu" in first["apply"]["framework"][0]
+
+
+def test_full_recompute_for_an_hf_or_deepspeed_trainer_names_its_switch(kb):
+    # VLM-R1#77: GRPO through the HF Trainer on a DeepSpeed ZeRO-3 config with gradient_checkpointing=false
+    from memtune.report import build
+
+    q = "GRPO of Qwen2.5-VL-3B on 8xH100 with DeepSpeed ZeRO-3: num_generations=8 runs out of memory."
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q, overrides=[
+        "num_generations=8", "per_device_train_batch_size=1", "gradient_checkpointing=false"]), kb)
+    fixes = {f["id"]: f for f in build(diag, flat, kb, "en")["fixes"]}
+    assert "gradient_checkpointing" in fixes["full-recompute"]["apply"]["framework"][0]
