@@ -5773,3 +5773,11 @@ def test_full_recompute_for_an_hf_or_deepspeed_trainer_names_its_switch(kb):
         "num_generations=8", "per_device_train_batch_size=1", "gradient_checkpointing=false"]), kb)
     fixes = {f["id"]: f for f in build(diag, flat, kb, "en")["fixes"]}
     assert "gradient_checkpointing" in fixes["full-recompute"]["apply"]["framework"][0]
+    # ...and the sharding, the batch and the loader workers by the same trainers' keys
+    from memtune.report import _framework_lines
+
+    assert "stage" in _framework_lines(kb.get("fixes", "megatron-fsdp"), {"situation.trainer": "deepspeed"})[0]
+    assert "per_device_train_batch_size" in _framework_lines(kb.get("fixes", "reduce-micro-batch"),
+                                                             {"situation.trainer": "hf"})[0]
+    assert "dataloader_num_workers" in _framework_lines(kb.get("fixes", "reduce-dataloader-workers"),
+                                                        {"situation.trainer": "hf"})[0]
