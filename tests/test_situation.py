@@ -5781,3 +5781,11 @@ def test_full_recompute_for_an_hf_or_deepspeed_trainer_names_its_switch(kb):
                                                              {"situation.trainer": "hf"})[0]
     assert "dataloader_num_workers" in _framework_lines(kb.get("fixes", "reduce-dataloader-workers"),
                                                         {"situation.trainer": "hf"})[0]
+
+
+def test_an_allocator_setting_said_unset_by_any_of_its_names_is_the_first_lever(kb):
+    # Ascend/MindSpeed-LLM ac92883e (set issue-24-s100): torch_npu reads PYTORCH_NPU_ALLOC_CONF
+    for name in ("PYTORCH_NPU_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+        q = f"脚本开头只有 export CUDA_DEVICE_MAX_CONNECTIONS=1，没有设置 {name}。现在一跑就报 OOM。"
+        _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+        assert flat["situation.absent"] == ["expandable-segments"] and diag.fixes[0].id == "expandable-segments"
