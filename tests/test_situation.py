@@ -810,10 +810,10 @@ def test_a_phase_said_to_be_over_is_what_came_just_before(kb):
     sit = read_situation(Facts(question=parse_question("第一步之后就 OOM 了", kb)), kb)
     assert sit.step is None or sit.step.value != "before-training"
     # a phase said to have gone fine is over too (baichuan-inc/Baichuan2#113, set issue-24-s99: the load was fine,
-    # deepspeed.initialize's first optimizer step ran out)
+    # deepspeed.initialize - the engine's setup, where ZeRO allocates the optimizer's partitions - ran out)
     said = "模型加载没问题，但是在 deepspeed.initialize 的时候报错 OOM"
     sit = read_situation(Facts(question=parse_question(said, kb)), kb)
-    assert sit.phase is None and sit.after_phase == "checkpoint-load"
+    assert sit.phase.value == "model-build" and sit.after_phase == "checkpoint-load"
 
 
 @pytest.mark.parametrize(("said", "phase"), [
@@ -5789,3 +5789,11 @@ def test_an_allocator_setting_said_unset_by_any_of_its_names_is_the_first_lever(
         q = f"脚本开头只有 export CUDA_DEVICE_MAX_CONNECTIONS=1，没有设置 {name}。现在一跑就报 OOM。"
         _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
         assert flat["situation.absent"] == ["expandable-segments"] and diag.fixes[0].id == "expandable-segments"
+
+
+def test_an_oom_in_deepspeed_initialize_is_the_model_build(kb):
+    # LianjiaTech/BELLE#311 (set issue-24-s7x): the engine builds the ZeRO optimizer and its partitions there
+    q = "2张A100 80G 基于deepspeed的全参微调时，总是在deepspeed.initialize发生OOM的问题，zero_stage指定为3。"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q, overrides=["zero_stage=3"]), kb)
+    assert flat["situation.phase"] == "model-build"
+    assert "capacity-activations" not in [c.id for c in diag.causes[:2]]
