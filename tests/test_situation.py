@@ -5797,3 +5797,18 @@ def test_an_oom_in_deepspeed_initialize_is_the_model_build(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q, overrides=["zero_stage=3"]), kb)
     assert flat["situation.phase"] == "model-build"
     assert "capacity-activations" not in [c.id for c in diag.causes[:2]]
+
+
+def test_a_dataloader_bus_error_is_shared_memory_and_a_dead_map_worker_the_host(kb):
+    # yerfor/GeneFace#192 (set issue-24-s103): "killed by signal: Bus error ... out of shared memory" is SIGBUS on
+    # /dev/shm, no kill to confirm
+    log = ["RuntimeError: DataLoader worker (pid 8187) is killed by signal: Bus error. It is possible that "
+           "dataloader's workers are out of shared memory. Please try to raise your shared memory limit."]
+    _, _, diag = pipeline.run(pipeline.Inputs(question="训练 PostNet 时爆显存了，可以修改哪个参数？", log=log), kb)
+    assert diag.causes[0].id == "not-an-oom" and diag.fixes[0].id == "reduce-dataloader-workers"
+    # hiyouga/LLaMA-Factory#5308 (set issue-24-s103): HF datasets' map() lost a worker while preprocessing images
+    q = ("preprocessing_num_workers=256 都会停在 \"Running tokenizer on dataset\"，长时间等待后报 One of the "
+         "subprocesses has abruptly died during map operation。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.process"] == "host" and diag.causes[0].id == "host-oom"
+    assert diag.fixes[0].id == "reduce-dataloader-workers"
