@@ -5812,3 +5812,12 @@ def test_a_dataloader_bus_error_is_shared_memory_and_a_dead_map_worker_the_host(
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
     assert flat["situation.process"] == "host" and diag.causes[0].id == "host-oom"
     assert diag.fixes[0].id == "reduce-dataloader-workers"
+
+
+def test_memory_use_too_large_said_loosely_beside_a_gpu_oom_is_not_the_host(kb):
+    # PaddlePaddle/PaddleNLP#7401 (set issue-24-s103): "FSDP stage3 nei cun zhanyong guo da" of a run that OOMs on
+    # H100s while the model is built - nei cun said loosely of the GPU's memory
+    q = ("PaddleNLP + FSDP stage3 跑 89B/175B 模型，减少 batch size 都会 OOM，只能用 TP+PP 才能跑起来。"
+         "FSDP stage3 内存占用过大，这是否是已知问题？（128 张 H100 80GB）")
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat.get("situation.process") != "host"
