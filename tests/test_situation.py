@@ -5821,3 +5821,12 @@ def test_memory_use_too_large_said_loosely_beside_a_gpu_oom_is_not_the_host(kb):
          "FSDP stage3 内存占用过大，这是否是已知问题？（128 张 H100 80GB）")
     _, flat, _ = pipeline.run(pipeline.Inputs(question=q), kb)
     assert flat.get("situation.process") != "host"
+
+
+def test_a_prediction_run_has_no_optimizer_state_to_offload(kb):
+    # hiyouga/LLaMA-Factory#5589 (set issue-24-s103): do_predict of Qwen2-VL-72B, the whole model on every rank
+    q = ("用 LLaMA-Factory 对 Qwen2-VL-72B-Instruct 做推理（do_predict + predict_with_generate），机器是 8*A100，"
+         "每一张卡都加载了一次完整模型，加载模型期间就出现 OOM。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q, overrides=["do_predict=true"], gpu="8*A100"), kb)
+    assert flat["situation.forward_only"]
+    assert "optimizer-cpu-offload" not in {f.id for f in diag.fixes}
