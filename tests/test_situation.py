@@ -4006,6 +4006,11 @@ def test_a_variable_exported_in_lower_case_never_reaches_the_program(kb):
     script = ["nproc_per_node=8", "NPROC_PER_NODE=$nproc_per_node \\", "swift rlhf --rlhf_type grpo"]
     _, flat, _ = pipeline.run(pipeline.Inputs(question=question, log=script), kb)
     assert flat.get("situation.env_case_mismatch") is None
+    # ...nor a config key listed in prose (hiyouga/EasyR1#454, set issue-24-s103)
+    prose = ("用 EasyR1 的默认配置：rollout_batch_size=512，rollout.n=5， max_pixels=4194304，8 卡，"
+             "actor 算 log_prob 时 OOM。")
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=prose), kb)
+    assert flat.get("situation.env_case_mismatch") is None
 
 
 def test_a_count_from_zero_makes_iteration_one_the_second_step(kb):

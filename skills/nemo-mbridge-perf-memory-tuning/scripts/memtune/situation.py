@@ -1732,6 +1732,9 @@ def framework_row(table: Mapping[str, Any], framework_id: str | None) -> Mapping
 
 
 _ASSIGNMENT = re.compile(r"(?:^|[\s;&|(])(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>\S*)")
+# what may stand before an environment assignment on its line: nothing, "export", or other assignments
+_SHELL_ASSIGNMENT_START = re.compile(r"^\s*(?:export\s+|(?:[A-Za-z_]\w*=\S*\s+)*)$"
+                                     r"|\bexport\s+(?:[A-Za-z_]\w*=\S*\s+)*$")
 
 
 def _env_case_mismatch(text: str, table: Mapping[str, Any]) -> str | None:
@@ -1745,6 +1748,10 @@ def _env_case_mismatch(text: str, table: Mapping[str, Any]) -> str | None:
             continue
         # a shell variable that sets the real one ("nproc_per_node=8 ... NPROC_PER_NODE=$nproc_per_node") is fine
         if name.upper() in assigned or re.search(rf"\$\{{?{re.escape(name)}\b", text):
+            continue
+        # ...and so is a config key listed in prose ("rollout_batch_size=512, max_pixels=4194304, 8 ka",
+        # hiyouga/EasyR1#454): an environment assignment is exported, or opens its line before a command
+        if not _SHELL_ASSIGNMENT_START.search(text[text.rfind("\n", 0, m.start()) + 1:m.start("name")]):
             continue
         return f"{name}={m.group('value')[:40]} (the program reads {name.upper()})"
     return None
