@@ -5836,3 +5836,10 @@ def test_a_prediction_run_has_no_optimizer_state_to_offload(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q, overrides=["do_predict=true"], gpu="8*A100"), kb)
     assert flat["situation.forward_only"]
     assert "optimizer-cpu-offload" not in {f.id for f in diag.fixes}
+
+
+def test_restoring_from_the_runs_own_checkpoint_is_a_resume(kb):
+    # NVIDIA/Megatron-LM fad83fc (set issue-24-s103): "cong ziji cun de checkpoint huifu ... zhijie CUDA OOM"
+    q = "从 scratch 训练显存是够的，但从自己存的 checkpoint 恢复（dist_checkpointing load）的时候直接 CUDA OOM。"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert "resume" in flat["question.topics"] and diag.fixes[0].id == "memory-efficient-optimizer-load"
