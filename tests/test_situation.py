@@ -5846,9 +5846,9 @@ def test_restoring_from_the_runs_own_checkpoint_is_a_resume(kb):
 
 
 def test_frozen_lora_weights_replicated_by_a_peft_script_are_sharded_not_piped(kb):
-    # zai-org/CogVLM2#96 (set issue-24-s103): finetune_demo/peft_lora.py, a 19B LoRA whole on each 48 GB card (data
-    # parallel only): a PEFT script has no pipeline stages to add; ZeRO-3 / FSDP shard the frozen weights
-    q = ("按照 CogVLM2 仓库 finetune_demo 里的脚本（peft_lora.py，HF 版 cogvlm2-llama3-chat-19B）做 LoRA 微调，"
+    # zai-org/CogVLM2#96 (set issue-24-s103): a 19B LoRA whole on each 48 GB card (data parallel only): a script that
+    # wraps the model with PEFT's get_peft_model has no pipeline stages to add; ZeRO-3 / FSDP shard the frozen weights
+    q = ("自己的脚本里用 get_peft_model 给 HF 版 cogvlm2-llama3-chat-19B 加 LoRA 做微调，"
          "4*48G 的卡都跑不起来，一直爆显存。")
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q, gpu="4*48G"), kb)
     fixes = [f.id for f in diag.fixes]
