@@ -629,13 +629,13 @@ def rank_fixes(diag: Diagnosis, sims: Mapping[str, Any], led: Any, kb: Knowledge
         sim = None if crash_only else sims.get(advice.id)  # a crash: no memory to simulate a saving of
         if sim is not None and sim.dropped == "already-set" and advice.id in worked:
             sim = None
-        # a rule this fix's simulated form breaks, which itself names the fix as the way out (the layers must split
-        # evenly over PP: set the first / last stages' layer counts): another form of the fix meets it
-        if sim is not None and sim.dropped and advice.id in (
-                kb.by_id.get("constraints", {}).get(sim.dropped, {}).get("alternatives") or ()):
-            sim = None
         if sim is not None and sim.dropped:
             constraint = kb.by_id.get("constraints", {}).get(sim.dropped)
+            # a rule this fix's simulated form breaks, which itself names the fix as the way out (the layers must
+            # split evenly over PP: set the first / last stages' layer counts): another form of the fix meets it
+            if constraint is not None and advice.id in (constraint.get("alternatives") or ()):
+                sim = None
+        if sim is not None and sim.dropped:
             if constraint is not None and advice.id not in avoided:
                 avoid.append(AvoidAdvice(advice.id, constraint["id"], "simulation", constraint["message"]))
                 avoided.add(advice.id)

@@ -398,14 +398,12 @@ def _fill_env_from_question(env: EnvFacts, claims: dict[str, Any]) -> EnvFacts:
 def _approximate_shape(config: TrainingConfig, question: Any, kb: Knowledge) -> TrainingConfig:
     """A model the presets lack, named with its size ("GPT-30B"), takes the nearest preset's shape - stated.
 
-    The fields it fills are in ``from_preset``; with ``approximate_shape`` set they count as assumed evidence.
+    The fields it fills are in ``from_preset``; with ``approximate_shape`` set they count as assumed evidence.  Any
+    part of the shape given (the layer count, the width) and there is none: the nearest preset by size is another
+    model, and its other fields beside the user's would describe neither (bigscience tr11: 80 layers of a 200B model
+    beside the 235B MoE preset's width and experts).
     """
-    if config.model_name or all(vars(config)[f] for f in ARCHITECTURE_FIELDS) or not question.model_size_b:
-        return config
-    # part of the shape given (the layer count, the width): the nearest preset by size is another model, and its
-    # other fields beside the user's would describe neither (bigscience tr11: 80 layers of a 200B model beside the
-    # 235B MoE preset's width and experts)
-    if any(vars(config)[f] for f in ARCHITECTURE_FIELDS):
+    if config.model_name or any(vars(config)[f] for f in ARCHITECTURE_FIELDS) or not question.model_size_b:
         return config
     from .estimator.models import nearest_preset
 
