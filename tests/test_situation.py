@@ -5853,3 +5853,38 @@ def test_frozen_lora_weights_replicated_by_a_peft_script_are_sharded_not_piped(k
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q, gpu="4*48G"), kb)
     fixes = [f.id for f in diag.fixes]
     assert flat["situation.trainer"] == "own" and "megatron-fsdp" in fixes and "increase-pp" not in fixes
+
+
+def test_settings_said_to_do_nothing_by_pointing_back_are_the_ones_set_before(kb):
+    # modelscope/ms-swift#2785 (set issue-24-s104): "these two parameters have no effect at all" refers to the
+    # max_pixels / SIZE_FACTOR the sentence before set; after the check they are set through ms-swift's own keys
+    q = ("我用 ms-swift 跑 Qwen2-VL，在代码里加了 model.generation_config.max_pixels=602112 和 "
+         "model.generation_config.SIZE_FACTOR=8。"
+         "但这两个参数好像完全没有作用，遇到分辨率大一点的图还是报显存不足。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.no_effect"] == ["cap-vision-tokens"]
+    assert [f.id for f in diag.fixes][:2] == ["confirm-setting-applied", "cap-vision-tokens"]
+    # a pointer with nothing set before it names no setting
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="这两个参数好像完全没有作用，还是报显存不足。"), kb)
+    assert "cap-vision-tokens" not in (flat["situation.no_effect"] or [])
+
+
+@pytest.mark.parametrize("text, on", [
+    ("Megatron-LM run with --cross-entropy-loss-fusion and micro-batch 16 OOMs computing the logits", True),
+    ("Megatron-LM run without --cross-entropy-loss-fusion, micro-batch 16, OOMs computing the logits", False),
+    ("Megatron-LM, micro-batch 16, OOMs computing the logits. Should I turn on cross entropy fusion?", None),
+])
+def test_the_fused_loss_said_on_is_in_place_not_a_fix(text, on, kb):
+    # NVIDIA/Megatron-LM e994bb6 (set issue-24-s104): the user lists --cross-entropy-loss-fusion among the run's flags
+    assert parse_question(text, kb).layout.get("cross_entropy_loss_fusion") is on
+    _, _, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert ("te-cross-entropy-fusion" in diag.already_applied) is bool(on)
+
+
+def test_trapped_memory_quoted_in_the_past_tense_is_read(kb):
+    # NVIDIA/Megatron-LM e994bb6: "while 13.54 GiB was reserved by PyTorch but unallocated"
+    q = ("It tried to allocate 12.28 GiB with only 5.24 GiB free, while 13.54 GiB was reserved by PyTorch but "
+         "unallocated.")
+    question = parse_question(q, kb)
+    assert question.figure("reserved-unallocated") == pytest.approx(13.54 * 2**30, rel=1e-3)
+    assert question.figure("request") == pytest.approx(12.28 * 2**30, rel=1e-3)

@@ -2102,6 +2102,12 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
             found = fix_recognizer(kb).find(previous)
             spans = [(m.ident, m.start, m.end) for m in found]
             quote_from = previous
+        elif (not spans and useless and not took_out and previous and words.settings.search(clause)
+              and words.changed.search(previous)):
+            # "I added max_pixels=602112 and SIZE_FACTOR=8. But these two parameters have no effect" (ms-swift#2785):
+            # the setting the clause points back to is the one the clause before set
+            spans = [(m.ident, m.start, m.end) for m in fix_recognizer(kb).find(previous)]
+            quote_from = previous
         else:
             quote_from = clause
         if not spans and (is_try or useless) and not took_out:  # "changing the batch size didn't help"
