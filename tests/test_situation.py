@@ -5888,3 +5888,36 @@ def test_trapped_memory_quoted_in_the_past_tense_is_read(kb):
     question = parse_question(q, kb)
     assert question.figure("reserved-unallocated") == pytest.approx(13.54 * 2**30, rel=1e-3)
     assert question.figure("request") == pytest.approx(12.28 * 2**30, rel=1e-3)
+
+
+def test_memory_held_after_the_training_loop_in_the_same_process_is_no_dead_owner(kb):
+    # deepspeedai/DeepSpeed#3025 (set issue-24-s104): ZeRO-3 leaves weights gathered after the training loop; the
+    # script goes on in the same process, so no process left behind holds the memory
+    q = ("用 DeepSpeed ZeRO-3 训练，训练结束后显存还一直没有释放：训练循环结束、回到我的脚本之后，"
+         "我想在同一个进程里接着做评估，很容易就 OOM。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert not flat["situation.owner_gone"] and "kill-stale-processes" not in {f.id for f in diag.fixes}
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="训练结束后显存还一直占着，nvidia-smi 里看得到。"), kb)
+    assert flat["situation.owner_gone"]
+
+
+def test_packages_listed_with_their_versions_are_installed_not_running(kb):
+    # hiyouga/LlamaFactory#4310 (set issue-24-s104): "TRL 0.8.6, vLLM 0.4.3" and "PEFT 0.11.1" in the environment a
+    # user lists are packages, not an engine beside the trainer or a LoRA run
+    q = ("升级之后显存一会儿 76G、一会儿 54G。环境：Transformers 4.41.2，PEFT 0.11.1，TRL 0.8.6，vLLM 0.4.3，"
+         "GPU 是 A100 80GB。")
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.process"] != "colocated-engine" and "lora" not in flat["question.topics"]
+    q = "GRPO with vLLM colocated and PEFT LoRA runs out of memory."
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.process"] == "colocated-engine" and "lora" in flat["question.topics"]
+
+
+@pytest.mark.parametrize("text, asked", [
+    ("升级之后显存来回跳。这样下去会不会 OOM，需要我把 batch 调小吗？", True),
+    ("无论是不是开了重计算，都会 OOM。", False),
+])
+def test_a_question_form_inside_a_clause_asks(text, asked, kb):
+    # LlamaFactory#4310: "zheyang xiaqu hui bu hui OOM" asks whether it will OOM; "wulun shi bu shi ..." says it does
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert bool(flat["situation.oom_asked"]) is asked and bool(flat["situation.oom_said"]) is not asked

@@ -321,6 +321,11 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     # installed, not running)
     no_rollout = (((facts.config.task or facts.question.layout.get("task")) in ("sft", "pretrain")
                    or bool(words.offline.search(text))) and not words.rl.search(_PACKAGE_VERSION.sub(" ", text)))
+    if (sit.process is not None and sit.process.value == "colocated-engine" and sit.process.source == "words"
+            and _one("processes", [_PACKAGE_VERSION.sub(" ", c) for c in clauses], words, failing_only=False) is None):
+        # an engine named only with its version ("... TRL 0.8.6, vLLM 0.4.3" in the environment a user lists,
+        # LlamaFactory#4310) is installed, not running beside the trainer
+        sit.process = None
     if sit.process is None and sit.framework is not None and not no_rollout:
         sit.process = _default_process(sit.framework, table)
     elif (no_rollout and sit.process is not None and sit.process.value == "colocated-engine"
@@ -391,7 +396,9 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
         # "the script is unchanged, only the branch moved": the settings listed describe the run; the software moved
         sit.changed = [r for r in sit.changed if r.value == "stack"]
     sit.expected_release = bool(words.expected_release.search(text))
-    sit.owner_gone = bool(words.owner_gone.search(text))
+    # "training ended, memory still held" names a process that is gone unless the program goes on in it ("back in my
+    # script, in the same process, an extra evaluation OOMs": DeepSpeed#3025, ZeRO-3's gathered weights)
+    sit.owner_gone = bool(words.owner_gone.search(text)) and not words.same_process.search(text)
     sit.freed_by_collect = bool(words.freed_by_collect.search(text))
     sit.fewer_gpus_fit = _fewer_gpus_fit(said, words, kb)
     kept = [(c, v) for c in said if words.kept.search(c) for v, _ in _hits("components", c, words)]
@@ -1083,6 +1090,7 @@ class _Words:
     regressed: _Literals
     expected_release: _Literals
     owner_gone: _Literals  # situation.yaml changes.owner_gone: memory held after the process that held it is gone
+    same_process: _Literals  # situation.yaml changes.same_process: the program goes on in the process that held it
     freed_by_collect: _Literals  # situation.yaml changes.freed_by_collect: gc.collect() gives the memory back
     fits_on: _Literals
     one_gpu: _Literals  # "on a single GPU" (and its Chinese): a count of one said in words
@@ -1126,6 +1134,8 @@ class _Words:
     # situation.yaml not_phase_words: common words that hold a phase word and name no phase ("subsequent training"
     # in Chinese holds the two characters of "resume training")
     lookalike: _Literals | None = None
+    # situation.yaml asking.within: question forms anywhere in a clause (Chinese A-not-A: hui bu hui, you mei you)
+    asking_within: _Literals | None = None
     # situation.yaml stage_words: training stages (PT, SFT, DPO, PPO): growth said across two of them is no trend
     stages: _Literals | None = None
     # situation.yaml megatron_words: Megatron named, so a framework's non-Megatron default trainer is not the one used
@@ -1223,6 +1233,7 @@ def _compile(kb: Knowledge) -> _Words:
                   _Literals(_both(changes.get("regressed"))),
                   _Literals(_both(changes.get("expected_release"))),
                   _Literals(_both(changes.get("owner_gone"))),
+                  _Literals(_both(changes.get("same_process"))),
                   _Literals(_both(changes.get("freed_by_collect"))),
                   _Literals(_both(changes.get("fits_on"))),
                   _Literals(_both(changes.get("one_gpu"))), _Literals(_both(changes.get("several_gpus"))),
@@ -1259,6 +1270,7 @@ def _compile(kb: Knowledge) -> _Words:
                         for pid in order if (phases.get(pid) or {}).get("refusal")),
                   symptom=_Literals(_both(table.get("symptom_words"))),
                   lookalike=_Literals(_both(table.get("not_phase_words"))),
+                  asking_within=_Literals(list((table.get("asking") or {}).get("within") or [])),
                   stages=_Literals(_both(table.get("stage_words"))),
                   megatron=_Literals(_both(table.get("megatron_words"))),
                   deepspeed=_Literals(_both(table.get("deepspeed_words"))),
@@ -1860,7 +1872,21 @@ def _asks(clause: str, words: _Words) -> bool:
             break
     if words.presupposes is not None and words.presupposes.search(clause):
         return False  # "is it normal that it OOMs?": it did
-    return said.startswith(words.asking_start) or said.rstrip().endswith(words.asking_end)
+    return (said.startswith(words.asking_start) or said.rstrip().endswith(words.asking_end)
+            or _asks_within(clause, words))
+
+
+_REGARDLESS = ("\u65e0\u8bba", "\u4e0d\u7ba1", "\u4e0d\u8bba")  # wulun / buguan / bulun: "whether or not", a statement
+
+
+def _asks_within(clause: str, words: _Words) -> bool:
+    """A question form inside the clause ("zheyang xiaqu hui bu hui OOM", will it OOM if this goes on?), unless
+    it follows "regardless" ("wulun shi bu shi ..., dou OOM": it OOMs either way)."""
+    if words.asking_within is None:
+        return False
+    norm = _normal(clause)
+    return any(not norm[max(0, start - 4):start].rstrip().endswith(_REGARDLESS)
+               for start, _, _ in words.asking_within.spans(clause))
 
 
 def _asking_clauses(text: str, words: _Words) -> set[str]:
