@@ -5921,3 +5921,13 @@ def test_a_question_form_inside_a_clause_asks(text, asked, kb):
     # LlamaFactory#4310: "zheyang xiaqu hui bu hui OOM" asks whether it will OOM; "wulun shi bu shi ..." says it does
     _, flat, _ = pipeline.run(pipeline.Inputs(question=text), kb)
     assert bool(flat["situation.oom_asked"]) is asked and bool(flat["situation.oom_said"]) is not asked
+
+
+def test_a_flag_said_missing_in_chinese_is_off(kb):
+    # Ascend/MindSpeed-LLM aec316b (set issue-24-s104): "jiaoben li meiyou jia renhe chongjisuan canshu, ye meiyou
+    # --use-distributed-optimizer": neither is on, so both are the first levers
+    q = "一拉起训练就报 NPU out of memory。脚本里没有加任何重计算参数，也没有 --use-distributed-optimizer。"
+    assert parse_question(q, kb).layout["use_distributed_optimizer"] is False
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert {"full-recompute", "distributed-optimizer"} <= set(flat["situation.absent"])
+    assert parse_question("开了 --use-distributed-optimizer 还是 OOM", kb).layout["use_distributed_optimizer"] is True
