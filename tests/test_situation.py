@@ -5931,3 +5931,26 @@ def test_a_flag_said_missing_in_chinese_is_off(kb):
     _, flat, _ = pipeline.run(pipeline.Inputs(question=q), kb)
     assert {"full-recompute", "distributed-optimizer"} <= set(flat["situation.absent"])
     assert parse_question("开了 --use-distributed-optimizer 还是 OOM", kb).layout["use_distributed_optimizer"] is True
+
+
+def test_a_colocated_engine_kept_through_the_training_pass_is_its_share_not_a_leak(kb):
+    # huggingface/trl#3968 (set issue-24-s104): vLLM colocated at vllm_gpu_memory_utilization 0.3 keeps its weights and
+    # KV cache through the backward pass; TRL's own keys put it to sleep
+    q = ("I'm training with TRL's GRPOTrainer with use_vllm=True and vllm_mode=\"colocate\". Generation works, but it "
+         "runs out of memory in the backward pass: the memory vLLM grabbed for its weights and KV cache is still "
+         "taken while the model trains.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.framework"] == "trl" and diag.causes[0].id == "foreign-process"
+    assert diag.fixes[0].id == "shrink-colocated-engine" and "memory-growth" not in {c.id for c in diag.causes}
+    rep = json.loads(_stdout(["diagnose", "--format", "json", "--question", q]))
+    assert "vllm_enable_sleep_mode=True" in json.dumps(rep["fixes"][0])
+
+
+def test_the_kv_cache_the_user_keeps_is_not_shrunk_first(kb):
+    # sgl-project/sglang#7009 (set issue-24-s104): "a way to lower this peak without sacrificing the KV cache?"
+    q = ("verl + SGLang colocate GRPO: the trainer weights stay on the GPU for the weight update; when SGLang wakes, "
+         "its weights and KV cache come back together and it OOMs. Is there a way to lower this peak without "
+         "sacrificing the KV cache?")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert "shrink-colocated-engine" in flat["situation.refused"]
+    assert diag.fixes and diag.fixes[0].id != "shrink-colocated-engine"
