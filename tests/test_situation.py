@@ -5954,3 +5954,17 @@ def test_the_kv_cache_the_user_keeps_is_not_shrunk_first(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
     assert "shrink-colocated-engine" in flat["situation.refused"]
     assert diag.fixes and diag.fixes[0].id != "shrink-colocated-engine"
+
+
+def test_a_full_checkpoint_loaded_into_a_sharded_model_is_saved_sharded_instead(kb):
+    # Lightning-AI/pytorch-lightning#18190 (set issue-24-s104): a state_dict_type="full" checkpoint loaded back into the
+    # FSDP model OOMs where training fits; a run that resumes from its SHARDED_STATE_DICT checkpoint is not this
+    q = ("I train with Lightning Fabric and FSDPStrategy; training fits. I saved a full-state checkpoint "
+         "(FSDPStrategy(state_dict_type=\"full\"), one consolidated file) and now loading it back with fabric.load "
+         "into the FSDP-wrapped model dies with CUDA out of memory during the load, before the first step.")
+    _, _, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert diag.causes[0].id == "checkpoint-load" and diag.fixes[0].id == "convert-sharded"
+    q = ("axolotl + FSDP with fsdp_state_dict_type: SHARDED_STATE_DICT; I extract the model with FULL_STATE_DICT, but "
+         "resuming from the SHARDED_STATE_DICT checkpoint gives a CUDA OOM.")
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert "full-checkpoint" not in flat["question.topics"]
