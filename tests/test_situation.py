@@ -5968,3 +5968,12 @@ def test_a_full_checkpoint_loaded_into_a_sharded_model_is_saved_sharded_instead(
          "resuming from the SHARDED_STATE_DICT checkpoint gives a CUDA OOM.")
     _, flat, _ = pipeline.run(pipeline.Inputs(question=q), kb)
     assert "full-checkpoint" not in flat["question.topics"]
+
+
+def test_a_host_kill_only_with_the_full_dataset_is_the_dataset_in_ram(kb):
+    # zai-org/VisualGLM-6B#263 (set issue-24-s104): the sample data trains, 300k own samples exit with -9
+    q = ("用仓库自带的样例数据能正常跑，但换成我自己的 30 万条数据微调就不行了，训练进程直接退出，返回值是 -9，"
+         "没有 CUDA out of memory 的报错。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q, log="exits with return code = -9\n"), kb)
+    assert "large-dataset" in flat["question.topics"]
+    assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "shard-preprocessing"
