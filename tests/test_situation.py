@@ -5977,3 +5977,14 @@ def test_a_host_kill_only_with_the_full_dataset_is_the_dataset_in_ram(kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q, log="exits with return code = -9\n"), kb)
     assert "large-dataset" in flat["question.topics"]
     assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "shard-preprocessing"
+
+
+def test_prediction_that_generates_is_lowered_through_the_eval_batch_and_length(kb):
+    # hiyouga/LlamaFactory#581 (set issue-24-s104): --do_predict --predict_with_generate OOMs on an A100 80G after
+    # LoRA training ran: the eval batch's KV cache, lowered with LLaMA-Factory's own eval keys
+    q = ("我用 LLaMA-Factory 微调完 LoRA 之后，用 --do_predict --predict_with_generate 在测试集上跑预测，"
+         "结果很大概率会爆显存（CUDA out of memory）。训练的时候都没问题。")
+    rep = json.loads(_stdout(["diagnose", "--format", "json", "--question", q, "--gpu", "A100 80G"]))
+    assert rep["situation"]["fields"]["phase"]["value"] == "eval"
+    assert rep["fixes"][0]["id"] == "reduce-micro-batch" and "full-recompute" in {a["id"] for a in rep["avoid"]}
+    assert "per_device_eval_batch_size" in json.dumps(rep["fixes"][0])
