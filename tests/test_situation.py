@@ -176,6 +176,9 @@ def test_a_pasted_arrow_trace_is_read_for_its_frames(kb):
     ("The job gets killed while it is tokenizing/packing the dataset, host RAM just climbs until it is OOM-killed.",
      "data-preprocess"),
     ("数据集打包的时候主机内存一直涨，最后被 OOM kill。", "data-preprocess"),
+    # a GRPO script of one's own and an HF Trainer prediction (set issue-24-s104: minimind#827, LlamaFactory#581)
+    ("rollout 之后算 policy 的 per-token logp 这一段显存暴涨了 20GB", "rl-logprob"),
+    ("Running predictions with --do_predict on the test set runs out of memory.", "eval"),
 ])
 def test_phase_from_the_users_words(text, phase, kb):
     assert read_situation(_facts(question=parse_question(text, kb)), kb).phase.value == phase
