@@ -5991,3 +5991,10 @@ def test_prediction_that_generates_is_lowered_through_the_eval_batch_and_length(
     assert rep["situation"]["fields"]["phase"]["value"] == "eval"
     assert rep["fixes"][0]["id"] == "reduce-micro-batch" and "full-recompute" in {a["id"] for a in rep["avoid"]}
     assert "per_device_eval_batch_size" in json.dumps(rep["fixes"][0])
+
+
+def test_memory_said_never_to_be_released_in_the_passive_is_held(kb):
+    # Ascend/MindSpeed d9395da (set issue-24-s104): "kan qilai xiang shi you yi kuai xiancun yizhi meiyou bei shifang"
+    q = "一打开 fb-overlap 每张卡的显存占用就高出大约 20GB，看起来像是有一块显存一直没有被释放，就放不下了。"
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.trend"] == "held" and diag.fixes[0].id == "track-memory-per-step"
