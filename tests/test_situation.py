@@ -5998,3 +5998,14 @@ def test_memory_said_never_to_be_released_in_the_passive_is_held(kb):
     q = "一打开 fb-overlap 每张卡的显存占用就高出大约 20GB，看起来像是有一块显存一直没有被释放，就放不下了。"
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
     assert flat["situation.trend"] == "held" and diag.fixes[0].id == "track-memory-per-step"
+
+
+@pytest.mark.parametrize("text", [
+    "LoRA 微调，单卡 3090，训练运行到 16% 的时候出现 CUDA out of memory，前面一直都正常。",
+    "LoRA fine-tuning on one 3090 runs out of memory at 16% of the epoch.",
+])
+def test_progress_into_the_epoch_is_a_later_step(text, kb):
+    # mymusise/ChatGLM-Tuning#72 (set issue-24-s105): steps ran before it failed, so the model state fit
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
+    assert flat["situation.step"] == "later-step"
+    assert "capacity-model-state" not in {c.id for c in diag.causes}
