@@ -6009,3 +6009,13 @@ def test_progress_into_the_epoch_is_a_later_step(text, kb):
     _, flat, diag = pipeline.run(pipeline.Inputs(question=text), kb)
     assert flat["situation.step"] == "later-step"
     assert "capacity-model-state" not in {c.id for c in diag.causes}
+
+
+def test_every_rank_loading_the_checkpoint_into_ram_is_loaded_once_not_spread_over_more_gpus(kb):
+    # bitsandbytes-foundation/bitsandbytes#1252 (set issue-24-s105): accelerate FSDP with
+    # fsdp_cpu_ram_efficient_loading false on a 16 GB host: each of the 4 ranks loads the whole model into RAM
+    q = ("FSDP + QLoRA of Llama-3-8B on 4x A40 with only 16 GB of system RAM; my accelerate FSDP config has "
+         "fsdp_offload_params: true and fsdp_cpu_ram_efficient_loading: false. The job gets killed with SIGKILL.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q, gpu="4x A40"), kb)
+    assert "whole-weights-load" in flat["question.topics"] and diag.fixes[0].id == "convert-sharded"
+    assert "add-gpus" not in {f.id for f in diag.fixes}
