@@ -6019,3 +6019,12 @@ def test_every_rank_loading_the_checkpoint_into_ram_is_loaded_once_not_spread_ov
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q, gpu="4x A40"), kb)
     assert "whole-weights-load" in flat["question.topics"] and diag.fixes[0].id == "convert-sharded"
     assert "add-gpus" not in {f.id for f in diag.fixes}
+
+
+def test_no_other_memory_environment_variable_set_is_the_allocator_setting_off(kb):
+    # Ascend/MindSpeed-LLM dd0cff9 (set issue-24-s105): "the script exports only CUDA_DEVICE_MAX_CONNECTIONS=1 and sets
+    # no other memory-related environment variables": expandable segments are not on, a lever to offer
+    q = ("脚本里只 export 了 CUDA_DEVICE_MAX_CONNECTIONS=1，没有设置别的内存相关环境变量。"
+         "跑起来有时会报 NPU out of memory。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert "expandable-segments" in flat["situation.absent"] and "expandable-segments" in {f.id for f in diag.fixes}
