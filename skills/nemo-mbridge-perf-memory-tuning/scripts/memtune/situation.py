@@ -1134,8 +1134,10 @@ class _Words:
     # situation.yaml not_phase_words: common words that hold a phase word and name no phase ("subsequent training"
     # in Chinese holds the two characters of "resume training")
     lookalike: _Literals | None = None
-    # situation.yaml asking.within: question forms anywhere in a clause (Chinese A-not-A: hui bu hui, you mei you)
+    # situation.yaml asking.within: question forms anywhere in a clause (Chinese A-not-A: hui bu hui, you mei you),
+    # unless one of asking.regardless ends the text before it ("wulun shi bu shi ...": a statement)
     asking_within: _Literals | None = None
+    asking_regardless: tuple[str, ...] = ()
     # situation.yaml stage_words: training stages (PT, SFT, DPO, PPO): growth said across two of them is no trend
     stages: _Literals | None = None
     # situation.yaml megatron_words: Megatron named, so a framework's non-Megatron default trainer is not the one used
@@ -1271,6 +1273,7 @@ def _compile(kb: Knowledge) -> _Words:
                   symptom=_Literals(_both(table.get("symptom_words"))),
                   lookalike=_Literals(_both(table.get("not_phase_words"))),
                   asking_within=_Literals(list((table.get("asking") or {}).get("within") or [])),
+                  asking_regardless=_endings((table.get("asking") or {}).get("regardless")),
                   stages=_Literals(_both(table.get("stage_words"))),
                   megatron=_Literals(_both(table.get("megatron_words"))),
                   deepspeed=_Literals(_both(table.get("deepspeed_words"))),
@@ -1876,16 +1879,13 @@ def _asks(clause: str, words: _Words) -> bool:
             or _asks_within(clause, words))
 
 
-_REGARDLESS = ("\u65e0\u8bba", "\u4e0d\u7ba1", "\u4e0d\u8bba")  # wulun / buguan / bulun: "whether or not", a statement
-
-
 def _asks_within(clause: str, words: _Words) -> bool:
     """A question form inside the clause ("zheyang xiaqu hui bu hui OOM", will it OOM if this goes on?), unless
-    it follows "regardless" ("wulun shi bu shi ..., dou OOM": it OOMs either way)."""
+    "regardless" comes right before it ("wulun shi bu shi ..., dou OOM": it OOMs either way)."""
     if words.asking_within is None:
         return False
     norm = _normal(clause)
-    return any(not norm[max(0, start - 4):start].rstrip().endswith(_REGARDLESS)
+    return any(not norm[:start].rstrip().endswith(words.asking_regardless)
                for start, _, _ in words.asking_within.spans(clause))
 
 
@@ -2124,14 +2124,12 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
                 -_BESIDE <= r0 - sp[2] <= _BESIDE or -_BESIDE <= sp[1] - r1 <= _BESIDE for r0, r1, _ in offs)]
         # "set X=2, Y=20480. That fixed the OOM." - unless that clause said X did nothing ("batch 2 ye yiyang; huan
         # Branchformer jiu bu hui OOM": what fits is the other change, which names no fix)
-        if not spans and fits and not useless and previous and not words.no_effect.search(previous):
-            found = fix_recognizer(kb).find(previous)
-            spans = [(m.ident, m.start, m.end) for m in found]
-            quote_from = previous
-        elif (not spans and useless and not took_out and previous and words.settings.search(clause)
-              and words.changed.search(previous)):
-            # "I added max_pixels=602112 and SIZE_FACTOR=8. But these two parameters have no effect" (ms-swift#2785):
-            # the setting the clause points back to is the one the clause before set
+        # ...and "I added max_pixels=602112 and SIZE_FACTOR=8. But these two parameters have no effect" (ms-swift#2785):
+        # a clause naming no setting that points back ("these two parameters") means what the clause before set
+        points_back = ((fits and not useless and not words.no_effect.search(previous))
+                       or (useless and not took_out and bool(words.settings.search(clause))
+                           and bool(words.changed.search(previous))))
+        if not spans and previous and points_back:
             spans = [(m.ident, m.start, m.end) for m in fix_recognizer(kb).find(previous)]
             quote_from = previous
         else:
