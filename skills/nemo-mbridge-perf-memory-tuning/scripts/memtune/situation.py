@@ -15,7 +15,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import cached_property, lru_cache, partial
 from typing import Any, NamedTuple
 
 from .facts import Facts
@@ -1390,8 +1390,10 @@ def _own_trainer(framework: Reading | None, log_text: str | None, said: str, wor
 
 def fsdp_named(text: str, kb: Knowledge) -> bool:
     """PyTorch FSDP named as the trainer (fsdp_words), with no Megatron word and no framework of ours named."""
+    if not text:  # before the word lists: a diagnosis with no words need not compile them
+        return False
     words = _Words.of(kb)
-    if not text or words.fsdp is None or not _named_in_use(text, words.fsdp, words):
+    if words.fsdp is None or not _named_in_use(text, words.fsdp, words):
         return False
     return not ((words.megatron is not None and words.megatron.search(text))
                 or _one("frameworks", _clauses(text), words, failing_only=False))
@@ -1446,25 +1448,44 @@ class _Literals:
     JOIN = "\u2026"  # the horizontal ellipsis of situation.yaml's words
 
     def __init__(self, words: list[str]):
-        normal = {_normal(w).strip() for w in words}
+        self._said = tuple(words)  # indexed on first use: most lists are never searched in one diagnosis
+
+    @cached_property
+    def words(self) -> list[str]:
+        """The plain words in the normal form, longest first (a longer match wins over one inside it)."""
+        return sorted((w for w in self._normals if self.JOIN not in w), key=len, reverse=True)
+
+    @cached_property
+    def gapped(self) -> list[tuple[str, tuple[str, ...]]]:
+        """(word, its parts) of the words with ``JOIN`` in them, longest first."""
+        return sorted(((w, tuple(p.strip() for p in w.split(self.JOIN))) for w in self._normals if self.JOIN in w),
+                      key=lambda g: len(g[0]), reverse=True)
+
+    @cached_property
+    def _normals(self) -> set[str]:
         join = self.JOIN
-        normal = {f" {join} ".join(p.strip() for p in w.split(join)) if join in w else w for w in normal}
-        self.words = sorted((w for w in normal if w and join not in w), key=len, reverse=True)
-        self.gapped = sorted(((w, tuple(p.strip() for p in w.split(join))) for w in normal if join in w),
-                             key=lambda g: len(g[0]), reverse=True)
-        # the first three characters of every word (all of a shorter one): a text holding none of them holds
-        # none of the words, which is what almost every clause says of almost every list
-        self.heads = frozenset(w[:3] for w in [*self.words, *(parts[0] for _, parts in self.gapped)])
-        # ...and, per head, the words that start with it, in the order above: a text is searched only for the words
-        # whose head it holds (a few of the hundreds in a list), in the order the whole list would give them
-        self._by_head: dict[str, list[str]] = {}
+        normal = {_normal(w).strip() for w in self._said}
+        return {f" {join} ".join(p.strip() for p in w.split(join)) if join in w else w for w in normal if w}
+
+    @cached_property
+    def heads(self) -> frozenset[str]:
+        """The first three characters of every word (all of a shorter one): a text holding none of them holds
+        none of the words, which is what almost every clause says of almost every list."""
+        return frozenset(w[:3] for w in [*self.words, *(parts[0] for _, parts in self.gapped)])
+
+    @cached_property
+    def _index(self) -> tuple[dict[str, list[str]], dict[str, list[tuple[str, ...]]], dict[str, int],
+                              dict[tuple[str, ...], int]]:
+        """Per head, the words that start with it, in the order above: a text is searched only for the words whose
+        head it holds (a few of the hundreds in a list), in the order the whole list would give them."""
+        by_head: dict[str, list[str]] = {}
         for w in self.words:
-            self._by_head.setdefault(w[:3], []).append(w)
-        self._gapped_by_head: dict[str, list[tuple[str, ...]]] = {}
+            by_head.setdefault(w[:3], []).append(w)
+        gapped_by_head: dict[str, list[tuple[str, ...]]] = {}
         for _, parts in self.gapped:
-            self._gapped_by_head.setdefault(parts[0][:3], []).append(parts)
-        self._rank = {w: i for i, w in enumerate(self.words)}
-        self._gapped_rank = {parts: i for i, (_, parts) in enumerate(self.gapped)}
+            gapped_by_head.setdefault(parts[0][:3], []).append(parts)
+        return (by_head, gapped_by_head, {w: i for i, w in enumerate(self.words)},
+                {parts: i for i, (_, parts) in enumerate(self.gapped)})
 
     @staticmethod
     def _bounded(norm: str, start: int, end: int, word: str) -> bool:
@@ -1482,16 +1503,17 @@ class _Literals:
         held = self.heads & _heads(norm)
         if not held:
             return []
+        by_head, gapped_by_head, rank, gapped_rank = self._index
         out = []
-        for word in sorted((w for h in held for w in self._by_head.get(h, ())), key=self._rank.__getitem__):
+        for word in sorted((w for h in held for w in by_head.get(h, ())), key=rank.__getitem__):
             start = norm.find(word)
             while start >= 0:
                 end = start + len(word)
                 if self._bounded(norm, start, end, word):
                     out.append((start, end, word))
                 start = norm.find(word, start + 1)
-        gapped = (p for h in held for p in self._gapped_by_head.get(h, ()))
-        for parts in sorted(gapped, key=self._gapped_rank.__getitem__):
+        gapped = (p for h in held for p in gapped_by_head.get(h, ()))
+        for parts in sorted(gapped, key=gapped_rank.__getitem__):
             out += self._gapped_spans(norm, parts)
         return out
 
