@@ -6028,3 +6028,77 @@ def test_no_other_memory_environment_variable_set_is_the_allocator_setting_off(k
          "跑起来有时会报 NPU out of memory。")
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
     assert "expandable-segments" in flat["situation.absent"] and "expandable-segments" in {f.id for f in diag.fixes}
+
+
+def test_an_evaluation_run_of_its_own_holds_weights_not_training_state(kb):
+    # THUDM/LongBench#17: a 7B HF model loaded for 20k-token evaluation on one 80 GB GPU; the weights are 14 GB
+    zh = ("我在用 LongBench 做超长文本评测，length 设成 20k 的时候，单张 A100 80G 跑 llama-7b（直接用 HF 格式的模型"
+          "加载推理）就会 OOM。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=zh, gpu="A100 80G"), kb)
+    assert flat["situation.forward_only"] and flat.get("situation.phase") != "checkpoint-load"
+    causes = [c.id for c in diag.causes]
+    assert "capacity-model-state" not in causes and causes[0] == "capacity-activations"
+    fixes = [f.id for f in diag.fixes]
+    assert not {"full-recompute", "optimizer-cpu-offload", "distributed-optimizer"} & set(fixes)
+    # the same words in an RL run: the update may be the pass that failed, so recompute stays open
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="verl GRPO: the reference model only runs forward, and the "
+                                                       "actor OOMs."), kb)
+    assert flat["situation.forward_only"] and flat.get("situation.framework") == "verl"
+
+
+def test_memory_climbing_while_the_weights_load_is_the_load_not_growth_over_steps(kb):
+    # PrimeIntellect-ai/prime-rl#1760: every rank read the whole snapshot into host RAM before step 0
+    q = ("Before step 0, while the trainer loads the model weights, host RAM on the node climbs until the trainer "
+         "processes get SIGKILLed by the OOM killer; GPU memory is nowhere near full.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.phase"] == "checkpoint-load" and flat.get("situation.trend") != "grows"
+    assert diag.causes[0].id in {"host-oom", "checkpoint-load"}
+    assert "memory-growth" not in [c.id for c in diag.causes]
+    # growth after steps ran is growth over steps, whatever loaded first
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="After loading the model weights, host RAM climbs every step "
+                                                       "until step 300, then the OOM killer fires."), kb)
+    assert flat.get("situation.trend") == "grows"
+
+
+def test_a_training_micro_batch_lowered_says_nothing_of_the_log_prob_pass(kb):
+    # databricks/compose-rl#34: the log-prob pass ran the whole global batch; the training micro-batch fits
+    q = ("Online RL with compose-rl: with long sequences I get CUDA OOM in the log-prob computation that runs after "
+         "generation and before the policy update. The training forward/backward fits. Lowering "
+         "device_train_microbatch_size did not help.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.phase"] == "rl-logprob" and "reduce-micro-batch" in flat["situation.no_effect"]
+    assert diag.causes[0].id == "logits-loss-memory"
+    assert "capacity-model-state" not in [c.id for c in diag.causes]
+
+
+def test_the_gpus_of_a_device_map_split_used_unevenly_are_its_placement(kb):
+    # modelscope/ms-swift#1376: swift deploy over 4 GPUs, the first two full, the last two nearly empty
+    zh = ("用 ms-swift 在 4 张卡上部署 InternVL2-26B，nvidia-smi 看前两张卡显存基本跑满，后两张卡几乎没有占用，"
+          "一发推理请求就报显存溢出。")
+    q = parse_question(zh, kb)
+    assert "pipeline-imbalance" in q.topics
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=zh), kb)
+    assert flat["situation.trainer"] == "hf" and diag.causes[0].id == "pipeline-stage-imbalance"
+    assert diag.fixes[0].id == "rebalance-pipeline-stages"
+    en = ("The model is not evenly distributed across the GPUs: the first two GPUs are full and the last two GPUs are "
+          "almost unused.")
+    assert "pipeline-imbalance" in parse_question(en, kb).topics
+    # the HF Trainer with nothing said to be uneven has no stages to rebalance
+    _, _, diag = pipeline.run(pipeline.Inputs(question="HF Trainer LoRA of a 7B model OOMs on every GPU."), kb)
+    assert "rebalance-pipeline-stages" not in [f.id for f in diag.fixes]
+
+
+def test_any_software_upgraded_to_a_version_is_the_stack_moving(kb):
+    # Lightning-AI/pytorch-lightning#21611: "Lightning" is on no list of packages; "upgrading X from 2.5.x to 2.6.0" is
+    q = ("After upgrading Lightning from 2.5.x to 2.6.0 my mixed-precision training runs out of GPU memory, with the "
+         "same model, data and batch size that trained fine on 2.5.x.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.changed"] == ["stack"] and flat["situation.worked_before"]
+    assert diag.causes[0].id == "version-regression"
+    # "after updating vLLM, it started running out": it ran before the update
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="After updating vLLM, my deployments started running out of "
+                                                       "GPU memory after startup."), kb)
+    assert flat["situation.changed"] == ["stack"] and flat["situation.worked_before"]
+    # a size moved to is no version
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="I moved to 4.5 GB samples and it OOMs."), kb)
+    assert "stack" not in (flat.get("situation.changed") or [])

@@ -291,6 +291,15 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
             and not any(words.failure.search(c) for c in said if any(v == sit.phase.value
                                                                       for v, _ in _hits("phases", c, words)))):
         sit.phase = None
+    # memory said to climb in the sentence that names a load or build, with no step beyond the first, is that one-off
+    # phase filling memory, not growth over steps (PrimeIntellect-ai/prime-rl#1760: "before step 0,
+    # while the trainer loads the model weights, host RAM climbs until the processes get SIGKILLed")
+    if (sit.trend is not None and sit.trend.source == "words" and sit.trend.value == "grows"
+            and sit.phase is not None and sit.phase.value in _BEFORE_THE_FIRST_STEP
+            and (sit.step is None or sit.step.value == "first-step")
+            and any(any(v == "grows" for v, _ in _hits("trends", c, words))
+                    and any(v == sit.phase.value for v, _ in _hits("phases", c, words)) for c in _sentences(text))):
+        sit.trend = None
     sit.gpu_memory_fine = bool(words.gpu_memory_fine.search(text))
     sit.process = (_stated(stated.process, "process")
                    or _process_from_words(clauses, said, words, sit.gpu_memory_fine)
@@ -2187,11 +2196,31 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
             no_effect.setdefault("setting", Reading("setting", [Clue(f"\u201c{quote}\u201d", source)]))
         # "after updating verl": a framework that moved is a version change too
         software = _names_software(_ENV_NAME.sub(" ", clause), words) or any(
-            literals.search(clause) for _, literals in words.lists.get("frameworks", []))
+            literals.search(clause) for _, literals in words.lists.get("frameworks", [])) or (
+            moved and _upgraded_to_a_version(clause, words))
         if moved and software:
             changed.setdefault("stack", Reading("stack", [Clue(f"\u201c{quote}\u201d", source)]))
     return (list(changed.values()), list(tried.values()), list(no_effect.values()), list(removed.values()),
             list(worked.values()))
+
+
+# a number with a unit is a size or a rate, not a version ("moved to 4.5 GB")
+_UNIT_AFTER = re.compile(r"\s*(?:[KMGT]i?B|[KMGT]\b|%|x\b|times\b|seconds?\b|s\b)", re.IGNORECASE)
+
+
+def _upgraded_to_a_version(clause: str, words: _Words) -> bool:
+    """An upgrade word with a version number a few words after it ("after upgrading Lightning from 2.5.x to 2.6.0",
+    Lightning-AI/pytorch-lightning#21611): what moved is software, whatever its name - the list of names can never
+    hold every package, but nothing else is upgraded to "2.6.0"."""
+    norm = _normal(clause)
+    for _, end, _ in words.upgraded.spans(clause):
+        for m in _VERSION.finditer(norm, end, min(len(norm), end + _UPGRADE_REACH)):
+            if not _UNIT_AFTER.match(norm, m.end()):
+                return True
+    return False
+
+
+_UPGRADE_REACH = 48  # characters after the upgrade word: "upgrading pytorch lightning from 2.5.x to 2.6.0"
 
 
 def _names_software(text: str, words: _Words) -> bool:
