@@ -6102,3 +6102,16 @@ def test_any_software_upgraded_to_a_version_is_the_stack_moving(kb):
     # a size moved to is no version
     _, flat, _ = pipeline.run(pipeline.Inputs(question="I moved to 4.5 GB samples and it OOMs."), kb)
     assert "stack" not in (flat.get("situation.changed") or [])
+
+
+def test_a_full_fine_tune_said_against_lora_with_its_command_in_the_question(kb):
+    # modelscope/DiffSynth-Studio#563: Wan2.1-T2V-14B fully fine-tuned on 80 GB GPUs, "LoRA is not what I want"
+    q = ("I'm trying to fully fine-tune Wan2.1-T2V-14B on 80 GB H100 GPUs and get an OOM. Command: python "
+         "examples/wanvideo/train_wan_t2v.py --task train --train_architecture full. LoRA is not what I want.")
+    assert parse_question(q, kb).layout.get("peft") is None
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q, gpu="H100 80GB"), kb)
+    assert flat["situation.trainer"] == "own" and flat.get("config.peft") is None
+    assert diag.causes[0].id == "capacity-model-state" and diag.fixes[0].id == "megatron-fsdp"
+    assert "add-gpus" in [a.id for a in diag.avoid]
+    # LoRA named as what the run uses is still LoRA
+    assert parse_question("LoRA is what I use, rank 8, and it OOMs.", kb).layout.get("peft") == "lora"

@@ -1378,7 +1378,10 @@ def own_program(log_text: str | None, said: str, kb: Knowledge) -> bool:
     nothing the user wrote or set names Megatron or a framework: the program trains with its own loop (DDP unless it
     says otherwise), not Megatron-Core."""
     text = (log_text or "").replace("\\\n", " ")
-    found = _LAUNCHED.search(text) or _ENTRY_FRAME.search(text)
+    # ...or the command the user typed into the question ("Command: python examples/wanvideo/train_wan_t2v.py --task
+    # train ...", DiffSynth-Studio#563) when no log shows one
+    found = (_LAUNCHED.search(text) or _ENTRY_FRAME.search(text)
+             or _LAUNCHED.search(said.replace("\\\n", " ")))
     if not found:
         return False
     program = next(g for g in found.groups() if g)
