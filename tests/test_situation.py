@@ -6115,3 +6115,13 @@ def test_a_full_fine_tune_said_against_lora_with_its_command_in_the_question(kb)
     assert "add-gpus" in [a.id for a in diag.avoid]
     # LoRA named as what the run uses is still LoRA
     assert parse_question("LoRA is what I use, rank 8, and it OOMs.", kb).layout.get("peft") == "lora"
+
+
+def test_host_memory_that_runs_out_only_with_more_ranks_is_one_copy_per_rank(kb):
+    # QwenLM/Qwen#428: LoRA on a 64 GB host starts on one or two GPUs and dies at start-up on three or more
+    zh = ("用 torchrun 多进程启动做单机多卡 LoRA 微调。机器内存是 64G，单卡、双卡都能正常跑成功，"
+          "但只要用 3 张卡及以上就会在启动阶段报错退出。显卡显存是够的，卡数越多反而越跑不起来。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=zh), kb)
+    assert flat["situation.process"] == "host" and flat["situation.fewer_gpus_fit"]
+    assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "convert-sharded"
+    assert "add-gpus" in [a.id for a in diag.avoid]
