@@ -6125,3 +6125,37 @@ def test_host_memory_that_runs_out_only_with_more_ranks_is_one_copy_per_rank(kb)
     assert flat["situation.process"] == "host" and flat["situation.fewer_gpus_fit"]
     assert diag.causes[0].id == "host-oom" and diag.fixes[0].id == "convert-sharded"
     assert "add-gpus" in [a.id for a in diag.avoid]
+
+
+def test_an_engine_said_not_to_be_there_shares_no_gpu(kb):
+    # StarsfieldAI/R1-V#18: TRL's GRPOTrainer, full-parameter, "no vLLM"; 2B trains, 7B runs out of memory
+    q = ("I'm running the R1-V GRPO script (TRL GRPOTrainer, full-parameter training, no vLLM) on Qwen2-VL. "
+         "Qwen2-VL-2B trains fine, Qwen2-VL-7B with the same command dies with CUDA out of memory.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat.get("situation.process") != "colocated-engine" and flat["situation.trainer"] == "hf"
+    assert diag.causes[0].id == "capacity-model-state" and diag.fixes[0].id == "megatron-fsdp"
+    # the engine named as in use is still there
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="TRL GRPO with vLLM colocated runs out of GPU memory."), kb)
+    assert flat.get("situation.process") == "colocated-engine"
+
+
+def test_a_resume_that_fails_at_its_first_step_needs_no_more_gpus(kb):
+    # NVIDIA/Megatron-LM 3008958: fresh runs fit; the first iteration after --load runs out of memory
+    zh = ("Megatron-LM 开了 --use-distributed-optimizer，从头训练一直很稳定。任务中断后用 --load 从 checkpoint 续训，"
+          "一进入续训后的第一个 iteration 就 CUDA out of memory。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=zh), kb)
+    assert flat["situation.phase"] == "checkpoint-load" and diag.causes[0].id == "checkpoint-load"
+    assert "add-gpus" not in [f.id for f in diag.fixes]
+
+
+def test_the_last_stage_named_with_its_logits_is_the_logits(kb):
+    # THUDM/slime#1524: entropy kept for backward on 30k-token samples fills only the last pipeline stage
+    q = ("slime RL on 30k-token rollouts: the actor training step runs out of CUDA memory on the last pipeline stage. "
+         "entropy_coef is 0.0, I only log the entropy. The other stages have headroom.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.where"] == "last-stage" and "logits" in flat["situation.components"]
+    assert diag.causes[0].id == "logits-loss-memory"
+    # the last stage named alone is still the stage
+    _, _, diag = pipeline.run(pipeline.Inputs(question="Megatron PP=4: only the last pipeline stage runs out of "
+                                                       "memory."), kb)
+    assert diag.causes[0].id == "pipeline-stage-imbalance"

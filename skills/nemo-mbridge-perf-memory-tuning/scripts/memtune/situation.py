@@ -1865,8 +1865,8 @@ def _process_from_words(clauses: list[str], said: list[str], words: _Words, gpu_
     the engine that shares the GPU."""
     # a job killed at its time limit was killed by the scheduler, not for memory ("hung until Slurm's time limit
     # killed it"): that clause names no memory at all
-    clauses = [c for c in clauses if not words.time_limit.search(c)]
-    said = [c for c in said if not words.time_limit.search(c)]
+    clauses = [_engine_said_absent(c, words) for c in clauses if not words.time_limit.search(c)]
+    said = [_engine_said_absent(c, words) for c in said if not words.time_limit.search(c)]
     separate = next(((v, w) for c in clauses for v, w in _hits("processes", c, words) if v == "separate-engine"), None)
     if separate:
         return Reading(separate[0], [Clue(f"\u201c{separate[1]}\u201d", "words")])
@@ -1884,6 +1884,23 @@ def _process_from_words(clauses: list[str], said: list[str], words: _Words, gpu_
     # host memory only asked about ("is it GPU or host memory that ran out?") says neither ran out (``said``: the
     # clauses that do not ask)
     return reading if any(v == "host" for c in said for v, _ in _hits("processes", c, words)) else None
+
+
+def _engine_said_absent(clause: str, words: _Words) -> str:
+    """The clause with an engine said not to be there taken out ("full-parameter training, no vLLM", "without
+    vLLM", "meiyou yong vLLM": StarsfieldAI/R1-V#18 runs TRL's GRPOTrainer with generation in the trainer): what is
+    not there shares no GPU.  Returns the clause's normal form with that word blanked, the clause itself otherwise."""
+    engine = [lit for value, lit in words.lists.get("processes", []) if value == "colocated-engine"]
+    if not engine:
+        return clause
+    norm = _normal(clause)
+    gone = [(start, end) for lit in engine for start, end, _ in lit.spans(clause)
+            if norm[:start].rstrip().endswith(words.absent_before)]
+    if not gone:
+        return clause
+    for start, end in sorted(gone, reverse=True):
+        norm = norm[:start] + " " * (end - start) + norm[end:]
+    return norm
 
 
 def _stated_only(sentence: str, words: _Words) -> str:
