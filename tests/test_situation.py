@@ -6159,3 +6159,30 @@ def test_the_last_stage_named_with_its_logits_is_the_logits(kb):
     _, _, diag = pipeline.run(pipeline.Inputs(question="Megatron PP=4: only the last pipeline stage runs out of "
                                                        "memory."), kb)
     assert diag.causes[0].id == "pipeline-stage-imbalance"
+
+
+def test_a_setting_to_be_kept_as_it_is_was_not_tried(kb):
+    # PixArt-alpha/PixArt-sigma PR 102: "how do I fix it without lowering the batch size?" tried nothing
+    q = "Why does the first run need so much more memory, and how do I fix it without lowering the batch size?"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert "reduce-micro-batch" not in (flat.get("situation.tried") or [])
+    assert "reduce-micro-batch" not in (flat.get("situation.no_effect") or [])
+    zh = "为什么第一次运行要多这么多显存，怎么在不降低 batch size 的情况下解决？"
+    _, flat, _ = pipeline.run(pipeline.Inputs(question=zh), kb)
+    assert "reduce-micro-batch" not in (flat.get("situation.tried") or [])
+    # lowered and said not to help is still a try
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="I lowered the batch size to 1 and it did not help."), kb)
+    assert "reduce-micro-batch" in flat["situation.no_effect"]
+
+
+def test_a_validation_pass_of_an_own_loop_is_checked_for_autograd_first(kb):
+    # gentaiscool/end2end-asr-pytorch#29: a full epoch trains on 8 GB, validation then runs out of memory
+    q = ("Training a Transformer ASR model on an 8 GB GPU: a full training epoch runs normally at batch size 4, but "
+         "after the first epoch, when validation starts, it crashes with CUDA out of memory.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.phase"] == "eval"
+    assert diag.fixes[0].id == "forward-only-without-training-buffers"
+    # the HF Trainer evaluates without gradients itself: not its first check
+    _, _, diag = pipeline.run(pipeline.Inputs(question="HF Trainer: training runs, then it OOMs when evaluation "
+                                                       "starts."), kb)
+    assert diag.fixes[0].id != "forward-only-without-training-buffers"

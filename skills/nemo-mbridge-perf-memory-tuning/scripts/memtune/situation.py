@@ -419,6 +419,11 @@ def read_situation(facts: Facts, kb: Knowledge, stated: Stated | None = None, lo
     sit.more_than_expected = bool(words.more_than_expected.search(text))
     sit.device_zero_crowded = bool(words.device_zero_crowded.search(text))
     sit.refused = _refused(text, words)
+    # a setting named in the words that refuse it ("how do I fix it without lowering the batch size?") was not tried:
+    # the clue a try was read from holds the refusal, so that reading goes
+    refusing = [said for fix, said in words.refused if fix in sit.refused]
+    sit.tried, sit.no_effect = ([r for r in readings if not (r.value in sit.refused and any(
+        said.search(c.text) for said in refusing for c in r.clues))] for readings in (sit.tried, sit.no_effect))
     some = words.some_samples.spans(text)
     sit.some_samples_fail = bool(some)
     if some and sit.trend is None:  # the failing samples are larger than the rest: a spike at the steps that draw them
@@ -2190,6 +2195,8 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
                      if not _GLOBAL_BATCH.search(clause, max(0, m.start() - 8), m.start())]
         if quote_from is clause:
             spans = _left_values(clause, spans, words)
+            if not took_out:  # "how do I fix it without lowering the batch size?": kept as it is, not tried
+                spans = [sp for sp in spans if not _KEPT_AS_IS.search(clause, 0, sp[1])]
         if is_change and not (is_try or useless or took_out or fits):  # "the X we used before": X did not change
             spans = [sp for sp in spans if not words.unchanged.search(clause[sp[2]:sp[2] + _UNCHANGED_AFTER])]
         if took_out:  # what the removal word itself names ("offload le, guandiao activation_checkpointing")
@@ -2222,6 +2229,12 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
             changed.setdefault("stack", Reading("stack", [Clue(f"\u201c{quote}\u201d", source)]))
     return (list(changed.values()), list(tried.values()), list(no_effect.values()), list(removed.values()),
             list(worked.values()))
+
+
+# "without (lowering) the X", "bu jiangdi X": the setting right after is kept as it is (PixArt-sigma PR 102);
+# "with and without X" tried it both ways
+_KEPT_AS_IS = re.compile(r"(?:(?<!and )(?<!or )\b(?:without|w/o)\s+(?:\w+ing\s+)?(?:the\s+|my\s+|our\s+|a\s+)?|"
+                         "\u4e0d(?:\u964d\u4f4e|\u51cf\u5c0f|\u8c03\u5c0f|\u6539|\u52a8)\\s*)$", re.IGNORECASE)
 
 
 # a number with a unit is a size or a rate, not a version ("moved to 4.5 GB")
