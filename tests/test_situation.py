@@ -6186,3 +6186,15 @@ def test_a_validation_pass_of_an_own_loop_is_checked_for_autograd_first(kb):
     _, _, diag = pipeline.run(pipeline.Inputs(question="HF Trainer: training runs, then it OOMs when evaluation "
                                                        "starts."), kb)
     assert diag.fixes[0].id != "forward-only-without-training-buffers"
+
+
+def test_memory_words_ending_in_the_character_of_save_save_nothing(kb):
+    # Lightning-AI/pytorch-lightning PR 18379: "neicun mingming bi checkpoint wenjian da" compares RAM with the file
+    zh = ("用 ckpt_path 恢复训练时，在加载 checkpoint 的阶段进程被系统 kill 掉了，看起来是主机内存不够。"
+          "机器内存明明比 checkpoint 文件大得多，为什么加载会爆内存？")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=zh), kb)
+    assert flat["situation.phase"] == "checkpoint-load" and diag.fixes[0].id == "convert-sharded"
+    # a LoRA merge with the adapter named before the verb is a conversion (ymcui/Chinese-LLaMA-Alpaca#198)
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="把原版 LLaMA 和中文 LoRA 合并，跑到保存那一步报 "
+                                                       "DefaultCPUAllocator: not enough memory。"), kb)
+    assert flat["situation.phase"] in {"conversion", "checkpoint-save"}
