@@ -6198,3 +6198,17 @@ def test_memory_words_ending_in_the_character_of_save_save_nothing(kb):
     _, flat, _ = pipeline.run(pipeline.Inputs(question="把原版 LLaMA 和中文 LoRA 合并，跑到保存那一步报 "
                                                        "DefaultCPUAllocator: not enough memory。"), kb)
     assert flat["situation.phase"] in {"conversion", "checkpoint-save"}
+
+
+def test_a_phase_or_loader_said_not_to_have_changed_is_not_where_it_failed(kb):
+    # NVIDIA/Megatron-LM 02d880c: "there are no dataloader changes between the two runs"; FP8 init values held in RAM
+    q = ("Megatron-Core pretraining with FP8 and --fp8-param-gather plus the distributed optimizer. "
+         "GPU memory is fine, but host RAM per node is much higher than with the same model in BF16: "
+         "each rank's RSS jumps while the model is built and never comes back down after the optimizer is created, "
+         "so with 8 ranks the job gets close to the host OOM killer. "
+         "There are no dataloader changes between the two runs. What is holding that CPU memory?")
+    assert "dataloader" not in parse_question(q, kb).topics
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat.get("situation.phase") != "data-loading" and diag.fixes[0].id == "track-memory-per-step"
+    # torchao / torchtitan say float8 (pytorch/ao PR 1629)
+    assert "fp8" in parse_question("float8 with rowwise scaling peaks higher than bf16", kb).topics

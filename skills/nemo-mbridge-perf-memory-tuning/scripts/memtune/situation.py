@@ -1572,6 +1572,9 @@ def _hits(key: str, clause: str, words: _Words, *, over: bool = False) -> list[t
             if norm and norm[end:end + 1] == "(":  # a call in code ("pause()/resume() cycle"), not a phase said
                 continue
             head, tail = norm[:start].rstrip(), norm[end:].lstrip()
+            if key == "phases" and head.endswith(words.absent_before):  # "no dataloader changes": no phase said
+                passed.append((start, end))
+                continue
             if over:
                 if norm and (head.endswith(words.over) or tail.startswith(words.over)):
                     spans.append((start, end, value, said))
