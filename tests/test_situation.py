@@ -6212,3 +6212,16 @@ def test_a_phase_or_loader_said_not_to_have_changed_is_not_where_it_failed(kb):
     assert flat.get("situation.phase") != "data-loading" and diag.fixes[0].id == "track-memory-per-step"
     # torchao / torchtitan say float8 (pytorch/ao PR 1629)
     assert "fp8" in parse_question("float8 with rowwise scaling peaks higher than bf16", kb).topics
+
+
+def test_a_run_said_to_behave_as_before_right_after_a_setting_was_added(kb):
+    # mosaicml/llm-foundry PR 1088: a key train.py never read; "the run behaves exactly as before"
+    q = ("To reduce fragmentation I added `expandable_segments: true` to my training YAML. The run behaves exactly as "
+         "before: reserved memory and the OOM headroom are unchanged.")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert "expandable-segments" in flat["situation.no_effect"]
+    assert diag.causes[0].id == "setting-not-applied" and diag.fixes[0].id == "confirm-setting-applied"
+    # a sentence with its own subject is not about the setting before it
+    _, flat, _ = pipeline.run(pipeline.Inputs(question="I added expandable_segments: true. The dataloader behaves "
+                                                       "exactly as before."), kb)
+    assert "expandable-segments" not in (flat.get("situation.no_effect") or [])

@@ -1911,6 +1911,15 @@ def _engine_said_absent(clause: str, words: _Words) -> str:
     return norm
 
 
+def _start_of_sentence(clause: str) -> bool:
+    """The clause opens with the run, the job or the memory as its subject ("The run behaves exactly as before",
+    "Memory stays the same"): what it says is of the change just made, not of a setting of its own."""
+    return bool(_RUN_SUBJECT.match(clause))
+
+
+_RUN_SUBJECT = re.compile(r"\s*(?:the\s+|my\s+|our\s+)?(?:run|job|training|memory|peak|usage|it)\b", re.IGNORECASE)
+
+
 def _stated_only(sentence: str, words: _Words) -> str:
     """The sentence without its clauses that ask ("... and is disabling the distributed optimizer a supported way?"
     names a setting the user asks about, not one they took out)."""
@@ -2185,9 +2194,11 @@ def _changes(clauses: list[str], kb: Knowledge, words: _Words, *, agent: bool = 
         # Branchformer jiu bu hui OOM": what fits is the other change, which names no fix)
         # ...and "I added max_pixels=602112 and SIZE_FACTOR=8. But these two parameters have no effect" (ms-swift#2785):
         # a clause naming no setting that points back ("these two parameters") means what the clause before set
+        # ...and "I added expandable_segments: true. The run behaves exactly as before" (llm-foundry PR 1088):
+        # a sentence that says nothing changed, right after the one that set something, is about what it set
         points_back = ((fits and not useless and not words.no_effect.search(previous))
-                       or (useless and not took_out and bool(words.settings.search(clause))
-                           and bool(words.changed.search(previous))))
+                       or (useless and not took_out and bool(words.changed.search(previous))
+                           and (bool(words.settings.search(clause)) or _start_of_sentence(clause))))
         if not spans and previous and points_back:
             spans = [(m.ident, m.start, m.end) for m in fix_recognizer(kb).find(previous)]
             quote_from = previous
