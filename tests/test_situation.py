@@ -6225,3 +6225,22 @@ def test_a_run_said_to_behave_as_before_right_after_a_setting_was_added(kb):
     _, flat, _ = pipeline.run(pipeline.Inputs(question="I added expandable_segments: true. The dataloader behaves "
                                                        "exactly as before."), kb)
     assert "expandable-segments" not in (flat.get("situation.no_effect") or [])
+
+
+def test_an_evaluation_harness_and_a_load_said_to_fit_leave_the_images(kb):
+    # EvolvingLMMs-Lab/lmms-eval#436: an evaluation harness runs forward only; the images' tokens are what grow
+    _, flat, diag = pipeline.run(pipeline.Inputs(question="Evaluating Qwen2-VL with lmms-eval at batch size 1 runs "
+                                                          "out of CUDA memory on some images."), kb)
+    assert flat["situation.forward_only"] and diag.fixes[0].id == "cap-vision-tokens"
+    # QwenLM/Qwen3-VL#280: "moxing jiazai ... meiyou bao xiancun bugou", then an image OOMs: not the load
+    zh = ("我用 8 张 48G 的显卡跑 Qwen2-VL，模型加载启动的时候没有报显存不够，但是一推理图片就报 CUDA out of memory。")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=zh), kb)
+    assert flat.get("situation.phase") != "checkpoint-load" and diag.fixes[0].id == "cap-vision-tokens"
+
+
+def test_what_a_setting_turned_off_prevents_happening_anyway_is_the_setting_not_applied(kb):
+    # deepspeedai/DeepSpeed PR 7689: pin_memory left off, offloaded partitions pinned anyway
+    q = ("DeepSpeed ZeRO-2 with offload_optimizer to cpu; I leave pin_memory off because host RAM is tight. Even so, "
+         "host memory ends up pinned. Why is memory being pinned when I didn't ask for it?")
+    _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
+    assert flat["situation.not_applied_said"] and diag.fixes[0].id == "confirm-setting-applied"

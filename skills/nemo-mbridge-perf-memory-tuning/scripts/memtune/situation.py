@@ -1656,6 +1656,8 @@ def _one(key: str, clauses: list[str], words: _Words, *, failing_only: bool = Tr
     # says memory is higher, else 0)
     hits: list[tuple[str, str, int]] = []
     for clause in clauses:
+        if key in ("phases", "steps") and words.oom_denied.search(clause):
+            continue  # "the model loaded without any out-of-memory report": that phase is not where it failed
         beside = 3 if words.failure.search(clause) else 2 if clause in mates else int(
             bool(symptoms and words.symptom and words.symptom.search(clause)))
         hits += [(value, said, beside) for value, said in _hits(key, clause, words)]
