@@ -6244,3 +6244,12 @@ def test_what_a_setting_turned_off_prevents_happening_anyway_is_the_setting_not_
          "host memory ends up pinned. Why is memory being pinned when I didn't ask for it?")
     _, flat, diag = pipeline.run(pipeline.Inputs(question=q), kb)
     assert flat["situation.not_applied_said"] and diag.fixes[0].id == "confirm-setting-applied"
+
+
+def test_the_same_run_with_ten_times_the_data_is_a_large_dataset(kb):
+    # zai-org/CogVideo#146: 200 videos train, 2,000 die before step 1 (every rank preloads every video into RAM)
+    zh = "用 200 个视频训练一切正常；但把数据扩到 2000 个视频以后，进程在训练开始前就直接结束了。"
+    assert "large-dataset" in parse_question(zh, kb).topics
+    en = "It trains fine on 200 videos, but after scaling the dataset to 2000 videos the process dies before step 1."
+    assert "large-dataset" in parse_question(en, kb).topics
+    assert "large-dataset" not in parse_question("I scaled the learning rate to 2e-5 and it OOMs.", kb).topics
