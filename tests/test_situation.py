@@ -6253,3 +6253,10 @@ def test_the_same_run_with_ten_times_the_data_is_a_large_dataset(kb):
     en = "It trains fine on 200 videos, but after scaling the dataset to 2000 videos the process dies before step 1."
     assert "large-dataset" in parse_question(en, kb).topics
     assert "large-dataset" not in parse_question("I scaled the learning rate to 2e-5 and it OOMs.", kb).topics
+
+
+def test_evaluation_inside_a_training_run_is_not_a_forward_only_run(kb):
+    # the zh evaluation-run words are narrow: "zuo SFT xunlian shi mei 500 bu pingce" trains, and evaluates on the way
+    for zh in ("做 SFT 训练时每 500 步评测一次，训练到一半 OOM。", "跑 SFT 的时候顺便评测，结果 OOM。"):
+        _, flat, _ = pipeline.run(pipeline.Inputs(question=zh), kb)
+        assert not flat.get("situation.forward_only")
