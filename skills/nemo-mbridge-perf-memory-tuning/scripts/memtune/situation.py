@@ -1562,18 +1562,23 @@ def _hits(key: str, clause: str, words: _Words, *, over: bool = False) -> list[t
     ``over``: only the phases or steps said to be over ("after every checkpoint save": what came just before)."""
     spans = []
     passed = []  # matches said to be later or over: a shorter word inside one ("after CUDA graph capture") is too
-    norm = _normal(clause) if key in ("phases", "steps") else ""
+    norm = _normal(clause) if key in ("phases", "steps", "processes") else ""
     if key in ("phases", "places", "processes", "trends") and words.lookalike is not None:
         # a phase, place or process word inside drops ("ZeRO stage 0" is no pipeline stage 0; the setting
         # fsdp_cpu_ram_efficient_loading says nothing of the host's RAM running out)
         passed += [(start, end) for start, end, _ in words.lookalike.spans(clause)]
     for value, literals in words.lists.get(key, []):
         for start, end, said in literals.spans(clause):
-            if norm and norm[end:end + 1] == "(":  # a call in code ("pause()/resume() cycle"), not a phase said
+            if norm and key != "processes" and norm[end:end + 1] == "(":  # a call in code ("pause()"), no phase
                 continue
             head, tail = norm[:start].rstrip(), norm[end:].lstrip()
-            if key == "phases" and head.endswith(words.absent_before):  # "no dataloader changes": no phase said
+            # named right after an absence word, it is not there: "no dataloader changes" says no phase; "full-parameter
+            # training, no vLLM" (StarsfieldAI/R1-V#18) shares the GPU with no engine
+            if (key == "phases" or value == "colocated-engine") and head.endswith(words.absent_before):
                 passed.append((start, end))
+                continue
+            if key == "processes":
+                spans.append((start, end, value, said))
                 continue
             if over:
                 if norm and (head.endswith(words.over) or tail.startswith(words.over)):
@@ -1875,8 +1880,8 @@ def _process_from_words(clauses: list[str], said: list[str], words: _Words, gpu_
     the engine that shares the GPU."""
     # a job killed at its time limit was killed by the scheduler, not for memory ("hung until Slurm's time limit
     # killed it"): that clause names no memory at all
-    clauses = [_engine_said_absent(c, words) for c in clauses if not words.time_limit.search(c)]
-    said = [_engine_said_absent(c, words) for c in said if not words.time_limit.search(c)]
+    clauses = [c for c in clauses if not words.time_limit.search(c)]
+    said = [c for c in said if not words.time_limit.search(c)]
     separate = next(((v, w) for c in clauses for v, w in _hits("processes", c, words) if v == "separate-engine"), None)
     if separate:
         return Reading(separate[0], [Clue(f"\u201c{separate[1]}\u201d", "words")])
@@ -1894,23 +1899,6 @@ def _process_from_words(clauses: list[str], said: list[str], words: _Words, gpu_
     # host memory only asked about ("is it GPU or host memory that ran out?") says neither ran out (``said``: the
     # clauses that do not ask)
     return reading if any(v == "host" for c in said for v, _ in _hits("processes", c, words)) else None
-
-
-def _engine_said_absent(clause: str, words: _Words) -> str:
-    """The clause with an engine said not to be there taken out ("full-parameter training, no vLLM", "without
-    vLLM", "meiyou yong vLLM": StarsfieldAI/R1-V#18 runs TRL's GRPOTrainer with generation in the trainer): what is
-    not there shares no GPU.  Returns the clause's normal form with that word blanked, the clause itself otherwise."""
-    engine = [lit for value, lit in words.lists.get("processes", []) if value == "colocated-engine"]
-    if not engine:
-        return clause
-    norm = _normal(clause)
-    gone = [(start, end) for lit in engine for start, end, _ in lit.spans(clause)
-            if norm[:start].rstrip().endswith(words.absent_before)]
-    if not gone:
-        return clause
-    for start, end in sorted(gone, reverse=True):
-        norm = norm[:start] + " " * (end - start) + norm[end:]
-    return norm
 
 
 def _start_of_sentence(clause: str) -> bool:
